@@ -1,0 +1,64 @@
+"""Refusals as JSON: {"error": {"code": ..., "message": ...}}, and strict request bodies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from ..domain.base import Refusal
+
+#: Largest request body the hub reads.
+MAX_BODY_BYTES = 64 * 1024
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+class Body(pydantic.BaseModel):
+    """Every request body: unknown fields and wrong types are refused."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raw = b"{}"
+    try:
+        data: Any = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ApiError(400, "bad_json", f"the body is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_request", "the body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise ApiError(422, "invalid_request", f"{where}: {first['msg']}") from None
+
+
+def refusal_response(r: Refusal) -> JSONResponse:
+    return error_response(r.status, r.code, r.message)

@@ -1,0 +1,62 @@
+"""The hub's parts in one place: the store, the read models, the commands, the bus."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Folders, database_url as env_database_url
+from ..events import plaza as plaza_commands
+from ..events.bus import Bus
+from ..events.commands import Clock, Commands, utc_now
+from ..events.store import EventStore
+from ..projections.registry import all_projections
+from ..projections.runner import ReadModels, make_engine, read_model_url
+from .auth import ensure_owner_token
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class Hub:
+    folders: Folders
+    store: EventStore
+    read_models: ReadModels
+    commands: Commands
+    owner_token_sha256: str
+    new_owner_token: str | None
+    database_url: str | None
+    bus: Bus = field(default_factory=Bus)
+    started: float = field(default_factory=time.time)
+    address: str = ""
+
+    @classmethod
+    def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> "Hub":
+        folders.make()
+        url = database_url if database_url is not None else env_database_url()
+        token_hash, new_token = ensure_owner_token(folders.state)
+        store = EventStore.open(state_dir=folders.state, database_url=url)
+        commands = Commands(store, clock)
+        plaza_commands.ensure_founded(commands)
+        engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
+        read_models = ReadModels(engine, store, all_projections())
+        read_models.setup()
+        read_models.catch_up()
+        return cls(folders, store, read_models, commands, token_hash, new_token, url)
+
+    def info(self) -> dict:
+        return {
+            "version": VERSION,
+            "address": self.address,
+            "store": {"backend": self.store.backend, "where": self.store.info.where},
+            "position": self.store.max_position(),
+            "projections_at": self.read_models.position(),
+            "started_at": dt.datetime.fromtimestamp(self.started, dt.timezone.utc).isoformat(),
+            "uptime_s": round(time.time() - self.started, 1),
+        }
+
+    def close(self) -> None:
+        self.store.close()
+        self.read_models.engine.dispose()

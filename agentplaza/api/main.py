@@ -1,0 +1,81 @@
+"""apid: the hub.  Starlette on Hypercorn with the trio worker."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from ..config import DEFAULT_BIND, folders
+from .app import create_app
+from .hub import VERSION, Hub
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="apid", description="The AgentPlaza hub.")
+    p.add_argument("--bind", default=DEFAULT_BIND, help=f"address:port to listen on (default {DEFAULT_BIND})")
+    p.add_argument("--version", action="version", version=f"apid {VERSION}")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    host, sep, port = args.bind.rpartition(":")
+    if not sep or not port.isdigit():
+        print(f"apid: --bind wants address:port, not {args.bind!r}", file=sys.stderr)
+        return 2
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        hub = Hub.open(folders())
+    except Exception as e:  # noqa: BLE001 - a failed start says why, in one line
+        print(f"apid: cannot start: {e}", file=sys.stderr)
+        return 1
+    hub.address = f"http://{args.bind if ':' not in host else f'[{host}]:{port}'}"
+    if hub.new_owner_token:
+        print(f"apid: owner token (shown once; also in {hub.folders.state / 'owner-token'}):")
+        print(f"  {hub.new_owner_token}")
+    if not hub.database_url:
+        print("no APZ_DATABASE_URL; state stays in files")
+    config = Config()
+    config.bind = [args.bind]
+    config.accesslog = None
+    config.errorlog = "-"
+    config.loglevel = "WARNING"
+    app = create_app(hub)
+
+    async def run() -> None:
+        stop = trio.Event()
+
+        async def on_signals() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    stop.set()
+                    return
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_signals)
+            await nursery.start(_serve, app, config, stop)
+            print(f"apid: listening on {hub.address}", flush=True)
+            await stop.wait()
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(run)
+    except OSError as e:
+        print(f"apid: cannot listen on {args.bind}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        hub.close()
+    return 0
+
+
+async def _serve(app, config: Config, stop: trio.Event, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    await serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""What the screens read: built from read models only, never from aggregates."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..projections.plaza import event_counts, plaza_holds, plaza_state
+from .hub import Hub
+
+
+def plaza_state_view(hub: Hub) -> dict:
+    rows = hub.read_models.rows(plaza_state)
+    if not rows:
+        return {"state": "unknown"}
+    r = rows[0]
+    return {
+        "name": r["name"],
+        "state": "held" if r["held"] else "running",
+        "held": r["held"],
+        "since": r["since"],
+        "by": r["by"],
+        "reason": r["reason"],
+        "founded_at": r["founded_at"],
+    }
+
+
+def plaza_history(hub: Hub, limit: int) -> list[dict]:
+    return hub.read_models.rows(plaza_holds, order_by=sa.desc(plaza_holds.c.position), limit=limit)
+
+
+def overview(hub: Hub) -> dict:
+    counts = hub.read_models.rows(event_counts)
+    families: dict[str, int] = {}
+    for row in counts:
+        families[row["family"]] = families.get(row["family"], 0) + row["count"]
+    return {
+        "hub": hub.info(),
+        "plaza": plaza_state_view(hub),
+        "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
+    }

@@ -1,0 +1,63 @@
+"""The plaza itself and its master switch, STOP ALL.
+
+STOP ALL holds the whole plaza: no new work starts, model calls are refused,
+and the hold records who pressed it, when and why.  RESUME releases it.  The
+hold is an event, so a hub that restarts while held starts held.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from .base import Context, PlazaAggregate, Refusal, fixed_id
+
+PLAZA_ID = fixed_id("plaza")
+#: The message an agent's model call gets while the plaza is held.
+HELD_MESSAGE = "the plaza is held (STOP ALL)"
+
+
+class Plaza(PlazaAggregate):
+    class Created(PlazaAggregate.Created):
+        name: str
+
+    class Held(PlazaAggregate.Event):
+        def apply(self, plaza: "Plaza") -> None:
+            plaza.held = True
+            plaza.held_since = self.timestamp
+            plaza.held_by = self.actor
+            plaza.held_reason = self.reason
+
+    class Resumed(PlazaAggregate.Event):
+        def apply(self, plaza: "Plaza") -> None:
+            plaza.held = False
+            plaza.held_since = self.timestamp
+            plaza.held_by = self.actor
+            plaza.held_reason = self.reason
+
+    def __init__(self, name: str):
+        self.name = name
+        self.held = False
+        self.held_since: dt.datetime | None = None
+        self.held_by: str | None = None
+        self.held_reason: str | None = None
+
+    @classmethod
+    def found(cls, ctx: Context, name: str = "plaza") -> "Plaza":
+        return cls.start(ctx, id=PLAZA_ID, name=name)
+
+    def stop_all(self, ctx: Context) -> None:
+        if not ctx.reason or not ctx.reason.strip():
+            raise Refusal("reason_required", "STOP ALL needs a reason", 422)
+        if self.held:
+            raise Refusal("plaza_held", f"the plaza is already held since {self.held_since:%Y-%m-%d %H:%M:%S} UTC by {self.held_by}")
+        self.record(self.Held, ctx)
+
+    def resume(self, ctx: Context) -> None:
+        if not self.held:
+            raise Refusal("plaza_running", "the plaza is not held")
+        self.record(self.Resumed, ctx)
+
+    def require_running(self) -> None:
+        """Every action that starts work calls this first."""
+        if self.held:
+            raise Refusal("plaza_held", HELD_MESSAGE)

@@ -1,0 +1,49 @@
+"""Running a command: load, decide, commit, and retry when another writer won.
+
+A command is a function of no arguments that loads the aggregates it needs
+from the store, asks them to decide (they raise ``Refusal`` or trigger events)
+and returns them.  ``Commands.run`` commits what it returns atomically; on a
+conflict it runs the whole function again on fresh state, so a decision is
+never made on stale data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, Callable, Iterable
+
+from ..domain.base import Context
+from .committer import CommitConflict
+from .store import EventStore
+
+#: Times a command is re-run after losing a race to another writer.
+MAX_RETRIES = 20
+
+Clock = Callable[[], dt.datetime]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Commands:
+    def __init__(self, store: EventStore, clock: Clock = utc_now, new_id: Callable[[], str] | None = None):
+        self.store = store
+        self.clock = clock
+        self.new_id = new_id or (lambda: uuid.uuid4().hex)
+
+    def context(self, actor: str, reason: str | None = None, correlation_id: str | None = None) -> Context:
+        return Context(actor=actor, at=self.clock(), correlation_id=correlation_id or self.new_id(), reason=reason)
+
+    def run(self, decide: Callable[[], Iterable[Any]], *, grouped: bool = True) -> list[int]:
+        for attempt in range(MAX_RETRIES + 1):
+            aggregates = [a for a in decide() if a is not None]
+            try:
+                if grouped:
+                    return self.store.commit(*aggregates)
+                return self.store.commit_direct(*aggregates)
+            except CommitConflict:
+                if attempt == MAX_RETRIES:
+                    raise
+        raise AssertionError("unreachable")

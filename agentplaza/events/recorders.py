@@ -1,0 +1,103 @@
+"""The library's application recorders, with the hash chain written beside them.
+
+Each subclass adds the ``event_chain`` table and, inside the very transaction
+that inserts the events, computes and inserts their links (see ``chain``).  On
+Postgres the library takes an EXCLUSIVE lock on the events table before it
+inserts, which serialises writers in notification order; the chain's head is
+read under that lock, so two hub processes cannot fork the chain.  On SQLite a
+write transaction is already exclusive.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+from psycopg.sql import SQL, Identifier
+
+from .chain import CHAIN_TABLE, GENESIS, link
+
+
+def _oid(originator_id: UUID | str) -> str:
+    return originator_id.hex if isinstance(originator_id, UUID) else str(originator_id)
+
+
+def _links(prev: bytes, ids: Sequence[int], events: Sequence[StoredEvent]) -> list[tuple[int, bytes]]:
+    rows = []
+    for position, e in zip(ids, events, strict=True):
+        prev = link(prev, position, _oid(e.originator_id), e.originator_version, e.topic, e.state)
+        rows.append((position, prev))
+    return rows
+
+
+class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # The head we last committed: lets a writer skip reading it back.
+        self._head: tuple[int, bytes] | None = None
+        self._pending: threading.local = threading.local()
+
+    def construct_create_table_statements(self) -> list[str]:
+        return super().construct_create_table_statements() + [
+            f"CREATE TABLE IF NOT EXISTS {CHAIN_TABLE} "
+            "(notification_id INTEGER PRIMARY KEY, link BLOB NOT NULL)"
+        ]
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any):
+        self._pending.head = None
+        ids = super().insert_events(stored_events, **kwargs)
+        # Only a committed head may be trusted by the next transaction.
+        if self._pending.head is not None:
+            self._head = self._pending.head
+        return ids
+
+    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any):
+        ids = super()._insert_events(c, stored_events, **kwargs)
+        if not ids:
+            return ids
+        head = self._head
+        if head is not None and head[0] == ids[0] - 1:
+            prev = head[1]
+        else:
+            c.execute(
+                f"SELECT link FROM {CHAIN_TABLE} WHERE notification_id < ? "
+                "ORDER BY notification_id DESC LIMIT 1",
+                (ids[0],),
+            )
+            row = c.fetchone()
+            prev = bytes(row[0]) if row else GENESIS
+        rows = _links(prev, ids, stored_events)
+        c.executemany(f"INSERT INTO {CHAIN_TABLE} VALUES (?, ?)", rows)
+        self._pending.head = rows[-1]
+        return ids
+
+
+class ChainedPostgresRecorder(PostgresApplicationRecorder):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        schema = Identifier(self.datastore.schema)
+        table = Identifier(CHAIN_TABLE)
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0}.{1} "
+                "(notification_id bigint PRIMARY KEY, link bytea NOT NULL)"
+            ).format(schema, table)
+        )
+        self._select_head = SQL(
+            "SELECT link FROM {0}.{1} ORDER BY notification_id DESC LIMIT 1"
+        ).format(schema, table)
+        self._insert_links = SQL("INSERT INTO {0}.{1} VALUES (%s, %s)").format(schema, table)
+
+    def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any):
+        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if ids:
+            # Still inside the transaction that holds the table lock.
+            curs.execute(self._select_head, prepare=True)
+            row = curs.fetchone()
+            prev = bytes(row["link"]) if row else GENESIS
+            curs.executemany(self._insert_links, _links(prev, ids, stored_events))
+        return ids

@@ -1,0 +1,245 @@
+"""The plaza's one append-only store, on the eventsourcing library.
+
+``EventStore.open`` picks the recorder: SQLite in the state folder by default,
+PostgreSQL when a ``postgresql://`` URL is given.  Writes go through
+``commit``, which hands the aggregates' pending events to the group committer
+(one transaction for many concurrent commands); reads of the global order go
+through ``read``, a fast path over the raw rows used by projections, replay,
+the live bus and audit.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+from urllib.parse import unquote, urlparse
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError
+
+from . import catalogue
+from .chain import CHAIN_TABLE, Verdict, verify
+from .committer import CommitConflict, GroupCommitter
+from .records import EventRecord
+
+#: Aggregates kept in memory per hub (fast-forwarded from the store on each read).
+AGGREGATE_CACHE_SIZE = 10_000
+#: Rows fetched per round trip when reading the log.
+READ_PAGE = 5_000
+
+
+class PlazaApplication(Application):
+    name = "agentplaza"
+
+
+#: Another writer changed an aggregate first; the command may be retried.
+Conflict = CommitConflict
+
+
+def store_env(*, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> dict[str, str]:
+    env = {
+        "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE),
+        "ORIGINATOR_ID_TYPE": "uuid",
+    }
+    if read_only:
+        env["CREATE_TABLE"] = "n"
+    if database_url:
+        url = urlparse(database_url)
+        if url.scheme not in ("postgresql", "postgres"):
+            raise ValueError(f"APZ_DATABASE_URL must be postgresql://..., not {url.scheme}://")
+        env.update(
+            PERSISTENCE_MODULE="eventsourcing.postgres",
+            APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders:ChainedPostgresRecorder",
+            POSTGRES_DBNAME=(url.path or "/").lstrip("/") or "postgres",
+            POSTGRES_HOST=url.hostname or "127.0.0.1",
+            POSTGRES_PORT=str(url.port or 5432),
+            POSTGRES_USER=unquote(url.username or "postgres"),
+            POSTGRES_PASSWORD=unquote(url.password or ""),
+            POSTGRES_ENABLE_DB_FUNCTIONS="n",  # the function path skips the table lock
+            POSTGRES_LOCK_TIMEOUT="30",
+            POSTGRES_POOL_SIZE="8",
+            POSTGRES_MAX_OVERFLOW="16",
+        )
+    else:
+        assert state_dir is not None
+        env.update(
+            PERSISTENCE_MODULE="eventsourcing.sqlite",
+            APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders:ChainedSQLiteRecorder",
+            SQLITE_DBNAME=str(Path(state_dir) / "plaza.sqlite"),
+            SQLITE_LOCK_TIMEOUT="30",
+        )
+    return env
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    backend: str  # "sqlite" or "postgres"
+    where: str  # the file, or host:port/db
+
+
+class EventStore:
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.app = PlazaApplication(env=env)
+        self.backend = "postgres" if "postgres" in env["PERSISTENCE_MODULE"] else "sqlite"
+        self.info = StoreInfo(
+            self.backend,
+            env.get("SQLITE_DBNAME")
+            or f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}",
+        )
+        self._datastore = self.app.factory.datastore
+        self._events_table = self.app.recorder.events_table_name
+        self.committer = GroupCommitter(self.app.events)
+        self._close_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, *, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> "EventStore":
+        return cls(store_env(state_dir=state_dir, database_url=database_url, read_only=read_only))
+
+    # -- aggregates ------------------------------------------------------
+
+    def get(self, aggregate_id: uuid.UUID) -> Any | None:
+        try:
+            return self.app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def commit(self, *aggregates: Any) -> list[int]:
+        """Save the aggregates' pending events atomically; returns their positions.
+
+        Concurrent callers are grouped into one transaction by the committer.
+        Raises ``Conflict`` when another writer changed one of them first.
+        """
+        events = [e for a in aggregates if a is not None for e in a.collect_events()]
+        if not events:
+            return []
+        return self.committer.submit(events)
+
+    def commit_direct(self, *aggregates: Any) -> list[int]:
+        """One transaction for these aggregates alone (no grouping)."""
+        events = [e for a in aggregates if a is not None for e in a.collect_events()]
+        if not events:
+            return []
+        try:
+            return [r.notification.id for r in self.app.events.put(events)]
+        except IntegrityError as e:
+            raise Conflict(str(e)) from e
+
+    # -- the global order ----------------------------------------------------
+
+    def max_position(self) -> int:
+        return self.app.recorder.max_notification_id() or 0
+
+    def _select(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(sql, params)
+            rows = c.fetchall()
+        if self.backend == "postgres":
+            return [tuple(r.values()) for r in rows]
+        return [tuple(r) for r in rows]
+
+    def _ph(self) -> str:
+        return "%s" if self.backend == "postgres" else "?"
+
+    def _id_col(self) -> str:
+        return "notification_id" if self.backend == "postgres" else "rowid"
+
+    def read(self, after: int = 0, limit: int | None = None, upto: int | None = None) -> Iterator[EventRecord]:
+        """Events after position ``after`` in the global order, as records."""
+        ph, col = self._ph(), self._id_col()
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page = READ_PAGE if remaining is None else min(READ_PAGE, remaining)
+            where = f"{col} > {ph}"
+            params: list[Any] = [after]
+            if upto is not None:
+                where += f" AND {col} <= {ph}"
+                params.append(upto)
+            rows = self._select(
+                f"SELECT {col}, originator_id, originator_version, topic, state "
+                f"FROM {self._events_table} WHERE {where} ORDER BY {col} LIMIT {int(page)}",
+                params,
+            )
+            for row in rows:
+                yield catalogue.record(*row)
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def read_raw(self, after: int, limit: int) -> list[tuple]:
+        """Rows (position, originator id, version, topic, state) for the fastest folds."""
+        ph, col = self._ph(), self._id_col()
+        return self._select(
+            f"SELECT {col}, originator_id, originator_version, topic, state "
+            f"FROM {self._events_table} WHERE {col} > {ph} ORDER BY {col} LIMIT {int(limit)}",
+            [after],
+        )
+
+    def position_at(self, when_iso: str) -> int:
+        """The last position whose event happened at or before ``when_iso`` (UTC)."""
+        last = 0
+        for rec in self.read():
+            if rec.at > when_iso:
+                break
+            last = rec.position
+        return last
+
+    # -- tamper evidence ---------------------------------------------------------
+
+    def verify(self) -> Verdict:
+        ph, col = self._ph(), self._id_col()
+        t, ch = self._events_table, CHAIN_TABLE
+
+        def rows() -> Iterator[tuple]:
+            after = 0
+            while True:
+                page = self._select(
+                    f"SELECT e.{col}, e.originator_id, e.originator_version, e.topic, e.state, c.link "
+                    f"FROM {t} e LEFT JOIN {ch} c ON c.notification_id = e.{col} "
+                    f"WHERE e.{col} > {ph} ORDER BY e.{col} LIMIT {READ_PAGE}",
+                    [after],
+                )
+                for r in page:
+                    oid = r[1].hex if isinstance(r[1], uuid.UUID) else r[1]
+                    yield (r[0], oid, r[2], r[3], r[4], r[5])
+                if len(page) < READ_PAGE:
+                    return
+                after = page[-1][0]
+
+        verdict = verify(rows())
+        if verdict.intact:
+            # A link left without its event means the last events were removed.
+            orphan = self._select(
+                f"SELECT MIN(c.notification_id) FROM {ch} c LEFT JOIN {t} e "
+                f"ON c.notification_id = e.{col} WHERE e.{col} IS NULL",
+                [],
+            )[0][0]
+            if orphan is not None:
+                return Verdict(False, verdict.count, verdict.head, orphan, "a chain link has no event (an event was removed)")
+            return verdict
+        # A removed event shows up as a broken link just after it: name the hole instead.
+        low = self._select(
+            f"SELECT MAX(e.{col}) FROM {t} e WHERE e.{col} < {ph}", [verdict.broken_at]
+        )[0][0] or 0
+        hole = self._select(
+            f"SELECT MIN(c.notification_id) FROM {ch} c LEFT JOIN {t} e ON c.notification_id = e.{col} "
+            f"WHERE e.{col} IS NULL AND c.notification_id > {ph} AND c.notification_id < {ph}",
+            [low, verdict.broken_at],
+        )[0][0]
+        if hole is not None:
+            return Verdict(False, verdict.count, verdict.head, hole, "a chain link has no event (an event was removed)")
+        return verdict
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.committer.close()
+        self.app.close()

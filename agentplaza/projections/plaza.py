@@ -1,0 +1,83 @@
+"""Read models of the plaza itself: the hold, its history, and what happened how often."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..events.records import EventRecord
+from .framework import Projection, Rows, metadata
+
+plaza_state = sa.Table(
+    "rm_plaza",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("held", sa.Boolean, nullable=False),
+    sa.Column("since", sa.String(40)),
+    sa.Column("by", sa.String(200)),
+    sa.Column("reason", sa.Text),
+    sa.Column("founded_at", sa.String(40), nullable=False),
+)
+
+plaza_holds = sa.Table(
+    "rm_plaza_holds",
+    metadata,
+    sa.Column("position", sa.BigInteger, primary_key=True),
+    sa.Column("action", sa.String(10), nullable=False),  # "stop" or "resume"
+    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("by", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text),
+)
+
+
+class PlazaProjection(Projection):
+    name = "plaza"
+    version = 1
+    tables = (plaza_state, plaza_holds)
+
+    def on_Plaza_Created(self, e: EventRecord, rows: Rows) -> None:
+        rows.put("rm_plaza", {
+            "id": e.originator_id, "name": e.data["name"], "held": False,
+            "since": e.at, "by": e.actor, "reason": None, "founded_at": e.at,
+        })
+
+    def _hold(self, e: EventRecord, rows: Rows, held: bool) -> None:
+        row = dict(rows.get("rm_plaza", e.originator_id))
+        row.update(held=held, since=e.at, by=e.actor, reason=e.reason)
+        rows.put("rm_plaza", row)
+        rows.put("rm_plaza_holds", {
+            "position": e.position, "action": "stop" if held else "resume",
+            "at": e.at, "by": e.actor, "reason": e.reason,
+        })
+
+    def on_Plaza_Held(self, e: EventRecord, rows: Rows) -> None:
+        self._hold(e, rows, True)
+
+    def on_Plaza_Resumed(self, e: EventRecord, rows: Rows) -> None:
+        self._hold(e, rows, False)
+
+
+event_counts = sa.Table(
+    "rm_event_counts",
+    metadata,
+    sa.Column("kind", sa.String(200), primary_key=True),
+    sa.Column("family", sa.String(100), nullable=False),
+    sa.Column("count", sa.BigInteger, nullable=False),
+    sa.Column("last_position", sa.BigInteger, nullable=False),
+    sa.Column("last_at", sa.String(40), nullable=False),
+)
+
+
+class EventCounts(Projection):
+    """How many events of each kind the log holds: the overview's activity figures."""
+
+    name = "event_counts"
+    version = 1
+    tables = (event_counts,)
+
+    def on_any(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_event_counts", e.kind)
+        rows.put("rm_event_counts", {
+            "kind": e.kind, "family": e.family, "count": (row["count"] if row else 0) + 1,
+            "last_position": e.position, "last_at": e.at,
+        })

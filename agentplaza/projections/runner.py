@@ -1,0 +1,213 @@
+"""Keeps every read model caught up with the log, rebuilds and replays them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+
+from ..events.catalogue import record
+from ..events.records import EventRecord
+from .framework import CATCH_UP_BATCH, REBUILD_PAGE, Projection, Rows, _State, fold, metadata, positions
+
+
+def read_model_url(*, state_dir: Path | None, database_url: str | None) -> str:
+    """Read models live beside the store: the same Postgres, or their own SQLite file."""
+    if database_url:
+        rest = database_url.split("://", 1)[1]
+        return f"postgresql+psycopg://{rest}"
+    assert state_dir is not None
+    return f"sqlite:///{Path(state_dir) / 'read-models.sqlite'}"
+
+
+def make_engine(url: str) -> sa.Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @sa.event.listens_for(engine, "connect")
+        def _wal(dbapi_conn: Any, _: Any) -> None:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
+        return engine
+    return sa.create_engine(url, pool_size=4, max_overflow=4)
+
+
+class ReadModels:
+    def __init__(self, engine: sa.Engine, store: Any, projections: Iterable[Projection]):
+        self.engine = engine
+        self.store = store
+        self.states = {p.name: _State(p, p.new_rows()) for p in projections}
+        self._lock = threading.RLock()
+        self._caught_up = threading.Condition(self._lock)
+
+    # -- start ----------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create tables, then load each read model, rebuilding any whose version changed."""
+        tables = [positions] + [t for s in self.states.values() for t in s.projection.tables]
+        metadata.create_all(self.engine, tables=tables)
+        with self.engine.connect() as conn:
+            stored = {r.name: r for r in conn.execute(sa.select(positions))}
+        for name, st in self.states.items():
+            row = stored.get(name)
+            if row is None or row.version != st.projection.version:
+                self.rebuild(name)
+            else:
+                self._load(st)
+
+    def _load(self, st: _State) -> None:
+        rows = st.projection.new_rows()
+        with self.engine.connect() as conn:
+            pos = conn.execute(
+                sa.select(positions.c.position).where(positions.c.name == st.projection.name)
+            ).scalar()
+            for name, table in rows.tables.items():
+                for r in conn.execute(sa.select(table)):
+                    row = dict(r._mapping)
+                    rows.data[name][Rows.key_of(table, row)] = row
+        st.rows, st.position = rows, pos or 0
+
+    # -- writing ------------------------------------------------------------
+
+    @staticmethod
+    def _write_rows(conn: sa.Connection, rows: Rows, *, everything: bool = False) -> None:
+        for name, table in rows.tables.items():
+            pk = list(table.primary_key.columns)
+            changed = rows.data[name].keys() if everything else rows.dirty[name]
+            gone = set(rows.removed[name]) | (set() if everything else set(changed))
+            if gone and not everything:
+                keys = list(gone)
+                for i in range(0, len(keys), 500):
+                    part = keys[i : i + 500]
+                    if len(pk) == 1:
+                        conn.execute(table.delete().where(pk[0].in_(part)))
+                    else:
+                        conn.execute(table.delete().where(sa.tuple_(*pk).in_(part)))
+            values = [rows.data[name][k] for k in changed if k in rows.data[name]]
+            for i in range(0, len(values), 5_000):
+                conn.execute(table.insert(), values[i : i + 5_000])
+
+    def _save(self, st: _State, new_position: int) -> bool:
+        """Write a projection's changes and move its position by compare-and-set."""
+        with self.engine.begin() as conn:
+            moved = conn.execute(
+                positions.update()
+                .where(positions.c.name == st.projection.name, positions.c.position == st.position)
+                .values(position=new_position)
+            ).rowcount
+            if moved != 1:
+                conn.rollback()
+                return False
+            self._write_rows(conn, st.rows)
+        st.rows.clear_changes()
+        st.position = new_position
+        return True
+
+    # -- the live path --------------------------------------------------------
+
+    def position(self) -> int:
+        return min((s.position for s in self.states.values()), default=0)
+
+    def catch_up(self) -> list[EventRecord]:
+        """Fold every new event into every read model; returns the new events in order."""
+        seen: list[EventRecord] = []
+        with self._lock:
+            while True:
+                start = self.position()
+                raw = self.store.read_raw(start, CATCH_UP_BATCH)
+                if not raw:
+                    break
+                recs = [record(*r) for r in raw]
+                last = recs[-1].position
+                for st in self.states.values():
+                    if st.position >= last:
+                        continue
+                    handlers, fallback = st.projection.handlers, st.projection.fallback
+                    for rec in recs:
+                        if rec.position > st.position:
+                            h = handlers.get(rec.kind, fallback)
+                            if h is not None:
+                                h(rec, st.rows)
+                    if not self._save(st, last):
+                        self._load(st)  # another hub moved it first: take its work
+                seen.extend(recs)
+                if len(raw) < CATCH_UP_BATCH:
+                    break
+            self._caught_up.notify_all()
+        return seen
+
+    def wait_for(self, position: int, timeout: float = 5.0) -> bool:
+        with self._caught_up:
+            return self._caught_up.wait_for(lambda: self.position() >= position, timeout)
+
+    # -- rebuild and replay ----------------------------------------------------
+
+    def _fold_from_zero(self, projections: list[Projection], upto: int | None) -> tuple[list[list], int]:
+        slots: list[list] = [[p.new_rows(), 0] for p in projections]
+        after, last = 0, 0
+        while True:
+            raw = self.store.read_raw(after, REBUILD_PAGE)
+            if upto is not None:
+                raw = [r for r in raw if r[0] <= upto]
+            if not raw:
+                break
+            last = fold(projections, slots, raw)
+            after = raw[-1][0]
+            if len(raw) < REBUILD_PAGE or (upto is not None and after >= upto):
+                break
+        return slots, last
+
+    def rebuild(self, name: str | None = None) -> dict[str, int]:
+        """Drop and rebuild one read model (or all) from event 1; returns positions."""
+        names = [name] if name else list(self.states)
+        unknown = [n for n in names if n not in self.states]
+        if unknown:
+            raise KeyError(unknown[0])
+        done = {}
+        with self._lock:
+            projections = [self.states[n].projection for n in names]
+            slots, last = self._fold_from_zero(projections, None)
+            with self.engine.begin() as conn:
+                for p, (rows, _) in zip(projections, slots):
+                    for table in p.tables:
+                        conn.execute(table.delete())
+                    self._write_rows(conn, rows, everything=True)
+                    conn.execute(positions.delete().where(positions.c.name == p.name))
+                    conn.execute(positions.insert().values(name=p.name, version=p.version, position=last))
+            for p, (rows, _) in zip(projections, slots):
+                rows.clear_changes()
+                st = self.states[p.name]
+                st.rows, st.position = rows, last
+                done[p.name] = last
+        return done
+
+    def replay(self, upto: int | None = None, names: list[str] | None = None) -> dict[str, dict]:
+        """Every read model as it was at position ``upto``, folded in memory only."""
+        chosen = [self.states[n].projection for n in (names or list(self.states))]
+        slots, _ = self._fold_from_zero(chosen, upto)
+        return {p.name: rows.snapshot() for p, (rows, _) in zip(chosen, slots)}
+
+    def live(self, names: list[str] | None = None) -> dict[str, dict]:
+        """Every read model as the hub shows it now, read back from SQL."""
+        out = {}
+        with self.engine.connect() as conn:
+            for n in names or list(self.states):
+                rows = self.states[n].projection.new_rows()
+                for tname, table in rows.tables.items():
+                    for r in conn.execute(sa.select(table)):
+                        row = dict(r._mapping)
+                        rows.data[tname][Rows.key_of(table, row)] = row
+                out[n] = rows.snapshot()
+        return out
+
+    def rows(self, table: sa.Table, *where: Any, order_by: Any = None, limit: int | None = None) -> list[dict]:
+        q = sa.select(table).where(*where)
+        if order_by is not None:
+            q = q.order_by(order_by)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
