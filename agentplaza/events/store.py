@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlparse
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
+from ..config import STORE_FILE
 from . import catalogue
 from .chain import CHAIN_TABLE, Verdict, verify
 from .committer import CommitConflict, GroupCommitter
@@ -68,7 +69,9 @@ def store_env(*, state_dir: Path | None = None, database_url: str | None = None,
         env.update(
             PERSISTENCE_MODULE="eventsourcing.sqlite",
             APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders:ChainedSQLiteRecorder",
-            SQLITE_DBNAME=str(Path(state_dir) / "plaza.sqlite"),
+            SQLITE_DBNAME=(
+                f"file:{Path(state_dir) / STORE_FILE}?mode=ro" if read_only else str(Path(state_dir) / STORE_FILE)
+            ),
             SQLITE_LOCK_TIMEOUT="30",
         )
     return env

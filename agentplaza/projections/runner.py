@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 import sqlalchemy as sa
 
+from ..config import READ_MODELS_FILE
 from ..events.catalogue import record
 from ..events.records import EventRecord
 from .framework import CATCH_UP_BATCH, REBUILD_PAGE, Projection, Rows, _State, fold, metadata, positions
@@ -19,7 +20,7 @@ def read_model_url(*, state_dir: Path | None, database_url: str | None) -> str:
         rest = database_url.split("://", 1)[1]
         return f"postgresql+psycopg://{rest}"
     assert state_dir is not None
-    return f"sqlite:///{Path(state_dir) / 'read-models.sqlite'}"
+    return f"sqlite:///{Path(state_dir) / READ_MODELS_FILE}"
 
 
 def make_engine(url: str) -> sa.Engine:
