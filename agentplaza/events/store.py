@@ -94,7 +94,7 @@ class EventStore:
             or f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}",
         )
         self._datastore = self.app.factory.datastore
-        self._events_table = self.app.recorder.events_table_name
+        self.events_table = self._events_table = self.app.recorder.events_table_name
         self.committer = GroupCommitter(self.app.events)
         self._close_lock = threading.Lock()
         self._closed = False

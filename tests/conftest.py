@@ -1,0 +1,78 @@
+"""Shared fixtures: private folders for every test, and one PostgreSQL per run.
+
+Every store-backed test runs twice, on SQLite and on the PostgreSQL that this
+file starts itself (or the one named by APZ_TEST_PG_ADMIN_URL).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from support.pg import TempPostgres  # noqa: E402
+
+os.environ.setdefault("POSTGRES_PASSWORD", "")
+
+
+class _Pg:
+    def __init__(self, admin_url: str | None, server: TempPostgres | None):
+        self.server = server
+        self.admin_url = admin_url or server.admin_url
+
+    def new_database(self) -> str:
+        if self.server:
+            return self.server.new_database()
+        import uuid
+
+        import psycopg
+
+        name = "apz_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        base = self.admin_url.rsplit("/", 1)[0]
+        return f"{base}/{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    given = os.environ.get("APZ_TEST_PG_ADMIN_URL")
+    if given:
+        yield _Pg(given, None)
+        return
+    server = TempPostgres().start()
+    try:
+        yield _Pg(None, server)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    from agentplaza.config import Folders
+
+    f = Folders(tmp_path / "state", tmp_path / "config", tmp_path / "data").make()
+    monkeypatch.setenv("APZ_STATE_DIR", str(f.state))
+    monkeypatch.setenv("APZ_CONFIG_DIR", str(f.config))
+    monkeypatch.setenv("APZ_DATA_DIR", str(f.data))
+    monkeypatch.delenv("APZ_DATABASE_URL", raising=False)
+    monkeypatch.delenv("APZ_HUB", raising=False)
+    monkeypatch.delenv("APZ_TOKEN", raising=False)
+    return f
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def database_url(backend, request):
+    """None for SQLite (the state folder), a fresh database for Postgres."""
+    if backend == "sqlite":
+        return None
+    return request.getfixturevalue("postgres").new_database()

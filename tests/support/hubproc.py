@@ -1,0 +1,75 @@
+"""Run a real apid process for black-box tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HubProcess:
+    def __init__(self, folders, database_url: str | None = None, port: int | None = None):
+        self.folders = folders
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ)
+        self.env.update(
+            APZ_STATE_DIR=str(folders.state), APZ_CONFIG_DIR=str(folders.config), APZ_DATA_DIR=str(folders.data),
+            APZ_HUB=self.url, PYTHONPATH=str(ROOT / "tests") + os.pathsep + self.env.get("PYTHONPATH", ""),
+        )
+        self.env.pop("APZ_DATABASE_URL", None)
+        if database_url:
+            self.env["APZ_DATABASE_URL"] = database_url
+        self.proc: subprocess.Popen | None = None
+        self.output = ""
+
+    def start(self, timeout: float = 30) -> "HubProcess":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}"],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.time() + timeout
+        lines = []
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("apid exited: " + "".join(lines))
+                continue
+            lines.append(line)
+            if "apid: listening on" in line:
+                self.output = "".join(lines)
+                return self
+        raise RuntimeError("apid did not start: " + "".join(lines))
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.proc and self.proc.stdout:
+            self.output += self.proc.stdout.read() or ""
