@@ -1,0 +1,152 @@
+"""The live bus (/v1/ws, apz.events.v1) and who may call the hub."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+
+import anyio
+import httpx
+import pytest
+from support.hubproc import HubProcess
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from agentplaza.api.app import create_app
+from agentplaza.api.hub import Hub
+from agentplaza.events.bus import MAX_BEHIND, MAX_PER_ADDRESS, MAX_TOTAL, Bus, BusFull
+from agentplaza.events.records import EventRecord
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    from agentplaza.config import Folders
+
+    root = tmp_path_factory.mktemp("bus")
+    f = Folders(root / "s", root / "c", root / "d").make()
+    h = HubProcess(f).start()
+    yield h
+    h.stop()
+
+
+def ws(h: HubProcess, query: str = "", protocols=("apz.events.v1",)):
+    return connect(h.url.replace("http", "ws") + "/v1/ws" + query, subprotocols=list(protocols), open_timeout=10)
+
+
+def test_one_message_per_event_in_the_guides_shape(hub):
+    with ws(hub) as sock, hub.client() as c:
+        assert sock.subprotocol == "apz.events.v1"
+        c.post("/v1/plaza/stop", json={"reason": "bus test"})
+        msg = json.loads(sock.recv(timeout=10))
+        c.post("/v1/plaza/resume", json={})
+        msg2 = json.loads(sock.recv(timeout=10))
+    assert msg["event"] == "plaza" and msg["data"]["kind"] == "Plaza.Held"
+    assert msg["data"]["reason"] == "bus test" and msg["data"]["actor"] == "owner"
+    assert msg2["data"]["kind"] == "Plaza.Resumed" and msg2["data"]["position"] == msg["data"]["position"] + 1
+
+
+def test_kinds_filter_and_read_only(hub):
+    with ws(hub, "?kinds=agent") as quiet, ws(hub, "?kinds=plaza") as loud, hub.client() as c:
+        quiet.send(json.dumps({"command": "stop"}))  # ignored: the socket is read-only
+        c.post("/v1/plaza/stop", json={"reason": "filter"})
+        c.post("/v1/plaza/resume", json={})
+        assert json.loads(loud.recv(timeout=10))["data"]["kind"] == "Plaza.Held"
+        with pytest.raises(TimeoutError):
+            quiet.recv(timeout=1)
+        assert c.get("/v1/plaza").json()["state"] == "running"
+
+
+def test_without_the_subprotocol_the_socket_is_refused(hub):
+    with pytest.raises((ConnectionClosed, InvalidStatus)):
+        with ws(hub, protocols=()) as sock:
+            sock.recv(timeout=5)
+
+
+def test_at_most_eight_sockets_from_one_address(hub):
+    with contextlib.ExitStack() as stack:
+        for _ in range(MAX_PER_ADDRESS):
+            stack.enter_context(ws(hub))
+        with pytest.raises((ConnectionClosed, InvalidStatus)):
+            with ws(hub) as extra:
+                extra.recv(timeout=5)
+
+
+def _rec(i: int, family: str = "plaza") -> EventRecord:
+    return EventRecord(i, "x", i, "Plaza.Held", family, "t", "owner", None, "c")
+
+
+def test_bus_limits_and_cuts_off_a_client_too_far_behind():
+    bus = Bus()
+    woke = []
+    subs = [bus.subscribe(f"10.0.0.{i // MAX_PER_ADDRESS}", None, lambda: woke.append(1)) for i in range(MAX_TOTAL)]
+    with pytest.raises(BusFull, match="64"):
+        bus.subscribe("10.9.9.9", None, lambda: None)
+    bus.unsubscribe(subs[0])
+    with pytest.raises(BusFull, match="one address"):
+        bus.subscribe("10.0.0.1", None, lambda: None)
+    slow = subs[1]
+    bus.publish([_rec(i) for i in range(MAX_BEHIND)])
+    assert len(slow.queue) == MAX_BEHIND and not slow.dropped
+    bus.publish([_rec(MAX_BEHIND + 1)])
+    assert slow.dropped and not slow.queue
+
+
+def test_cli_events_streams(hub):
+    env = dict(hub.env)
+    proc = subprocess.Popen([sys.executable, "-m", "agentplaza.cli.main", "events", "--kinds", "plaza", "--once"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait until the socket is open, then make an event.
+        with hub.client() as c:
+            for _ in range(100):
+                c.post("/v1/plaza/stop", json={"reason": "stream me"})
+                c.post("/v1/plaza/resume", json={})
+                try:
+                    out, _ = proc.communicate(timeout=0.3)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+    finally:
+        proc.kill()
+    assert "Plaza.Held" in out or "Plaza.Resumed" in out
+
+
+def test_cli_reconnect_waits_double_from_one_to_thirty_seconds():
+    from agentplaza.cli.main import RECONNECT_FIRST_S, RECONNECT_MAX_S
+
+    waits, w = [], RECONNECT_FIRST_S
+    for _ in range(8):
+        waits.append(w)
+        w = min(w * 2, RECONNECT_MAX_S)
+    assert waits == [1, 2, 4, 8, 16, 30, 30, 30]
+
+
+def test_loopback_is_trusted_and_others_need_the_owner_token(folders):
+    hub = Hub.open(folders)
+    token = (folders.state / "owner-token").read_text().strip()
+    app = create_app(hub)
+
+    async def calls():
+        out = {}
+        for label, client_addr, headers in [
+            ("loopback", ("127.0.0.1", 5000), {}),
+            ("remote", ("192.0.2.7", 5000), {}),
+            ("remote-wrong", ("192.0.2.7", 5000), {"Authorization": "Bearer nope"}),
+            ("remote-token", ("192.0.2.7", 5000), {"Authorization": f"Bearer {token}"}),
+        ]:
+            transport = httpx.ASGITransport(app=app, client=client_addr)
+            async with httpx.AsyncClient(transport=transport, base_url="http://hub") as c:
+                r = await c.get("/v1/plaza", headers=headers)
+                out[label] = (r.status_code, r.json())
+        return out
+
+    try:
+        out = anyio.run(calls, backend="trio")
+    finally:
+        hub.close()
+    assert out["loopback"][0] == 200
+    assert out["remote"] == (401, {"error": {"code": "unauthorized", "message": "present the owner token as a bearer token"}})
+    assert out["remote-wrong"][0] == 401
+    assert out["remote-token"][0] == 200
