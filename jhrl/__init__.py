@@ -1,0 +1,1 @@
+"""JHRL: the plaza's law language. Standalone: it imports nothing of agentplaza or vmm."""
