@@ -109,14 +109,22 @@ _DEFAULTS = {"severity": "medium", "tier": "owner", "enforcement": "preventive"}
 _CHOICES = {"severity": ast.SEVERITIES, "tier": ast.LAW_TIERS, "enforcement": ast.ENFORCEMENTS}
 
 
+def _skip_space(s: str, loc: int) -> int:
+    while loc < len(s) and s[loc].isspace():
+        loc += 1
+    return loc
+
+
 def _check_attribute(s: str, loc: int, t) -> None:
     name, val = t[0]
+    loc = _skip_space(s, loc)
     choices = _CHOICES.get(name)
     if choices and val not in choices:
         raise pp.ParseFatalException(s, loc, f"unknown {name} {val!r} (one of {', '.join(choices)})")
 
 
 def _make_law(s: str, loc: int, t) -> ast.Law:
+    loc = _skip_space(s, loc)
     law_id, title, attributes, effect, patterns = t[:5]
     condition = t[5] if len(t) > 5 else None
     seen: dict[str, str] = {}
