@@ -144,7 +144,7 @@ def _make_law(s: str, loc: int, t) -> ast.Law:
     )
 
 
-_SOURCE = _build()
+_SOURCE = _build().parse_with_tabs()  # keep tabs in strings, and count a tab as one column
 
 
 def parse(text: str) -> tuple[ast.Law, ...]:
