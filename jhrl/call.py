@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -46,6 +48,15 @@ class Call:
             raise ValueError(f"unknown permission mode {self.mode!r} (one of {', '.join(MODES)})")
         if self.tier not in _TIERS:
             raise ValueError(f"unknown agent tier {self.tier!r} (one of {', '.join(AGENT_TIERS)})")
+
+    def digest(self) -> str:
+        """SHA-256 of the tool and its input: what an approval of "this exact call" is bound to.
+
+        It is the same for the same arguments in any order, and it keeps no argument value readable.
+        """
+        body = json.dumps([self.action, dict(self.args)], sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, default=repr)
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -208,3 +208,12 @@ def test_explain_an_allowed_read_and_a_built_in_refusal():
     assert "read tool" in explain(EMPTY, c("vm.list_dir", risk="read")).summary
     e = explain(BUILTIN, c("plaza_vault_read", risk="read"))
     assert e.decision.forbidding == "C-002a" and "No credential seeking" in e.summary
+
+
+def test_a_call_digest_binds_the_tool_and_its_exact_input():
+    one = c("plaza_hire", bonus=900, contact_role="tester")
+    same = c("plaza_hire", mode="ask", contact_role="tester", bonus=900)
+    assert one.digest() == same.digest() and len(one.digest()) == 64
+    assert one.digest() != c("plaza_hire", bonus=901, contact_role="tester").digest()
+    assert one.digest() != c("plaza_bid", bonus=900, contact_role="tester").digest()
+    assert "900" not in one.digest()
