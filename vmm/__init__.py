@@ -1,0 +1,1 @@
+"""AgentPlaza microVM monitor: probe, QEMU backend, guest image, channel, jail."""
