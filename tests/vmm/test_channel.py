@@ -117,3 +117,19 @@ def test_reset_unknown_stream_and_peer_loss():
     with pytest.raises(ch.ChannelClosed):
         host.open("z")
     host.close()
+
+
+from hypothesis import given, strategies as hs
+
+
+@given(hs.lists(hs.tuples(hs.sampled_from(sorted(ch.NAMES)), hs.integers(0, 2**32 - 1),
+                          hs.binary(max_size=300)), max_size=20),
+       hs.lists(hs.integers(1, 64), min_size=1, max_size=50))
+def test_decoder_any_chunking(frames, cuts):
+    blob = b"".join(ch.encode(*f) for f in frames)
+    dec, got, i, k = ch.FrameDecoder(), [], 0, 0
+    while i < len(blob):
+        n = cuts[k % len(cuts)]
+        got += dec.feed(blob[i:i + n])
+        i, k = i + n, k + 1
+    assert got == frames
