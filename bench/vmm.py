@@ -1,0 +1,133 @@
+"""Cold boot to channel-ready, against bare QEMU booting the same image to the same point.
+
+    python bench/vmm.py [--runs 5] [--guests 3]
+
+Ours: ``QemuMachine.boot()`` (jail, cgroup where allowed, QMP, seccomp sandbox,
+channel HELLO). Baseline: ``qemu-system-x86_64`` started directly with the
+same kernel, initramfs, disks and channel port, timed until the guest's HELLO
+frame arrives on the channel socket. Runs alternate (ours, bare, ours, ...)
+so machine noise hits both. Both use an existing workspace disk (its one-time
+mkfs is not part of a boot). Then RSS per running guest with several guests up.
+The last line is the headline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from vmm import channel as chan  # noqa: E402
+from vmm.backend import MachineSpec  # noqa: E402
+from vmm.image import ensure_image  # noqa: E402
+from vmm.image.build import console_progress  # noqa: E402
+from vmm.qemu import QemuMachine, make_workspace  # noqa: E402
+
+
+def bare_boot(m: QemuMachine, img, work: Path) -> float:
+    run = work / "bare-run"
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir()
+    argv = m.command({"kernel": str(img.kernel), "initrd": str(img.initrd), "rootfs": str(img.rootfs),
+                      "workspace": str(work / "bare-ws.ext4"), "run": str(run)})
+    # bare: no QMP, no seccomp sandbox
+    i = argv.index("-qmp")
+    del argv[i:i + 2]
+    i = argv.index("-sandbox")
+    del argv[i:i + 2]
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        sock_path = run / "channel.sock"
+        while True:
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(str(sock_path))
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                s.close()
+                time.sleep(0.005)
+        dec = chan.FrameDecoder()
+        s.settimeout(120)
+        while True:
+            data = s.recv(4096)
+            if not data:
+                raise RuntimeError("bare guest closed the channel")
+            if any(f[0] == chan.HELLO for f in dec.feed(data)):
+                break
+        dt = time.monotonic() - t0
+        s.close()
+        return dt
+    finally:
+        p.kill()
+        p.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--guests", type=int, default=3)
+    a = ap.parse_args()
+    img = ensure_image(progress=console_progress())
+    work = Path(tempfile.mkdtemp(prefix="apz-bench-"))
+    os.chmod(work, 0o755)
+    try:
+        m = QemuMachine(MachineSpec("bench", image=img, memory_mib=256), base_dir=work / "vms")
+        print(f"platform: {m.platform.summary()}")
+        make_workspace(work / "bare-ws.ext4", 1024)
+        m.boot()           # warm-up boot; also creates the workspace disk
+        m.stop()
+        print(f"walls: jailed={m.jailed} notes={m.notes}")
+        import logging
+        logging.getLogger("vmm").setLevel(logging.ERROR)   # said once above
+        ours, bare = [], []
+        for i in range(a.runs):
+            t0 = time.monotonic()
+            m.boot()
+            ours.append(time.monotonic() - t0)
+            m.stop()
+            bare.append(bare_boot(m, img, work))
+            print(f"run {i + 1}: ours {ours[-1]:.3f}s  bare qemu {bare[-1]:.3f}s")
+        mo, mb = statistics.median(ours), statistics.median(bare)
+        ratio = mo / mb
+        print(f"cold boot to channel-ready, median of {a.runs}: ours {mo:.3f}s, bare qemu {mb:.3f}s, "
+              f"ratio {ratio:.3f}x (goal <= 1.1x)")
+
+        guests = [QemuMachine(MachineSpec(f"rss{i}", image=img, memory_mib=256), base_dir=work / "vms")
+                  for i in range(a.guests)]
+        for g in guests:
+            g.boot(timeout=120)
+        time.sleep(1)
+        rss = [g.rss_bytes() for g in guests]
+        helper = []
+        for g in guests:
+            try:
+                for line in Path(f"/proc/{g.proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        helper.append(int(line.split()[1]) * 1024)
+            except OSError:
+                helper.append(0)
+        for g in guests:
+            g.stop()
+        per = statistics.mean(rss) / (1 << 20)
+        per_qemu = statistics.mean(r - h for r, h in zip(rss, helper)) / (1 << 20)
+        print(f"host RSS per running guest ({a.guests} up, 256 MiB guests): {per:.0f} MiB "
+              f"(QEMU {per_qemu:.0f} MiB + jail helper {per - per_qemu:.0f} MiB)")
+        print(f"vmm cold boot {mo:.2f}s vs bare qemu {mb:.2f}s = {ratio:.2f}x (goal <= 1.1x); "
+              f"RSS {per:.0f} MiB/guest")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

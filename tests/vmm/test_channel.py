@@ -1,0 +1,135 @@
+import os
+import socket
+import threading
+
+import pytest
+
+from vmm import channel as ch
+
+
+def pair():
+    a, b = socket.socketpair()
+    host = ch.Channel.over_socket(a, role="host")
+    guest = ch.Channel.over_socket(b, role="guest")
+    return host, guest
+
+
+def test_frame_roundtrip_and_split_feeding():
+    frames = [(ch.OPEN, 2, b'{"service":"x"}'), (ch.DATA, 2, b"hello"), (ch.CLOSE, 2, b"")]
+    blob = b"".join(ch.encode(*f) for f in frames)
+    dec = ch.FrameDecoder()
+    got = []
+    for i in range(len(blob)):          # one byte at a time
+        got += dec.feed(blob[i:i + 1])
+    assert got == frames
+
+
+def test_decoder_rejects_garbage():
+    with pytest.raises(ch.ProtocolError):
+        ch.FrameDecoder().feed(bytes([99]) + bytes(11))
+    with pytest.raises(ch.ProtocolError):
+        ch.FrameDecoder().feed(ch.HEADER.pack(ch.DATA, 0, 0, 2, ch.MAX_PAYLOAD + 1))
+
+
+def test_hello_and_several_streams_both_ways():
+    host, guest = pair()
+    host.start(), guest.start()
+    assert host.wait_ready(2)["role"] == "guest"
+    assert guest.wait_ready(2)["role"] == "host"
+    streams = [host.open("echo", n=i) for i in range(5)]
+    accepted = [guest.accept(2) for _ in range(5)]
+    assert sorted(s.meta["n"] for s in accepted) == list(range(5))
+    assert all(s.id % 2 == 0 for s in accepted)
+    for s in streams:
+        s.write(f"to-guest-{s.id}".encode())
+        s.close()
+    for s in accepted:
+        assert s.read_all(2) == f"to-guest-{s.id}".encode()
+        s.write(b"back")
+        s.close({"exit": 0})
+    for s in streams:
+        assert s.read_all(2) == b"back"
+        assert s.close_info == {"exit": 0}
+    # guest-initiated stream gets an odd id
+    g = guest.open("gateway")
+    h = host.accept(2)
+    assert g.id % 2 == 1 and h.meta["service"] == "gateway"
+    g.write(b"x"), g.close(), h.close()
+    assert h.read_all(2) == b"x" and g.read_all(2) == b""
+    assert host.stream_count() == 0 and guest.stream_count() == 0
+    host.close(), guest.close()
+
+
+def test_flow_control_blocks_writer_until_reader_consumes():
+    host, guest = pair()
+    host.start(), guest.start()
+    s = host.open("bulk")
+    g = guest.accept(2)
+    big = os.urandom(ch.INITIAL_WINDOW * 3 + 123)
+    done = threading.Event()
+
+    def writer():
+        s.write(big)
+        s.close()
+        done.set()
+    threading.Thread(target=writer, daemon=True).start()
+    assert not done.wait(0.5), "writer must stall once the window is spent"
+    with host._lock:
+        assert s._send_credit == 0
+    got = g.read_all(5)
+    assert got == big
+    assert done.wait(2)
+    host.close(), guest.close()
+
+
+def test_window_overrun_is_a_protocol_error():
+    a, b = socket.socketpair()
+    guest = ch.Channel.over_socket(b, role="guest").start()
+    a.sendall(ch.encode(ch.OPEN, 2, b'{"service":"x"}'))
+    chunk = b"z" * ch.MAX_PAYLOAD
+    for _ in range(ch.INITIAL_WINDOW // ch.MAX_PAYLOAD + 1):
+        try:
+            a.sendall(ch.encode(ch.DATA, 2, chunk))
+        except OSError:
+            break
+    guest.accept(2)
+    for _ in range(100):
+        if guest.closed:
+            break
+        threading.Event().wait(0.02)
+    assert guest.closed
+    a.close()
+
+
+def test_reset_unknown_stream_and_peer_loss():
+    host, guest = pair()
+    host.start(), guest.start()
+    s = host.open("x")
+    g = guest.accept(2)
+    g.reset("refused")
+    with pytest.raises(ch.StreamReset):
+        s.read(timeout=2)
+    s2 = host.open("y")
+    guest.accept(2)
+    guest.close()
+    with pytest.raises(ch.ChannelClosed):
+        s2.read(timeout=2)
+    with pytest.raises(ch.ChannelClosed):
+        host.open("z")
+    host.close()
+
+
+from hypothesis import given, strategies as hs
+
+
+@given(hs.lists(hs.tuples(hs.sampled_from(sorted(ch.NAMES)), hs.integers(0, 2**32 - 1),
+                          hs.binary(max_size=300)), max_size=20),
+       hs.lists(hs.integers(1, 64), min_size=1, max_size=50))
+def test_decoder_any_chunking(frames, cuts):
+    blob = b"".join(ch.encode(*f) for f in frames)
+    dec, got, i, k = ch.FrameDecoder(), [], 0, 0
+    while i < len(blob):
+        n = cuts[k % len(cuts)]
+        got += dec.feed(blob[i:i + n])
+        i, k = i + n, k + 1
+    assert got == frames

@@ -1,0 +1,81 @@
+"""Machine behaviour that needs no boot."""
+from pathlib import Path
+
+import pytest
+
+from vmm import jail
+from vmm.backend import MachineSpec, VMError, Volume
+from vmm.probe import Facts, decide
+from vmm.qemu import QemuMachine
+
+
+def platform():
+    return decide(Facts(frozenset({"kvm", "kvm_pvm"}), frozenset(), True, False, "/usr/bin/qemu-system-x86_64"))
+
+
+class FakeImage:
+    kernel, initrd, rootfs = Path("/k"), Path("/i"), Path("/r")
+
+
+def test_volume_names_and_count():
+    with pytest.raises(ValueError):
+        Volume("-bad", Path("/x"))
+    with pytest.raises(ValueError):
+        Volume("a" * 21, Path("/x"))
+    Volume("corpus-1", Path("/x"))
+    spec = MachineSpec("m", volumes=tuple(Volume(f"v{i}", Path("/x")) for i in range(5)))
+    with pytest.raises(ValueError):
+        spec.validate()
+
+
+def test_command_has_no_network_and_no_default_devices(tmp_path):
+    m = QemuMachine(MachineSpec("cmd", image=FakeImage(), volumes=(Volume("corpus", Path("/v")),)),
+                    tmp_path, platform())
+    argv = m.command({"kernel": "/k", "initrd": "/i", "rootfs": "/r", "workspace": "/w",
+                      "vol0": "/v", "run": "/run"})
+    line = " ".join(argv)
+    assert "-nodefaults" in argv and "-accel" in argv and argv[argv.index("-accel") + 1] == "tcg"
+    assert "-netdev" not in argv and "-nic" not in argv and "virtio-net" not in line
+    assert "apz.vols=corpus" in line and "serial=apz-vol0" in line
+    assert "file=/v,format=raw,if=none,readonly=on" in line
+    assert argv[argv.index("-sandbox") + 1].startswith("on")
+    assert "console.log" in line
+
+
+def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
+    top = tmp_path / "cg"
+    top.mkdir()
+    (top / "cgroup.controllers").write_text("cpu memory pids\n")
+    (top / "cgroup.subtree_control").write_text("")
+    parent = top / "agentplaza.slice"
+    parent.mkdir()
+    (parent / "cgroup.subtree_control").write_text("")
+    vm = parent / "vm-lim"
+    vm.mkdir()
+    (vm / "memory.max").mkdir()          # a write to it fails
+    monkeypatch.setattr(jail.Cgroups, "detect", classmethod(lambda cls: (cls(parent), "")))
+    spawned = []
+    monkeypatch.setattr(jail, "spawn", lambda *a, **k: spawned.append(a))
+    m = QemuMachine(MachineSpec("lim", image=FakeImage()), tmp_path / "vms", platform())
+    monkeypatch.setattr("vmm.qemu.make_workspace", lambda p, s: p.write_bytes(b""))
+    with pytest.raises(VMError, match="not started"):
+        m.boot()
+    assert not spawned and m.proc is None
+
+
+def test_cgroup_limits_written(tmp_path):
+    top = tmp_path / "cg"
+    top.mkdir()
+    (top / "cgroup.subtree_control").write_text("")
+    parent = top / "agentplaza.slice"
+    parent.mkdir()
+    (parent / "cgroup.subtree_control").write_text("")
+    d = jail.Cgroups(parent).create("x", 300 << 20, 1.5, 64)
+    assert (d / "memory.max").read_text() == str(300 << 20)
+    assert (d / "cpu.max").read_text() == "150000 100000"
+    assert (d / "pids.max").read_text() == "64"
+
+
+def test_cgroups_detect_reports_why_on_this_host():
+    cg, why = jail.Cgroups.detect()
+    assert (cg is None) == bool(why)

@@ -1,0 +1,126 @@
+"""The backend interface every hypervisor backend implements.
+
+A backend boots a ``MachineSpec`` into a running ``Machine``. QEMU microvm is
+the backend here (``vmm.qemu``); Firecracker and Cloud Hypervisor backends
+fit the same interface on hosts that have them.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+MAX_VOLUMES = 4
+VOLUME_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
+
+
+class VMError(RuntimeError):
+    """A machine could not be started or driven; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Volume:
+    """A read-only data volume: an ext4 image mounted at /data/<name>."""
+    name: str
+    image: Path
+
+    def __post_init__(self) -> None:
+        if not VOLUME_NAME.match(self.name):
+            raise ValueError(f"bad volume name {self.name!r}: 1-20 of a-z, 0-9, '-', not starting with '-'")
+
+
+@dataclasses.dataclass
+class MachineSpec:
+    name: str                               # unique on this node; names the machine's folder
+    vcpus: int = 1
+    memory_mib: int = 256
+    image: Optional[object] = None          # vmm.image.Image; None: the cached image (built on need)
+    workspace_mib: int = 1024               # size of the per-agent workspace disk (sparse)
+    volumes: tuple = ()                     # up to 4 Volume
+    pids_max: int = 256                     # cgroup pids.max for the VMM process
+    memory_overhead_mib: int = 192          # cgroup memory.max = memory_mib + this (QEMU itself)
+    cpu_max: Optional[float] = None         # cgroup cpu.max in CPUs; default: vcpus
+    jail: bool = True                       # run QEMU in its jail (namespaces, pivot_root, no caps)
+    uid: Optional[int] = None               # host uid the jailed QEMU runs as; default from the name
+    cid: Optional[int] = None               # vsock guest CID (used where vhost-vsock exists)
+
+    def validate(self) -> None:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.name):
+            raise ValueError(f"bad machine name {self.name!r}")
+        if not 1 <= self.vcpus <= 64:
+            raise ValueError("vcpus must be 1..64")
+        if not 64 <= self.memory_mib <= 1 << 20:
+            raise ValueError("memory_mib must be at least 64")
+        if len(self.volumes) > MAX_VOLUMES:
+            raise ValueError(f"a machine takes at most {MAX_VOLUMES} volumes")
+        names = [v.name for v in self.volumes]
+        if len(set(names)) != len(names):
+            raise ValueError("volume names must be unique")
+
+
+def machines_dir(explicit: Optional[os.PathLike] = None) -> Path:
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("APZ_DATA_DIR"):
+        return Path(os.environ["APZ_DATA_DIR"]) / "vms"
+    return Path.home() / ".local/share/agentplaza/vms"
+
+
+class Machine(abc.ABC):
+    """One microVM. Lifecycle: boot() -> [pause()/resume()] -> stop() or kill()."""
+
+    spec: MachineSpec
+
+    @abc.abstractmethod
+    def boot(self, wait_ready: bool = True, timeout: float = 60.0) -> "Machine":
+        """Start the VM; with wait_ready, return once the guest's channel said HELLO."""
+
+    @abc.abstractmethod
+    def stop(self, timeout: float = 20.0) -> int:
+        """Clean shutdown (the guest syncs its disks); kill if it does not go in time."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Stop at once, no questions asked."""
+
+    @abc.abstractmethod
+    def console(self) -> str:
+        """The guest's serial console so far (from its log file)."""
+
+    @abc.abstractmethod
+    def pause(self) -> None:
+        """Freeze the vCPUs."""
+
+    @abc.abstractmethod
+    def resume(self) -> None:
+        """Unfreeze the vCPUs."""
+
+    @property
+    @abc.abstractmethod
+    def channel(self):
+        """The host end of the guest channel (``vmm.channel.Channel``)."""
+
+    @abc.abstractmethod
+    def running(self) -> bool:
+        ...
+
+    # -- snapshots: the interface for the next issue ---------------------------
+    def snapshot(self, path: os.PathLike, diff: bool = False) -> dict:
+        """Write the paused VM's memory and device state to path; returns its metadata."""
+        raise NotImplementedError("snapshots come with the next issue")
+
+    def restore(self, path: os.PathLike) -> None:
+        """Boot this machine from a snapshot written by the same backend."""
+        raise NotImplementedError("snapshots come with the next issue")
+
+
+class Backend(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def machine(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None) -> Machine:
+        """A (not yet booted) machine for spec, its files under base_dir/<name>."""

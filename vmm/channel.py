@@ -1,0 +1,432 @@
+"""The channel: a framed, multiplexed stream protocol over one byte pipe.
+
+One pipe joins a guest to its host (a virtio-serial port here, a vsock
+connection where vhost-vsock exists). Over it both sides open any number of
+logical streams, each with its own flow control and a clean close.
+
+Frame: a 12-byte header then ``length`` bytes of payload::
+
+    type: u8 | flags: u8 | reserved: u16 | stream: u32 | length: u32   (big-endian)
+
+Types:
+
+- ``HELLO``  (stream 0) payload: JSON {"version": 1, "role": ...}. Each side
+  sends one when the pipe comes up; the guest answers every HELLO it gets, so
+  a host that reconnects learns the guest is there. Channel-ready = the host
+  has received the guest's HELLO.
+- ``OPEN``   payload: JSON {"service": name, ...}. Opens a stream. The host
+  numbers its streams even, the guest odd, so ids never collide.
+- ``DATA``   payload: bytes. The sender may only send as many bytes as the
+  receiver has granted (initial window ``WINDOW`` bytes per stream).
+- ``WINDOW`` payload: u32 increment. The receiver grants more credit after
+  its application has consumed data.
+- ``CLOSE``  payload: optional JSON (e.g. {"exit": 0}). The sender will send
+  no more DATA on that stream (half-close). A stream is gone once both sides
+  have sent CLOSE.
+- ``RESET``  payload: optional JSON {"error": ...}. Abort the stream at once
+  (unknown stream, refused service).
+
+This module is standard library only: it is copied into the guest image and
+used there by ``vmm/guest/channeld.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import threading
+from collections import deque
+from typing import Callable, Optional
+
+VERSION = 1
+HEADER = struct.Struct(">BBHII")
+HELLO, OPEN, DATA, WINDOW, CLOSE, RESET = 1, 2, 3, 4, 5, 6
+NAMES = {HELLO: "HELLO", OPEN: "OPEN", DATA: "DATA", WINDOW: "WINDOW", CLOSE: "CLOSE", RESET: "RESET"}
+MAX_PAYLOAD = 32 * 1024
+INITIAL_WINDOW = 256 * 1024
+
+
+class ProtocolError(Exception):
+    """The peer sent something the protocol forbids."""
+
+
+class ChannelClosed(Exception):
+    """The pipe under the channel is gone."""
+
+
+class StreamReset(Exception):
+    """The peer aborted the stream."""
+
+
+def encode(ftype: int, stream: int, payload: bytes = b"", flags: int = 0) -> bytes:
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError("payload too large")
+    return HEADER.pack(ftype, flags, 0, stream, len(payload)) + payload
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes, take whole frames."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= HEADER.size:
+            ftype, flags, _res, stream, length = HEADER.unpack_from(self._buf, 0)
+            if ftype not in NAMES:
+                raise ProtocolError(f"unknown frame type {ftype}")
+            if length > MAX_PAYLOAD:
+                raise ProtocolError(f"frame of {length} bytes exceeds {MAX_PAYLOAD}")
+            if len(self._buf) < HEADER.size + length:
+                break
+            payload = bytes(self._buf[HEADER.size:HEADER.size + length])
+            del self._buf[:HEADER.size + length]
+            frames.append((ftype, stream, payload))
+        return frames
+
+
+class Stream:
+    """One logical, flow-controlled, bidirectional byte stream."""
+
+    def __init__(self, channel: "Channel", sid: int, meta: dict) -> None:
+        self.channel = channel
+        self.id = sid
+        self.meta = meta
+        self._cond = threading.Condition(channel._lock)
+        self._rx: deque = deque()
+        self._rx_unacked = 0          # bytes consumed but not yet granted back
+        self._recv_allowed = INITIAL_WINDOW  # bytes the peer may still send us
+        self._send_credit = INITIAL_WINDOW
+        self._remote_closed = False   # peer sent CLOSE: no more data will come
+        self._local_closed = False    # we sent CLOSE
+        self._reset: Optional[str] = None
+        self.close_info: dict = {}    # payload of the peer's CLOSE
+
+    # -- reading -----------------------------------------------------------
+    def read(self, n: int = 65536, timeout: Optional[float] = None) -> bytes:
+        """Up to n bytes; b"" at end of stream (peer closed)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._rx or self._remote_closed or self._reset
+                                       or self.channel._dead, timeout):
+                raise TimeoutError("stream read timed out")
+            if self._rx:
+                chunk = self._rx.popleft()
+                if len(chunk) > n:
+                    self._rx.appendleft(chunk[n:])
+                    chunk = chunk[:n]
+                self._consumed(len(chunk))
+                return chunk
+            if self._reset is not None:
+                raise StreamReset(self._reset)
+            if self._remote_closed:
+                self.channel._maybe_forget(self)
+                return b""
+            raise ChannelClosed("channel closed")
+
+    def read_all(self, timeout: Optional[float] = None) -> bytes:
+        out = bytearray()
+        while True:
+            chunk = self.read(65536, timeout)
+            if not chunk:
+                return bytes(out)
+            out += chunk
+
+    def _consumed(self, n: int) -> None:
+        self._rx_unacked += n
+        if self._rx_unacked >= INITIAL_WINDOW // 2 and not self._remote_closed:
+            grant, self._rx_unacked = self._rx_unacked, 0
+            self._recv_allowed += grant
+            self.channel._send_locked(WINDOW, self.id, struct.pack(">I", grant))
+
+    # -- writing -----------------------------------------------------------
+    def write(self, data: bytes, timeout: Optional[float] = None) -> None:
+        """Send all of data, waiting for credit from the peer as needed."""
+        view = memoryview(bytes(data))
+        with self._cond:
+            while view:
+                if self._local_closed:
+                    raise ChannelClosed("stream already closed for writing")
+                if not self._cond.wait_for(lambda: self._send_credit > 0 or self._reset
+                                           or self.channel._dead, timeout):
+                    raise TimeoutError("no send credit from peer")
+                if self._reset is not None:
+                    raise StreamReset(self._reset)
+                if self.channel._dead:
+                    raise ChannelClosed("channel closed")
+                n = min(len(view), self._send_credit, MAX_PAYLOAD)
+                self.channel._send_locked(DATA, self.id, bytes(view[:n]))
+                self._send_credit -= n
+                view = view[n:]
+
+    def close(self, info: Optional[dict] = None) -> None:
+        """Half-close: we send no more. The stream goes once both sides closed."""
+        with self._cond:
+            if self._local_closed or self._reset is not None or self.channel._dead:
+                return
+            self._local_closed = True
+            payload = json.dumps(info).encode() if info else b""
+            self.channel._send_locked(CLOSE, self.id, payload)
+            self.channel._maybe_forget(self)
+
+    def reset(self, error: str = "reset") -> None:
+        with self._cond:
+            if self._reset is None and not self.channel._dead:
+                self.channel._send_locked(RESET, self.id, json.dumps({"error": error}).encode())
+            self._reset = error
+            self.channel._streams.pop(self.id, None)
+            self._cond.notify_all()
+
+    def wait_closed(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the peer has closed its side."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._remote_closed or self._reset is not None
+                                       or self.channel._dead, timeout)
+
+    # socket-like helpers
+    def sendall(self, data: bytes) -> None:
+        self.write(data)
+
+    def recv(self, n: int) -> bytes:
+        return self.read(n)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Channel:
+    """Both ends of the protocol. ``role`` is "host" (even ids) or "guest" (odd ids).
+
+    ``fd_read``/``fd_write`` are raw file descriptors (a socket's fileno twice,
+    or the two halves of a character device). A reader thread decodes frames;
+    streams the peer opens are queued for ``accept()`` or handed to
+    ``on_open(stream)`` if given.
+    """
+
+    def __init__(self, fd_read: int, fd_write: Optional[int] = None, role: str = "host",
+                 on_open: Optional[Callable[[Stream], None]] = None,
+                 on_hello: Optional[Callable[[dict], None]] = None,
+                 sock: Optional[socket.socket] = None) -> None:
+        if role not in ("host", "guest"):
+            raise ValueError("role must be host or guest")
+        self.role = role
+        self._sock = sock
+        self._rfd = fd_read
+        self._wfd = fd_read if fd_write is None else fd_write
+        self._lock = threading.RLock()
+        self._wcond = threading.Condition(threading.Lock())
+        self._outq: deque = deque()
+        self._writer = threading.Thread(target=self._write_loop, name=f"channel-{role}-w", daemon=True)
+        self._cond = threading.Condition(self._lock)
+        self._streams: dict = {}
+        self._next_id = 2 if role == "host" else 1
+        self._accept_q: deque = deque()
+        self._on_open = on_open
+        self._on_hello = on_hello
+        self._dead = False
+        self.peer_hello: Optional[dict] = None
+        self._hello_count = 0
+        self._reader = threading.Thread(target=self._read_loop, name=f"channel-{role}", daemon=True)
+
+    @classmethod
+    def over_socket(cls, sock: socket.socket, role: str = "host", **kw) -> "Channel":
+        sock.setblocking(True)
+        return cls(sock.fileno(), role=role, sock=sock, **kw)
+
+    def start(self, hello: bool = True) -> "Channel":
+        self._reader.start()
+        self._writer.start()
+        if hello:
+            self.send_hello()
+        return self
+
+    def send_hello(self) -> None:
+        with self._lock:
+            self._send_locked(HELLO, 0, json.dumps({"version": VERSION, "role": self.role}).encode())
+
+    # -- public --------------------------------------------------------------
+    def wait_ready(self, timeout: Optional[float] = None) -> dict:
+        """Wait for the peer's HELLO; returns it."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.peer_hello is not None or self._dead, timeout):
+                raise TimeoutError("no HELLO from peer")
+            if self.peer_hello is None:
+                raise ChannelClosed("channel closed before HELLO")
+            return self.peer_hello
+
+    def open(self, service: str, **meta) -> Stream:
+        """Open a stream to the peer's ``service``."""
+        meta = dict(meta, service=service)
+        with self._lock:
+            if self._dead:
+                raise ChannelClosed("channel closed")
+            sid = self._next_id
+            self._next_id += 2
+            st = Stream(self, sid, meta)
+            self._streams[sid] = st
+            self._send_locked(OPEN, sid, json.dumps(meta).encode())
+            return st
+
+    def accept(self, timeout: Optional[float] = None) -> Stream:
+        """Next stream the peer opened (when no on_open handler is set)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._accept_q or self._dead, timeout):
+                raise TimeoutError("no stream opened by peer")
+            if self._accept_q:
+                return self._accept_q.popleft()
+            raise ChannelClosed("channel closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._dead
+
+    def stream_count(self) -> int:
+        with self._lock:
+            return len(self._streams)
+
+    def close(self) -> None:
+        with self._lock:
+            self._die()
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+        if threading.current_thread() is not self._reader and self._reader.is_alive():
+            self._reader.join(2)
+
+    # -- internals -----------------------------------------------------------
+    def _send_locked(self, ftype: int, sid: int, payload: bytes = b"") -> None:
+        """Queue a frame; the writer thread sends it. Never blocks on I/O, so a
+        full pipe can not stall the reader (and with it the peer)."""
+        if self._dead:
+            raise ChannelClosed("channel closed")
+        with self._wcond:
+            self._outq.append(encode(ftype, sid, payload))
+            self._wcond.notify()
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._wcond:
+                self._wcond.wait_for(lambda: self._outq or self._dead)
+                if not self._outq:
+                    return
+                frames = list(self._outq)
+                self._outq.clear()
+            buf = memoryview(b"".join(frames))
+            try:
+                while buf:
+                    n = os.write(self._wfd, buf)
+                    buf = buf[n:]
+            except InterruptedError:
+                continue
+            except OSError:
+                with self._lock:
+                    self._die()
+                return
+
+    def flush(self, timeout: Optional[float] = 5.0) -> bool:
+        """Wait until every queued frame has been handed to the pipe."""
+        import time
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._wcond:
+                if not self._outq or self._dead:
+                    return not self._outq
+            if end is not None and time.monotonic() > end:
+                return False
+            time.sleep(0.005)
+
+    def _die(self) -> None:
+        if self._dead:
+            return
+        self._dead = True
+        self._cond.notify_all()
+        with self._wcond:
+            self._wcond.notify_all()
+        for st in list(self._streams.values()):
+            with st._cond:
+                st._cond.notify_all()
+
+    def _maybe_forget(self, st: Stream) -> None:
+        if st._local_closed and st._remote_closed and not st._rx:
+            self._streams.pop(st.id, None)
+
+    def _read_loop(self) -> None:
+        dec = FrameDecoder()
+        try:
+            while True:
+                try:
+                    data = os.read(self._rfd, 65536)
+                except InterruptedError:
+                    continue
+                if not data:
+                    break
+                for ftype, sid, payload in dec.feed(data):
+                    self._dispatch(ftype, sid, payload)
+        except (OSError, ProtocolError, ChannelClosed):
+            pass
+        finally:
+            with self._lock:
+                self._die()
+
+    def _dispatch(self, ftype: int, sid: int, payload: bytes) -> None:
+        if ftype == HELLO:
+            hello = json.loads(payload or b"{}")
+            with self._lock:
+                self.peer_hello = hello
+                self._hello_count += 1
+                self._cond.notify_all()
+            if self._on_hello:
+                self._on_hello(hello)
+            return
+        handler = None
+        with self._lock:
+            if ftype == OPEN:
+                mine = (sid % 2 == 0) == (self.role == "host")
+                if sid == 0 or mine or sid in self._streams:
+                    raise ProtocolError(f"bad OPEN for stream {sid}")
+                st = Stream(self, sid, json.loads(payload or b"{}"))
+                self._streams[sid] = st
+                if self._on_open is None:
+                    self._accept_q.append(st)
+                    self._cond.notify_all()
+                    return
+                handler = self._on_open
+            else:
+                st = self._streams.get(sid)
+                if st is None:
+                    if ftype not in (RESET, CLOSE, WINDOW):
+                        self._send_locked(RESET, sid, b'{"error": "unknown stream"}')
+                    return
+                with st._cond:
+                    if ftype == DATA:
+                        if st._remote_closed:
+                            raise ProtocolError(f"DATA after CLOSE on stream {sid}")
+                        st._recv_allowed -= len(payload)
+                        if st._recv_allowed < 0:
+                            raise ProtocolError(f"peer overran the window on stream {sid}")
+                        st._rx.append(payload)
+                    elif ftype == WINDOW:
+                        (inc,) = struct.unpack(">I", payload)
+                        st._send_credit += inc
+                    elif ftype == CLOSE:
+                        st._remote_closed = True
+                        st.close_info = json.loads(payload) if payload else {}
+                        self._maybe_forget(st)
+                    elif ftype == RESET:
+                        info = json.loads(payload) if payload else {}
+                        st._reset = info.get("error", "reset")
+                        self._streams.pop(sid, None)
+                    st._cond.notify_all()
+                return
+        if handler is not None:
+            threading.Thread(target=handler, args=(st,), daemon=True,
+                             name=f"stream-{sid}").start()

@@ -1,0 +1,330 @@
+#!/usr/bin/python3
+"""The guest side of the channel: PID 1 of every agent microVM.
+
+It opens the channel port (virtio-serial port named ``apz.channel``, or a
+vsock connection to the host where the kernel command line says
+``apz.channel=vsock``), says HELLO, and serves streams:
+
+Host -> guest services (the host opens a stream with {"service": ...}):
+
+- ``exec``     {"argv": [...], "env": {...}, "cwd": "/workspace"}: runs a
+  program; stream data in is its stdin, its stdout and stderr come back on
+  the stream, the CLOSE carries {"exit": code}.
+- ``echo``     sends back whatever it reads (used to test the channel).
+- ``shutdown`` syncs the disks and powers the guest off.
+
+Guest -> host: a program in the guest connects to the unix socket
+``/run/apz/channel.sock`` and writes one line, the service it wants on the
+host (``gateway\\n``); channeld opens a stream to the host with that service
+and splices the two together. This is the guest's only way out.
+
+Standard library only. ``channel.py`` sits next to this file in the image.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import channel as chan  # noqa: E402
+
+PORT_NAME = "apz.channel"
+LOCAL_SOCK = "/run/apz/channel.sock"
+VSOCK_PORT = 1024
+_children: set = set()
+_children_lock = threading.Lock()
+
+
+def log(msg: str) -> None:
+    try:
+        with open("/dev/kmsg", "w") as f:
+            f.write(f"apz-channeld: {msg}\n")
+    except OSError:
+        print(f"apz-channeld: {msg}", file=sys.stderr, flush=True)
+
+
+def cmdline() -> dict:
+    try:
+        words = open("/proc/cmdline").read().split()
+    except OSError:
+        return {}
+    return dict(w.split("=", 1) for w in words if "=" in w)
+
+
+# -- services -----------------------------------------------------------------
+def serve_exec(st: chan.Stream) -> None:
+    meta = st.meta
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "HOME": "/workspace", "LANG": "C.UTF-8"}
+    env.update(meta.get("env") or {})
+    try:
+        proc = subprocess.Popen(meta["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env,
+                                cwd=meta.get("cwd") or "/workspace")
+    except (OSError, KeyError, TypeError) as e:
+        st.write(f"exec failed: {e}\n".encode())
+        st.close({"exit": 127, "error": str(e)})
+        return
+    with _children_lock:
+        _children.add(proc.pid)
+
+    def pump_in():
+        try:
+            while True:
+                data = st.read()
+                if not data:
+                    break
+                proc.stdin.write(data)
+                proc.stdin.flush()
+        except (OSError, chan.StreamReset, chan.ChannelClosed):
+            pass
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    t = threading.Thread(target=pump_in, daemon=True)
+    t.start()
+    try:
+        while True:
+            data = proc.stdout.read1(chan.MAX_PAYLOAD)
+            if not data:
+                break
+            st.write(data)
+    except (chan.StreamReset, chan.ChannelClosed):
+        proc.kill()
+    rc = proc.wait()
+    with _children_lock:
+        _children.discard(proc.pid)
+    st.close({"exit": rc})
+
+
+def serve_echo(st: chan.Stream) -> None:
+    try:
+        while True:
+            data = st.read()
+            if not data:
+                break
+            st.write(data)
+    finally:
+        st.close()
+
+
+def serve_shutdown(st: chan.Stream) -> None:
+    st.close({"ok": True})
+    time.sleep(0.05)
+    power_off()
+
+
+def power_off() -> None:
+    log("powering off")
+    os.sync()
+    for mnt in ("/workspace",):
+        subprocess.run(["/bin/umount", mnt], stderr=subprocess.DEVNULL)
+    os.sync()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.reboot(0x01234567)  # RB_AUTOBOOT: with -no-reboot, QEMU exits
+    os._exit(0)
+
+
+SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown}
+
+
+def on_open(st: chan.Stream) -> None:
+    fn = SERVICES.get(st.meta.get("service"))
+    if fn is None:
+        st.reset(f"no service {st.meta.get('service')!r}")
+        return
+    try:
+        fn(st)
+    except Exception as e:  # a broken stream must not take PID 1 down
+        log(f"service {st.meta.get('service')} failed: {e!r}")
+        try:
+            st.reset(repr(e))
+        except Exception:
+            pass
+
+
+# -- guest -> host ------------------------------------------------------------
+class Outbound:
+    """Unix socket in the guest; each connection becomes a stream to the host."""
+
+    def __init__(self) -> None:
+        self.channel = None
+        os.makedirs(os.path.dirname(LOCAL_SOCK), exist_ok=True)
+        try:
+            os.unlink(LOCAL_SOCK)
+        except FileNotFoundError:
+            pass
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(LOCAL_SOCK)
+        os.chmod(LOCAL_SOCK, 0o666)
+        self.sock.listen(64)
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self) -> None:
+        while True:
+            conn, _ = self.sock.accept()
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            head = b""
+            while not head.endswith(b"\n") and len(head) < 1024:
+                b = conn.recv(1)
+                if not b:
+                    return
+                head += b
+            service = head.decode().strip()
+            ch = self.channel
+            if ch is None or ch.closed:
+                conn.sendall(b"ERR no channel\n")
+                return
+            st = ch.open(service)
+            splice(conn, st)
+        finally:
+            conn.close()
+
+
+def splice(conn: socket.socket, st: chan.Stream) -> None:
+    def up():
+        try:
+            while True:
+                data = conn.recv(chan.MAX_PAYLOAD)
+                if not data:
+                    break
+                st.write(data)
+        except (OSError, chan.StreamReset, chan.ChannelClosed):
+            pass
+        st.close()
+
+    t = threading.Thread(target=up, daemon=True)
+    t.start()
+    try:
+        while True:
+            data = st.read()
+            if not data:
+                break
+            conn.sendall(data)
+    except (OSError, chan.StreamReset, chan.ChannelClosed):
+        pass
+    try:
+        conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    t.join()
+
+
+# -- PID 1 chores -------------------------------------------------------------
+def reaper() -> None:
+    """Reap orphans re-parented to PID 1, leaving our own Popen children alone."""
+    while True:
+        time.sleep(0.5)
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                break
+            if info is None:
+                break
+            with _children_lock:
+                ours = info.si_pid in _children
+            if ours:
+                break
+            try:
+                os.waitpid(info.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def find_port() -> str:
+    base = "/sys/class/virtio-ports"
+    for _ in range(200):
+        try:
+            for d in os.listdir(base):
+                try:
+                    if open(f"{base}/{d}/name").read().strip() == PORT_NAME:
+                        return f"/dev/{d}"
+                except OSError:
+                    pass
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"no virtio port named {PORT_NAME}")
+
+
+def hello_reply(ch_ref: list):
+    def on_hello(hello: dict) -> None:
+        if hello.get("role") == "host" and not hello.get("reply"):
+            ch = ch_ref[0]
+            if ch is not None and not ch.closed:
+                try:
+                    ch._send_locked(chan.HELLO, 0, json.dumps(
+                        {"version": chan.VERSION, "role": "guest", "reply": True}).encode())
+                except chan.ChannelClosed:
+                    pass
+    return on_hello
+
+
+def serve_serial(out: Outbound) -> None:
+    path = find_port()
+    fd = os.open(path, os.O_RDWR)
+    log(f"channel on {path}")
+    while True:
+        # Wait for the host end to be connected (POLLHUP while it is not).
+        p = select.poll()
+        p.register(fd, select.POLLIN | select.POLLOUT)
+        while any(ev & select.POLLHUP for _, ev in p.poll(1000)):
+            time.sleep(0.05)
+        ref = [None]
+        ch = chan.Channel(fd, role="guest", on_open=on_open, on_hello=hello_reply(ref))
+        ref[0] = ch
+        out.channel = ch
+        ch.start()
+        while not ch.closed:
+            time.sleep(0.2)
+        log("host disconnected; waiting")
+
+
+def serve_vsock(out: Outbound) -> None:
+    while True:
+        try:
+            s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+            s.connect((2, VSOCK_PORT))
+        except OSError:
+            time.sleep(0.2)
+            continue
+        ref = [None]
+        ch = chan.Channel.over_socket(s, role="guest", on_open=on_open, on_hello=hello_reply(ref))
+        ref[0] = ch
+        out.channel = ch
+        ch.start()
+        while not ch.closed:
+            time.sleep(0.2)
+
+
+def main() -> None:
+    if os.getpid() == 1:
+        threading.Thread(target=reaper, daemon=True).start()
+    out = Outbound()
+    kind = cmdline().get("apz.channel", "serial")
+    try:
+        (serve_vsock if kind == "vsock" else serve_serial)(out)
+    except Exception as e:
+        log(f"fatal: {e!r}")
+        if os.getpid() == 1:
+            power_off()
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""Build the agent guest image: kernel, initramfs, ext4 root.
+
+- Kernel: the pinned Debian cloud kernel package, fetched with
+  ``apt-get download``, unpacked with ``dpkg -x``; its sha256 is recorded
+  (and checked against the pin when one is set). The bootable ``vmlinux`` is
+  the LZ4 stream inside the bzImage.
+- Initramfs: busybox-static, the virtio modules and ``init.sh``.
+- Root: ``debootstrap --variant=minbase --include=python3`` plus the guest
+  side of the channel (``/opt/apz/channeld.py`` and ``channel.py``), as an
+  ext4 image made with ``mkfs.ext4 -d`` (no mount needed).
+
+Images are content-addressed: the key is the sha256 over the three
+artifacts' sha256s, so a rebuild gets a new key. A recipe index maps the
+inputs (package pins, guest files, init script) to the last key built from
+them, which is how "built on first need" finds a cached image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+BUILDER_VERSION = 1
+KERNEL_PACKAGE = "linux-image-6.1.0-50-cloud-amd64"
+KERNEL_VERSION = "6.1.176-1"
+# sha256 of the .deb as fetched when this pin was made; checked when set.
+KERNEL_DEB_SHA256 = os.environ.get(
+    "APZ_KERNEL_DEB_SHA256", "efe19f605b6f54a8352e68d85a629abb2d30b72a085faef603a9152590baa791")
+SUITE = "bookworm"
+MIRROR = os.environ.get("APZ_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+INCLUDE = ("python3",)
+MODULES = ("virtio_ring", "virtio", "virtio_mmio", "vsock", "vmw_vsock_virtio_transport_common",
+           "vmw_vsock_virtio_transport", "virtio_console", "virtio_blk")
+HERE = Path(__file__).resolve().parent
+GUEST_FILES = {"channeld.py": HERE.parent / "guest" / "channeld.py",
+               "channel.py": HERE.parent / "channel.py"}
+INIT = HERE / "init.sh"
+BUSYBOX = Path("/bin/busybox")
+TOOLS = {"apt-get": "apt", "dpkg": "dpkg", "debootstrap": "debootstrap", "lz4": "lz4",
+         "cpio": "cpio", "mkfs.ext4": "e2fsprogs"}
+
+Progress = Callable[[str, int, int], None]
+
+
+class ImageError(RuntimeError):
+    pass
+
+
+def data_dir(explicit: Optional[os.PathLike] = None) -> Path:
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("APZ_DATA_DIR"):
+        return Path(os.environ["APZ_DATA_DIR"]) / "images"
+    return Path.home() / ".local/share/agentplaza/images"
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    key: str
+    dir: Path
+    kernel: Path
+    initrd: Path
+    rootfs: Path
+    manifest: dict
+
+    @classmethod
+    def load(cls, d: Path) -> "Image":
+        m = json.loads((d / "manifest.json").read_text())
+        return cls(m["key"], d, d / "vmlinux", d / "initrd.cpio.gz", d / "rootfs.ext4", m)
+
+
+def sha256_file(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def recipe() -> dict:
+    return {
+        "builder": BUILDER_VERSION,
+        "kernel": {"package": KERNEL_PACKAGE, "version": KERNEL_VERSION},
+        "root": {"suite": SUITE, "variant": "minbase", "include": list(INCLUDE)},
+        "modules": list(MODULES),
+        "init": hashlib.sha256(INIT.read_bytes()).hexdigest(),
+        "guest": {n: hashlib.sha256(p.read_bytes()).hexdigest() for n, p in sorted(GUEST_FILES.items())},
+        "busybox": sha256_file(BUSYBOX) if BUSYBOX.exists() else None,
+    }
+
+
+def recipe_hash(r: Optional[dict] = None) -> str:
+    return hashlib.sha256(json.dumps(r or recipe(), sort_keys=True).encode()).hexdigest()
+
+
+def missing_tools() -> list:
+    miss = [f"{t} (apt: {pkg})" for t, pkg in TOOLS.items() if shutil.which(t) is None]
+    if not BUSYBOX.exists():
+        miss.append("/bin/busybox (apt: busybox-static)")
+    return miss
+
+
+def cached(dd: Optional[os.PathLike] = None) -> Optional[Image]:
+    d = data_dir(dd)
+    idx = d / "recipes" / recipe_hash()
+    if idx.exists():
+        img_dir = d / idx.read_text().strip()
+        if (img_dir / "manifest.json").exists():
+            return Image.load(img_dir)
+    return None
+
+
+def ensure_image(dd: Optional[os.PathLike] = None, progress: Optional[Progress] = None) -> Image:
+    """The cached image for the current recipe, built first if needed."""
+    img = cached(dd)
+    return img if img is not None else build_image(dd, progress)
+
+
+def _run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+    if r.returncode != 0:
+        raise ImageError(f"{' '.join(map(str, cmd))} failed ({r.returncode}):\n"
+                         f"{r.stdout.decode(errors='replace')[-3000:]}")
+    return r
+
+
+def _lock(d: Path):
+    import fcntl
+    d.mkdir(parents=True, exist_ok=True)
+    f = open(d / ".build.lock", "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def build_image(dd: Optional[os.PathLike] = None, progress: Optional[Progress] = None,
+                force: bool = False) -> Image:
+    d = data_dir(dd)
+    lock = _lock(d)
+    try:
+        if not force:
+            img = cached(dd)
+            if img is not None:   # another process built it while we waited
+                return img
+        miss = missing_tools()
+        if miss:
+            raise ImageError("cannot build the guest image; missing: " + ", ".join(miss))
+        return _build(d, progress or (lambda *a: None), force)
+    finally:
+        lock.close()
+
+
+STEPS = 6
+
+
+def _build(d: Path, progress: Progress, force: bool) -> Image:
+    r = recipe()
+    t0 = time.monotonic()
+    (d / "downloads").mkdir(parents=True, exist_ok=True)
+    (d / "base").mkdir(parents=True, exist_ok=True)
+    (d / "recipes").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="apz-image-", dir=d) as tmp:
+        tmp = Path(tmp)
+        # 1. kernel package
+        progress("kernel package", 1, STEPS)
+        deb = d / "downloads" / f"{KERNEL_PACKAGE}_{KERNEL_VERSION}_amd64.deb"
+        if not deb.exists():
+            _run(["apt-get", "download", f"{KERNEL_PACKAGE}={KERNEL_VERSION}"], cwd=tmp)
+            got = next(tmp.glob(f"{KERNEL_PACKAGE}_*.deb"))
+            shutil.move(got, deb)
+        deb_sha = sha256_file(deb)
+        if KERNEL_DEB_SHA256 and deb_sha != KERNEL_DEB_SHA256:
+            raise ImageError(f"{deb.name}: sha256 {deb_sha} != pinned {KERNEL_DEB_SHA256}")
+        kx = tmp / "kernel"
+        _run(["dpkg", "-x", str(deb), str(kx)])
+        # 2. vmlinux from the bzImage's LZ4 stream
+        progress("vmlinux", 2, STEPS)
+        vmlinuz = next((kx / "boot").glob("vmlinuz-*"))
+        kver = vmlinuz.name[len("vmlinuz-"):]
+        out = tmp / "out"
+        out.mkdir()
+        blob = vmlinuz.read_bytes()
+        off = blob.find(b"\x02\x21\x4c\x18")
+        if off < 0:
+            raise ImageError("no LZ4 stream in the bzImage")
+        p = subprocess.run(["lz4", "-dc"], input=blob[off:], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if not p.stdout.startswith(b"\x7fELF"):
+            raise ImageError(f"LZ4 stream did not give an ELF vmlinux: {p.stderr[-300:]!r}")
+        (out / "vmlinux").write_bytes(p.stdout)
+        # 3. initramfs
+        progress("initramfs", 3, STEPS)
+        ir = tmp / "initramfs"
+        for sub in ("bin", "lib/modules", "proc", "sys", "dev", "newroot"):
+            (ir / sub).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(BUSYBOX, ir / "bin/busybox")
+        shutil.copy2(INIT, ir / "init")
+        os.chmod(ir / "init", 0o755)
+        moddir = kx / "lib/modules" / kver
+        for m in MODULES:
+            found = list(moddir.rglob(f"{m}.ko"))
+            if not found:
+                raise ImageError(f"module {m}.ko not in {KERNEL_PACKAGE}")
+            shutil.copy2(found[0], ir / "lib/modules" / f"{m}.ko")
+        files = _run("find . -print0 | sort -z | cpio --null -o -H newc --quiet -R 0:0",
+                     shell=True, cwd=ir).stdout
+        import gzip
+        (out / "initrd.cpio.gz").write_bytes(gzip.compress(files, 6, mtime=0))
+        # 4. debootstrap base (cached by its own recipe)
+        progress("debootstrap (about a minute)", 4, STEPS)
+        base_key = hashlib.sha256(json.dumps(r["root"], sort_keys=True).encode()).hexdigest()[:16]
+        base_tar = d / "base" / f"{SUITE}-minbase-{base_key}.tar"
+        if force or not base_tar.exists():
+            bdir = tmp / "base"
+            _run(["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE,
+                  str(bdir), MIRROR])
+            for junk in ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+                         "usr/share/locale", "usr/share/info"):
+                shutil.rmtree(bdir / junk, ignore_errors=True)
+            _run(["tar", "-C", str(bdir), "--numeric-owner", "-cf", str(base_tar) + ".part", "."])
+            os.replace(str(base_tar) + ".part", base_tar)
+            shutil.rmtree(bdir)
+        # 5. root: base + guest files
+        progress("root filesystem", 5, STEPS)
+        root = tmp / "root"
+        root.mkdir()
+        _run(["tar", "-C", str(root), "--numeric-owner", "-xf", str(base_tar)])
+        (root / "opt/apz").mkdir(parents=True, exist_ok=True)
+        for name, src in GUEST_FILES.items():
+            shutil.copy2(src, root / "opt/apz" / name)
+        os.chmod(root / "opt/apz/channeld.py", 0o755)
+        for sub in ("workspace", "data", "run", "tmp"):
+            (root / sub).mkdir(exist_ok=True)
+        (root / "etc/hostname").write_text("agent\n")
+        size_mb = int(int(_run(["du", "-sm", str(root)]).stdout.split()[0]) * 1.3) + 64
+        _run(["mkfs.ext4", "-q", "-F", "-L", "apz-root", "-d", str(root), str(out / "rootfs.ext4"),
+              f"{size_mb}M"])
+        shutil.rmtree(root)
+        # 6. content address
+        progress("content hash", 6, STEPS)
+        arts = {n: sha256_file(out / n) for n in ("vmlinux", "initrd.cpio.gz", "rootfs.ext4")}
+        key = hashlib.sha256(json.dumps(arts, sort_keys=True).encode()).hexdigest()[:32]
+        manifest = {"key": key, "recipe": r, "recipe_hash": recipe_hash(r), "artifacts": arts,
+                    "kernel": {"package": KERNEL_PACKAGE, "version": KERNEL_VERSION,
+                               "deb_sha256": deb_sha, "release": kver},
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "build_seconds": round(time.monotonic() - t0, 1)}
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        for f in out.iterdir():
+            os.chmod(f, 0o644)
+        final = d / key
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(out, final)
+        os.chmod(final, 0o755)
+        (d / "recipes" / recipe_hash(r)).write_text(key + "\n")
+    return Image.load(final)
+
+
+def console_progress(stream=sys.stderr) -> Progress:
+    start = time.monotonic()
+
+    def show(step: str, i: int, n: int) -> None:
+        bar = "#" * i + "." * (n - i)
+        stream.write(f"\r[{bar}] {i}/{n} {step:<32} {time.monotonic() - start:6.1f}s\n")
+        stream.flush()
+    return show

@@ -1,0 +1,74 @@
+"""A small QMP (QEMU Machine Protocol) client over a unix socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Optional
+
+
+class QMPError(Exception):
+    def __init__(self, cls: str, desc: str) -> None:
+        super().__init__(f"{cls}: {desc}")
+        self.cls, self.desc = cls, desc
+
+
+class QMP:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sock: Optional[socket.socket] = None
+        self._file = None
+        self._lock = threading.Lock()
+        self.events: list = []
+        self.greeting: dict = {}
+
+    def connect(self, timeout: float = 10.0) -> "QMP":
+        end = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                s.close()
+                if time.monotonic() > end:
+                    raise TimeoutError(f"QMP socket {self.path} did not come up")
+                time.sleep(0.01)
+        s.settimeout(timeout)
+        self.sock, self._file = s, s.makefile("rb")
+        self.greeting = self._read()
+        if "QMP" not in self.greeting:
+            raise QMPError("Protocol", f"unexpected greeting {self.greeting!r}")
+        self.execute("qmp_capabilities")
+        return self
+
+    def _read(self) -> dict:
+        line = self._file.readline()
+        if not line:
+            raise ConnectionError("QMP connection closed")
+        return json.loads(line)
+
+    def execute(self, command: str, arguments: Optional[dict] = None, timeout: float = 10.0):
+        msg = {"execute": command}
+        if arguments:
+            msg["arguments"] = arguments
+        with self._lock:
+            self.sock.settimeout(timeout)
+            self.sock.sendall(json.dumps(msg).encode() + b"\n")
+            while True:
+                r = self._read()
+                if "event" in r:
+                    self.events.append(r)
+                    continue
+                if "error" in r:
+                    raise QMPError(r["error"].get("class", "?"), r["error"].get("desc", ""))
+                return r.get("return")
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
