@@ -8,8 +8,13 @@ The link of the event at notification position ``n`` is
 where ``prev`` is the event stored just before it in the global order and the
 first link hangs off ``GENESIS``.  Editing, removing or reordering any stored
 event breaks every link from there on; ``verify`` names the first position
-whose link does not match.  The links live in their own table,
-``CHAIN_TABLE``, written in the same transaction as the events.
+whose link does not match.
+
+The links live in their own table, ``CHAIN_TABLE``, written in the same
+transaction as the events: one row per transaction, holding the first
+position and the 32-byte links of its events one after another (positions in
+one transaction are consecutive, as the store writes under a lock).  One row
+per transaction instead of one per event keeps the chain's cost low.
 """
 
 from __future__ import annotations
@@ -17,22 +22,20 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 CHAIN_TABLE = "event_chain"
 GENESIS = bytes(32)
 _u64 = struct.Struct(">Q").pack
 
 
+_sha256 = hashlib.sha256
+
+
 def link(prev: bytes, position: int, originator_id: str, version: int, topic: str, state: bytes) -> bytes:
-    h = hashlib.sha256(prev)
-    h.update(_u64(position))
-    h.update(originator_id.encode())
-    h.update(_u64(version))
-    h.update(topic.encode())
-    h.update(b"\x00")
-    h.update(state)
-    return h.digest()
+    return _sha256(
+        b"".join((prev, _u64(position), originator_id.encode(), _u64(version), topic.encode(), b"\x00", state))
+    ).digest()
 
 
 @dataclass(frozen=True)
@@ -53,19 +56,34 @@ class Verdict:
         }
 
 
-def verify(rows: Iterable[tuple[int, str, int, str, bytes, bytes | None]]) -> Verdict:
-    """Walk (position, originator id, version, topic, state, stored link) rows in order."""
-    prev = GENESIS
-    count = 0
-    for position, originator_id, version, topic, state, stored in rows:
-        if stored is None:
+LINK_SIZE = 32
+REMOVED = "a chain link has no event (an event was removed)"
+
+
+def expand(chain_rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """(position, link) for every link in the stored chain rows, in order."""
+    for first, links in chain_rows:
+        links = bytes(links)
+        for i in range(0, len(links), LINK_SIZE):
+            yield first + i // LINK_SIZE, links[i : i + LINK_SIZE]
+
+
+def verify(events: Iterable[tuple[int, str, int, str, bytes]], links: Iterable[tuple[int, bytes]]) -> Verdict:
+    """Walk the events and the links side by side, both in position order."""
+    prev, count = GENESIS, 0
+    link_iter = iter(links)
+    pending = next(link_iter, None)
+    for position, originator_id, version, topic, state in events:
+        if pending is not None and pending[0] < position:
+            return Verdict(False, count, prev, pending[0], REMOVED)
+        if pending is None or pending[0] > position:
             return Verdict(False, count, prev, position, "event has no chain link")
-        if originator_id is None:
-            return Verdict(False, count, prev, position, "chain link has no event (an event was removed)")
         raw = state.encode() if isinstance(state, str) else bytes(state)
         expected = link(prev, position, originator_id, version, topic, raw)
-        if expected != bytes(stored):
+        if expected != pending[1]:
             return Verdict(False, count, prev, position, "event does not match its chain link")
-        prev = expected
-        count += 1
+        prev, count = expected, count + 1
+        pending = next(link_iter, None)
+    if pending is not None:
+        return Verdict(False, count, prev, pending[0], REMOVED)
     return Verdict(True, count, prev)

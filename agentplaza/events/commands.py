@@ -4,8 +4,10 @@ A command is a function of no arguments that loads the aggregates it needs
 from the store, asks them to decide (they raise ``Refusal`` or trigger events)
 and returns them.  ``Commands.run`` commits what it returns atomically; on a
 conflict it runs the whole function again on fresh state, so a decision is
-never made on stale data.  Retries in one process take turns (one lock), so
-many commands fighting over one aggregate all get through instead of starving.
+never made on stale data; a refusal is confirmed on fresh state before it is
+reported, so a hub whose cache is behind another hub's writes never refuses
+wrongly.  Retries in one process take turns (one lock), so many commands
+fighting over one aggregate all get through instead of starving.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 import uuid
 from typing import Any, Callable, Iterable
 
-from ..domain.base import Context
+from ..domain.base import Context, Refusal
 from .committer import CommitConflict
 from .store import EventStore
 
@@ -42,9 +44,9 @@ class Commands:
     def run(self, decide: Callable[[], Iterable[Any]], *, grouped: bool = True) -> list[int]:
         try:
             return self._attempt(decide, grouped)
-        except CommitConflict:
+        except (CommitConflict, Refusal):
             pass
-        with self._retry_turn:
+        with self._retry_turn, self.store.fresh():
             for attempt in range(MAX_RETRIES):
                 try:
                     return self._attempt(decide, grouped)

@@ -19,19 +19,29 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
-from .chain import CHAIN_TABLE, GENESIS, link
+from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, link
 
 
 def _oid(originator_id: UUID | str) -> str:
     return originator_id.hex if isinstance(originator_id, UUID) else str(originator_id)
 
 
-def _links(prev: bytes, ids: Sequence[int], events: Sequence[StoredEvent]) -> list[tuple[int, bytes]]:
-    rows = []
+def _links(prev: bytes, ids: Sequence[int], events: Sequence[StoredEvent]) -> tuple[int, bytes]:
+    """The chain row of one transaction: its first position and its events' links."""
+    if list(ids) != list(range(ids[0], ids[0] + len(ids))):
+        raise RuntimeError(f"positions of one transaction are not consecutive: {list(ids)}")
+    out = []
     for position, e in zip(ids, events, strict=True):
         prev = link(prev, position, _oid(e.originator_id), e.originator_version, e.topic, e.state)
-        rows.append((position, prev))
-    return rows
+        out.append(prev)
+    return ids[0], b"".join(out)
+
+
+def _head(row: Any) -> tuple[int, bytes] | None:
+    if row is None:
+        return None
+    first, links = row[0], bytes(row[1])
+    return first + len(links) // LINK_SIZE - 1, links[-LINK_SIZE:]
 
 
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
@@ -44,7 +54,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def construct_create_table_statements(self) -> list[str]:
         return super().construct_create_table_statements() + [
             f"CREATE TABLE IF NOT EXISTS {CHAIN_TABLE} "
-            "(notification_id INTEGER PRIMARY KEY, link BLOB NOT NULL)"
+            "(first_position INTEGER PRIMARY KEY, links BLOB NOT NULL)"
         ]
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any):
@@ -60,19 +70,12 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         if not ids:
             return ids
         head = self._head
-        if head is not None and head[0] == ids[0] - 1:
-            prev = head[1]
-        else:
-            c.execute(
-                f"SELECT link FROM {CHAIN_TABLE} WHERE notification_id < ? "
-                "ORDER BY notification_id DESC LIMIT 1",
-                (ids[0],),
-            )
-            row = c.fetchone()
-            prev = bytes(row[0]) if row else GENESIS
-        rows = _links(prev, ids, stored_events)
-        c.executemany(f"INSERT INTO {CHAIN_TABLE} VALUES (?, ?)", rows)
-        self._pending.head = rows[-1]
+        if head is None or head[0] != ids[0] - 1:
+            c.execute(f"SELECT first_position, links FROM {CHAIN_TABLE} ORDER BY first_position DESC LIMIT 1")
+            head = _head(c.fetchone())
+        first, links = _links(head[1] if head else GENESIS, ids, stored_events)
+        c.execute(f"INSERT INTO {CHAIN_TABLE} VALUES (?, ?)", (first, links))
+        self._pending.head = (ids[-1], links[-LINK_SIZE:])
         return ids
 
 
@@ -84,11 +87,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self.sql_create_statements.append(
             SQL(
                 "CREATE TABLE IF NOT EXISTS {0}.{1} "
-                "(notification_id bigint PRIMARY KEY, link bytea NOT NULL)"
+                "(first_position bigint PRIMARY KEY, links bytea NOT NULL)"
             ).format(schema, table)
         )
         self._select_head = SQL(
-            "SELECT link FROM {0}.{1} ORDER BY notification_id DESC LIMIT 1"
+            "SELECT first_position, links FROM {0}.{1} ORDER BY first_position DESC LIMIT 1"
         ).format(schema, table)
         self._insert_links = SQL("INSERT INTO {0}.{1} VALUES (%s, %s)").format(schema, table)
 
@@ -98,6 +101,6 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             # Still inside the transaction that holds the table lock.
             curs.execute(self._select_head, prepare=True)
             row = curs.fetchone()
-            prev = bytes(row["link"]) if row else GENESIS
-            curs.executemany(self._insert_links, _links(prev, ids, stored_events))
+            head = _head((row["first_position"], row["links"]) if row else None)
+            curs.execute(self._insert_links, _links(head[1] if head else GENESIS, ids, stored_events))
         return ids

@@ -10,8 +10,12 @@ the live bus and audit.
 
 from __future__ import annotations
 
+import copy
+import datetime
 import threading
 import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -22,14 +26,28 @@ from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
 from . import catalogue
-from .chain import CHAIN_TABLE, Verdict, verify
+from .chain import CHAIN_TABLE, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
 from .records import EventRecord
 
-#: Aggregates kept in memory per hub (fast-forwarded from the store on each read).
+#: Aggregates kept in memory per hub process.
 AGGREGATE_CACHE_SIZE = 10_000
 #: Rows fetched per round trip when reading the log.
 READ_PAGE = 5_000
+
+
+_IMMUTABLE = (str, int, float, bool, bytes, type(None), uuid.UUID, datetime.datetime, datetime.date, frozenset)
+
+
+def clone(aggregate: Any) -> Any:
+    """A private copy of a cached aggregate: immutable attributes are shared,
+    everything else (lists, dicts, objects) is deep-copied."""
+    new = object.__new__(type(aggregate))
+    state = {}
+    for key, value in aggregate.__dict__.items():
+        state[key] = value if isinstance(value, _IMMUTABLE) else copy.deepcopy(value)
+    new.__dict__.update(state)
+    return new
 
 
 class PlazaApplication(Application):
@@ -41,10 +59,7 @@ Conflict = CommitConflict
 
 
 def store_env(*, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> dict[str, str]:
-    env = {
-        "AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE),
-        "ORIGINATOR_ID_TYPE": "uuid",
-    }
+    env = {"ORIGINATOR_ID_TYPE": "uuid"}
     if read_only:
         env["CREATE_TABLE"] = "n"
     if database_url:
@@ -96,6 +111,9 @@ class EventStore:
         self._datastore = self.app.factory.datastore
         self.events_table = self._events_table = self.app.recorder.events_table_name
         self.committer = GroupCommitter(self.app.events)
+        self._cache: OrderedDict[uuid.UUID, Any] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._local = threading.local()
         self._close_lock = threading.Lock()
         self._closed = False
 
@@ -105,32 +123,80 @@ class EventStore:
 
     # -- aggregates ------------------------------------------------------
 
+    # The cache holds each aggregate as this process last saw it.  It is not
+    # checked against the database on every read: a stale copy cannot do harm,
+    # because its next save conflicts (optimistic concurrency) and the command
+    # runs again ``fresh()``; and ``Commands`` confirms every refusal fresh too.
+
     def get(self, aggregate_id: uuid.UUID) -> Any | None:
+        if not getattr(self._local, "fresh", False):
+            with self._cache_lock:
+                cached = self._cache.get(aggregate_id)
+                if cached is not None:
+                    self._cache.move_to_end(aggregate_id)
+            if cached is not None:
+                return clone(cached)
         try:
-            return self.app.repository.get(aggregate_id)
+            aggregate = self.app.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
+        self._remember([clone(aggregate)])
+        return aggregate
+
+    @contextmanager
+    def fresh(self) -> Iterator[None]:
+        """Within this block, this thread reads every aggregate from the database."""
+        self._local.fresh = True
+        try:
+            yield
+        finally:
+            self._local.fresh = False
+
+    def _remember(self, aggregates: list[Any]) -> None:
+        with self._cache_lock:
+            for a in aggregates:
+                self._cache[a.id] = a
+                self._cache.move_to_end(a.id)
+            while len(self._cache) > AGGREGATE_CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _forget(self, ids: set) -> None:
+        with self._cache_lock:
+            for i in ids:
+                self._cache.pop(i, None)
 
     def commit(self, *aggregates: Any) -> list[int]:
         """Save the aggregates' pending events atomically; returns their positions.
 
         Concurrent callers are grouped into one transaction by the committer.
         Raises ``Conflict`` when another writer changed one of them first.
+        After a commit the aggregates belong to the store's cache: do not change them.
         """
-        events = [e for a in aggregates if a is not None for e in a.collect_events()]
-        if not events:
-            return []
-        return self.committer.submit(events)
+        return self._commit(aggregates, self.committer.submit)
 
     def commit_direct(self, *aggregates: Any) -> list[int]:
         """One transaction for these aggregates alone (no grouping)."""
-        events = [e for a in aggregates if a is not None for e in a.collect_events()]
+
+        def put(events: list[Any]) -> list[int]:
+            try:
+                return [r.notification.id for r in self.app.events.put(events)]
+            except IntegrityError as e:
+                raise Conflict(str(e)) from e
+
+        return self._commit(aggregates, put)
+
+    def _commit(self, aggregates: tuple, put) -> list[int]:
+        aggregates = tuple(a for a in aggregates if a is not None)
+        events = [e for a in aggregates for e in a.collect_events()]
         if not events:
             return []
         try:
-            return [r.notification.id for r in self.app.events.put(events)]
-        except IntegrityError as e:
-            raise Conflict(str(e)) from e
+            positions = put(events)
+        except Conflict:
+            self._forget({a.id for a in aggregates})
+            raise
+        self._remember(list(aggregates))
+        return positions
 
     # -- the global order ----------------------------------------------------
 
@@ -196,48 +262,30 @@ class EventStore:
     # -- tamper evidence ---------------------------------------------------------
 
     def verify(self) -> Verdict:
+        """Walk every stored event against the hash chain (see ``chain``)."""
         ph, col = self._ph(), self._id_col()
-        t, ch = self._events_table, CHAIN_TABLE
 
-        def rows() -> Iterator[tuple]:
-            after = 0
+        def pages(sql: str) -> Iterator[tuple]:
+            after = -1
             while True:
-                page = self._select(
-                    f"SELECT e.{col}, e.originator_id, e.originator_version, e.topic, e.state, c.link "
-                    f"FROM {t} e LEFT JOIN {ch} c ON c.notification_id = e.{col} "
-                    f"WHERE e.{col} > {ph} ORDER BY e.{col} LIMIT {READ_PAGE}",
-                    [after],
-                )
-                for r in page:
-                    oid = r[1].hex if isinstance(r[1], uuid.UUID) else r[1]
-                    yield (r[0], oid, r[2], r[3], r[4], r[5])
+                page = self._select(sql, [after])
+                yield from page
                 if len(page) < READ_PAGE:
                     return
                 after = page[-1][0]
 
-        verdict = verify(rows())
-        if verdict.intact:
-            # A link left without its event means the last events were removed.
-            orphan = self._select(
-                f"SELECT MIN(c.notification_id) FROM {ch} c LEFT JOIN {t} e "
-                f"ON c.notification_id = e.{col} WHERE e.{col} IS NULL",
-                [],
-            )[0][0]
-            if orphan is not None:
-                return Verdict(False, verdict.count, verdict.head, orphan, "a chain link has no event (an event was removed)")
-            return verdict
-        # A removed event shows up as a broken link just after it: name the hole instead.
-        low = self._select(
-            f"SELECT MAX(e.{col}) FROM {t} e WHERE e.{col} < {ph}", [verdict.broken_at]
-        )[0][0] or 0
-        hole = self._select(
-            f"SELECT MIN(c.notification_id) FROM {ch} c LEFT JOIN {t} e ON c.notification_id = e.{col} "
-            f"WHERE e.{col} IS NULL AND c.notification_id > {ph} AND c.notification_id < {ph}",
-            [low, verdict.broken_at],
-        )[0][0]
-        if hole is not None:
-            return Verdict(False, verdict.count, verdict.head, hole, "a chain link has no event (an event was removed)")
-        return verdict
+        events = (
+            (r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4])
+            for r in pages(
+                f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
+                f"WHERE {col} > {ph} ORDER BY {col} LIMIT {READ_PAGE}"
+            )
+        )
+        links = expand(pages(
+            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position > {ph} "
+            f"ORDER BY first_position LIMIT {READ_PAGE}"
+        ))
+        return verify(events, links)
 
     def close(self) -> None:
         with self._close_lock:
