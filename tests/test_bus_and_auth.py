@@ -114,12 +114,12 @@ def test_cli_events_streams(hub):
 
 
 def test_cli_reconnect_waits_double_from_one_to_thirty_seconds():
-    from agentplaza.cli.main import RECONNECT_FIRST_S, RECONNECT_MAX_S
+    from agentplaza.cli.commands.events import RECONNECT_FIRST_S, next_wait
 
     waits, w = [], RECONNECT_FIRST_S
     for _ in range(8):
         waits.append(w)
-        w = min(w * 2, RECONNECT_MAX_S)
+        w = next_wait(w)
     assert waits == [1, 2, 4, 8, 16, 30, 30, 30]
 
 

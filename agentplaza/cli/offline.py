@@ -63,3 +63,23 @@ def replay(at: str | None, upto: int | None, name: str | None) -> dict:
         return {"upto": upto, "at": at, "read_models": rm.replay(upto, [name] if name else None)}
     finally:
         store.close()
+
+
+def through_hub_or_store(env, online, off, render) -> int:
+    """Ask the hub; if none answers (or --offline), read the store directly."""
+    import sys
+
+    from .client import Unreachable
+    from .output import refuse
+
+    if not env.args.offline:
+        try:
+            return env.show(online(env.client), render)
+        except Unreachable as e:
+            print(f"agentplaza: {e.message}; reading the store directly", file=sys.stderr)
+    try:
+        return env.show(off(), render)
+    except NoStore as e:
+        return refuse(str(e), "no_store")
+    except KeyError as e:
+        return refuse(f"no read model named {e.args[0]!r}", "unknown_read_model")

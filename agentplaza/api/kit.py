@@ -1,0 +1,96 @@
+"""What every route module uses: the hub, JSON endpoints, commands that read their own writes."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import anyio
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+
+from ..domain.base import Context, Refusal
+from .errors import ApiError, error_response, refusal_response
+from .hub import Hub
+
+#: How often the hub looks for events written by another hub process.
+POLL_INTERVAL_S = 0.25
+#: How long a command's answer waits for the read models to show it.
+READ_YOUR_WRITES_S = 5.0
+#: The most rows one list request returns.
+MAX_LIST_LIMIT = 1000
+
+
+class Follower:
+    """Keeps the read models caught up and feeds the bus, on the hub's event loop."""
+
+    def __init__(self, hub: Hub):
+        self.hub = hub
+        self.kick = anyio.Event()
+        self.caught_up = anyio.Event()
+
+    async def run(self) -> None:
+        while True:
+            with anyio.move_on_after(POLL_INTERVAL_S):
+                await self.kick.wait()
+            self.kick = anyio.Event()
+            records = await anyio.to_thread.run_sync(self.hub.read_models.catch_up)
+            self.hub.bus.publish(records)
+            done, self.caught_up = self.caught_up, anyio.Event()
+            done.set()
+
+    async def settle(self, position: int) -> None:
+        """Wait until the read models include ``position`` (read your own writes)."""
+        with anyio.move_on_after(READ_YOUR_WRITES_S):
+            while self.hub.read_models.position() < position:
+                waiter = self.caught_up
+                self.kick.set()
+                await waiter.wait()
+
+
+class Api:
+    def __init__(self, hub: Hub):
+        self.hub = hub
+        self.follower = Follower(hub)
+
+    @staticmethod
+    def endpoint(fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+        """A route whose result is JSON and whose refusals are the error shape."""
+
+        async def wrapped(request: Request) -> Response:
+            try:
+                result = await fn(request)
+            except ApiError as e:
+                return error_response(e.status, e.code, e.message)
+            except Refusal as r:
+                return refusal_response(r)
+            return result if isinstance(result, Response) else JSONResponse(result)
+
+        wrapped.__name__ = fn.__name__
+        return wrapped
+
+    def context(self, conn: HTTPConnection, reason: str | None = None) -> Context:
+        """Who is calling: the owner, for every caller the owner-only wall let in."""
+        return self.hub.commands.context("owner", reason, conn.headers.get("x-correlation-id"))
+
+    async def command(self, run: Callable[[], list[int]]) -> list[int]:
+        """Run a command off the event loop, then wait until the read models show it."""
+        positions = await anyio.to_thread.run_sync(run)
+        if positions:
+            await self.follower.settle(positions[-1])
+        return positions
+
+    async def query(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    @staticmethod
+    def int_param(request: Request, name: str, default: int | None, lo: int = 0, hi: int | None = None) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ApiError(422, "invalid_request", f"{name} must be an integer") from None
+        if value < lo or (hi is not None and value > hi):
+            raise ApiError(422, "invalid_request", f"{name} must be between {lo} and {hi}")
+        return value

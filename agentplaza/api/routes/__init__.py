@@ -1,0 +1,7 @@
+"""One module per area of the API; each exposes ``routes(api) -> list``."""
+
+from __future__ import annotations
+
+from . import plaza, system
+
+AREAS = [system, plaza]

@@ -1,0 +1,7 @@
+"""One module per area of the command line; each has ``register(sub)`` and ``run(args, env)``."""
+
+from __future__ import annotations
+
+from . import audit, events, hub, overview, plaza, replay
+
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay)}

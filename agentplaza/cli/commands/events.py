@@ -1,0 +1,59 @@
+"""agentplaza events [--kinds a,b] [--agent CID]: the live bus, reconnecting by itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ..env import Env
+
+NAME = "events"
+#: After a lost connection: wait 1 s, doubling up to 30 s.
+RECONNECT_FIRST_S = 1.0
+RECONNECT_MAX_S = 30.0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(NAME, help="stream the plaza's live events")
+    p.add_argument("--kinds", help="only these kinds, comma separated (e.g. agent,approval)")
+    p.add_argument("--agent", help="only events about this agent's cid")
+    p.add_argument("--once", action="store_true", help="stop after the first event")
+
+
+def next_wait(wait: float) -> float:
+    return min(wait * 2, RECONNECT_MAX_S)
+
+
+def line(msg: dict) -> str:
+    d = msg["data"]
+    why = f"  ({d['reason']})" if d.get("reason") else ""
+    return f"{d['at']}  #{d['position']}  {msg['event']:<10} {d['kind']:<24} {d['actor']}{why}"
+
+
+def run(env: Env) -> int:
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+    from websockets.sync.client import connect
+
+    from ...events.bus import SUBPROTOCOL
+
+    args, client = env.args, env.client
+    url = client.ws_url("/v1/ws") + (f"?kinds={args.kinds}" if args.kinds else "")
+    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+    wait = RECONNECT_FIRST_S
+    while True:
+        try:
+            with connect(url, subprotocols=[SUBPROTOCOL], additional_headers=headers, open_timeout=10) as ws:
+                wait = RECONNECT_FIRST_S
+                for raw in ws:
+                    msg = json.loads(raw)
+                    d = msg["data"]
+                    if args.agent and d.get("actor") != f"agent:{args.agent}" and str(d.get("cid")) != args.agent:
+                        continue
+                    print(json.dumps(msg) if args.json else line(msg), flush=True)
+                    if args.once:
+                        return 0
+        except (OSError, ConnectionClosed, InvalidHandshake, InvalidStatus) as e:
+            print(f"agentplaza: live events lost ({e}); reconnecting in {wait:g} s", file=sys.stderr)
+        time.sleep(wait)
+        wait = next_wait(wait)

@@ -1,0 +1,36 @@
+"""agentplaza overview: the plaza at a glance."""
+
+from __future__ import annotations
+
+from ..env import Env
+from ..output import pairs, table
+
+NAME = "overview"
+
+
+def register(sub) -> None:
+    sub.add_parser(NAME, help="the plaza at a glance: hub, plaza, events")
+
+
+def plaza_line(s: dict) -> str:
+    if s.get("held"):
+        return f"HELD since {s['since']} by {s['by']}: {s['reason']}"
+    return f"running since {s.get('since')}"
+
+
+def render(d: dict) -> str:
+    hub, plaza, ev = d["hub"], d["plaza"], d["events"]
+    lines = [pairs({
+        "hub": f"{hub['address'] or '-'} (apid {hub['version']})",
+        "store": f"{hub['store']['backend']} {hub['store']['where']}",
+        "position": hub["position"],
+        "plaza": plaza_line(plaza),
+        "events": ev["total"],
+    })]
+    if ev["by_family"]:
+        lines += ["", table([{"family": k, "events": v} for k, v in ev["by_family"].items()])]
+    return "\n".join(lines)
+
+
+def run(env: Env) -> int:
+    return env.show(env.client.get("/v1/overview"), render)

@@ -1,0 +1,51 @@
+"""agentplaza replay --rebuild [NAME] | --at TIMESTAMP | --upto POSITION [--name NAME] [--offline]."""
+
+from __future__ import annotations
+
+from ...when import parse_when
+from .. import offline
+from ..env import Env
+from ..output import refuse, table
+
+NAME = "replay"
+
+
+def register(sub) -> None:
+    p = sub.add_parser(NAME, help="rebuild read models, or show them as they were")
+    p.add_argument("--rebuild", nargs="?", const="", metavar="NAME", help="drop and rebuild one read model, or all")
+    p.add_argument("--at", metavar="TIMESTAMP", help="show the read models as they were at this UTC time")
+    p.add_argument("--upto", type=int, metavar="POSITION", help="show the read models as they were after this event")
+    p.add_argument("--name", help="only this read model")
+    p.add_argument("--offline", action="store_true", help="read the store directly, not through the hub")
+
+
+def render(d: dict) -> str:
+    if "rebuilt" in d:
+        return table([{"read model": k, "position": v} for k, v in d["rebuilt"].items()])
+    out = [f"read models as of position {d['upto']}" + (f" (at {d['at']})" if d.get("at") else "")]
+    for name, tables in d["read_models"].items():
+        for tname, rows in tables.items():
+            out += ["", f"{name} / {tname}", table(rows)]
+    return "\n".join(out)
+
+
+def run(env: Env) -> int:
+    args = env.args
+    if sum(x is not None for x in (args.rebuild, args.at, args.upto)) != 1:
+        return refuse("replay wants one of --rebuild [NAME], --at TIMESTAMP or --upto POSITION")
+    if args.rebuild is not None:
+        name = args.rebuild or None
+        return offline.through_hub_or_store(
+            env, lambda c: c.post("/v1/replay/rebuild", {"name": name} if name else {}),
+            lambda: offline.rebuild(name), render)
+    at = None
+    if args.at is not None:
+        try:
+            at = parse_when(args.at)
+        except ValueError as e:
+            return refuse(str(e), "invalid_request")
+    if args.upto is not None and args.upto < 0:
+        return refuse("--upto must be 0 or more", "invalid_request")
+    return offline.through_hub_or_store(
+        env, lambda c: c.get("/v1/replay", at=at, upto=args.upto, name=args.name),
+        lambda: offline.replay(at, args.upto, args.name), render)
