@@ -18,15 +18,15 @@ CI_PACKAGES = "qemu-system-x86 busybox-static debootstrap lz4 cpio e2fsprogs"
 @pytest.fixture(scope="session")
 def guest_image():
     if shutil.which("qemu-system-x86_64") is None:
-        pytest.skip(f"qemu-system-x86_64 not installed; CI must apt-get install {CI_PACKAGES}")
+        pytest.fail(f"qemu-system-x86_64 not installed; scripts/test.sh installs {CI_PACKAGES}")
     from vmm.image import cached, ensure_image, missing_tools
     from vmm.image.build import console_progress
     img = cached()
     if img is None:
         miss = missing_tools()
         if miss:
-            pytest.skip(f"cannot build the guest image, missing {', '.join(miss)}; "
-                        f"CI must apt-get install {CI_PACKAGES}")
+            pytest.fail(f"cannot build the guest image, missing {', '.join(miss)}; "
+                        f"scripts/test.sh installs {CI_PACKAGES}")
         img = ensure_image(progress=console_progress(sys.stderr))
     return img
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run every test.
+#   bash scripts/test.sh [pytest arguments]
+# System packages: PostgreSQL (the tests start their own server, on their own port),
+# QEMU and the guest-image tools (the microVM tests boot real guests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v qemu-img >/dev/null || need+=(qemu-utils)
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v lz4 >/dev/null || need+=(lz4)
+command -v cpio >/dev/null || need+=(cpio)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+if ((${#need[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test.sh: installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "test.sh: missing system packages: ${need[*]} (sudo apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+exec .venv/bin/python -m pytest "$@"
