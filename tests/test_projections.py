@@ -9,7 +9,6 @@ import pytest
 import sqlalchemy as sa
 from support.tally import Tally
 
-from agentplaza.domain.base import Context
 from agentplaza.events import plaza as plaza_commands
 from agentplaza.events.commands import Commands
 from agentplaza.events.records import EventRecord

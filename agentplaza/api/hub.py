@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..config import Folders, database_url as env_database_url
 from ..events import plaza as plaza_commands
