@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 
 import jhrl
@@ -41,7 +42,7 @@ class _Laws:
         self.current: Current | None = None
 
 
-_VIEWS: dict[int, _Laws] = {}
+_VIEWS: "weakref.WeakKeyDictionary[object, _Laws]" = weakref.WeakKeyDictionary()  # one per store
 _VIEWS_LOCK = threading.Lock()
 _DEFAULT: Current | None = None
 
@@ -67,7 +68,7 @@ def load(cmds: Commands) -> LawBook | None:
 def current(cmds: Commands) -> Current:
     """The law set in force now."""
     with _VIEWS_LOCK:
-        view = _VIEWS.setdefault(id(cmds.store), _Laws())
+        view = _VIEWS.setdefault(cmds.store, _Laws())
     version = latest_version(cmds)
     if version == 0:
         return _default()
