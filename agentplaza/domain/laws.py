@@ -16,14 +16,13 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import jhrl
 from jhrl import ast as jast
 from jhrl.catalog import TOOLS
 
-from .base import Context, PlazaAggregate, Refusal, fixed_id
+from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
 
 LAWBOOK_ID = fixed_id("lawbook")
 
@@ -85,19 +84,9 @@ def _changed(fn):
         raise rule_refusal(e) from None
 
 
-@dataclass(frozen=True)
-class Warning_:
-    rule_id: str
-    law_id: str
-    code: str
-    message: str
-
-    def as_dict(self) -> dict:
-        return {"rule": self.rule_id, "law": self.law_id, "code": self.code, "message": self.message}
-
-
 def warnings_of(draft: jhrl.Draft) -> list[dict]:
-    return [Warning_(w.rule_id, w.law_id, w.code, w.message).as_dict() for w in draft.warnings]
+    """A saved or checked change's warnings: a shadowed permit or ask, a law that matches no known tool."""
+    return [{"rule": w.rule_id, "law": w.law_id, "code": w.code, "message": w.message} for w in draft.warnings]
 
 
 def owner_rule_of(b: jhrl.RuleBook, law_or_rule_id: str) -> str | None:
@@ -369,8 +358,6 @@ class ToolCall(PlazaAggregate):
             lawbook_version=lawbook_version,
         )
         payload.update(actor=ctx.actor, reason=ctx.reason, correlation_id=ctx.correlation_id)
-        from .base import _validator_for
-
         _validator_for(cls.CallDecided)(payload)
         return cls._create(cls.CallDecided, id=id, timestamp=ctx.at, **payload)
 
