@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, append_only, metadata
 
 #: Decisions the recent-calls ring keeps: the window ``rules check`` replays (jhrl.CHECK_WINDOW).
 RECENT_CALLS = 500
@@ -42,7 +42,7 @@ rule_totals = sa.Table(
     sa.Column("violations", sa.BigInteger, nullable=False),
 )
 
-infractions = sa.Table(
+infractions = append_only(sa.Table(
     "rm_infractions",
     metadata,
     sa.Column("position", sa.BigInteger, primary_key=True),
@@ -55,7 +55,7 @@ infractions = sa.Table(
     sa.Column("enforcement", sa.String(16)),
     sa.Column("decision", sa.String(8), nullable=False),
     sa.Column("digest", sa.String(64), nullable=False),
-)
+))
 
 recent_calls = sa.Table(
     "rm_recent_calls",
