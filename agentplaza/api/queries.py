@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from ..projections.plaza import event_counts, plaza_holds, plaza_state
 from .hub import Hub
+from .routes.treasury import treasury_overview
 
 
 def plaza_state_view(hub: Hub) -> dict:
@@ -37,4 +38,5 @@ def overview(hub: Hub) -> dict:
         "hub": hub.info(),
         "plaza": plaza_state_view(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
+        "treasury": treasury_overview(hub),
     }

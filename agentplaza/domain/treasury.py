@@ -222,6 +222,7 @@ class Escrow(Account):
             e.chain_paid += self.paid
 
     class Closed(PlazaAggregate.Event):
+        task: str
         outcome: str  # passed, failed, withdrawn
 
         def apply(self, e: "Escrow") -> None:
@@ -263,9 +264,14 @@ class Entry(PlazaAggregate):
     @classmethod
     def post(cls, ctx: Context, id: uuid.UUID, **fields: Any) -> "Entry":
         """An entry is created by its one event, ``Entry.Posted``."""
-        payload = dict(fields, actor=ctx.actor, reason=ctx.reason, correlation_id=ctx.correlation_id)
-        _validator_for(cls.Posted)(payload)
-        return cls._create(cls.Posted, id=id, timestamp=ctx.at, **payload)
+        return _create(cls, cls.Posted, ctx, id, fields)
+
+
+def _create(cls: Any, event_class: type, ctx: Context, id: uuid.UUID, fields: dict) -> Any:
+    """Create an aggregate by a creation event with a name of its own (not ``Created``)."""
+    payload = dict(fields, actor=ctx.actor, reason=ctx.reason, correlation_id=ctx.correlation_id)
+    _validator_for(event_class)(payload)
+    return cls._create(event_class, id=id, timestamp=ctx.at, **payload)
 
 
 class Payment(PlazaAggregate):
@@ -562,7 +568,7 @@ def settle_task(books: Books, plaza: Any, task: str, passed: bool, *, worker: st
     rest = escrow.balance
     if rest > 0:
         entries.append(books.post(REFUND, f"escrow of task {task} returned", {escrow.key: -rest, BUDGET: rest}, task=task))
-    escrow.record(Escrow.Closed, books.ctx, outcome=outcome or ("passed" if passed else "failed"))
+    escrow.record(Escrow.Closed, books.ctx, task=task, outcome=outcome or ("passed" if passed else "failed"))
     books.touched[escrow.key] = escrow
     return entries
 
@@ -693,8 +699,8 @@ def pay(books: Books, plaza: Any, payer: str, payee: str, amount: int, memo: str
     payment_id = uuid.uuid5(src.id, f"payment:{src.version + 1}")
     src.record(Wallet.PaymentHeld, books.ctx, payment_id=payment_id.hex)
     books.touched[src.key] = src
-    p = Payment.start(books.ctx, id=payment_id, payer=src.cid, payee=dst.cid, amount=amount, memo=memo,
-                      task=task, approve_over=approve_over)
+    p = _create(Payment, Payment.Held, books.ctx, payment_id, dict(
+        payer=src.cid, payee=dst.cid, amount=amount, memo=memo, task=task, approve_over=approve_over))
     books.add(p)
     return PayResult("held", payment=p)
 
