@@ -11,7 +11,8 @@ from support.treasury import Plaza
 
 from agentplaza.domain import treasury as t
 from agentplaza.domain.base import Refusal
-from agentplaza.domain.plaza import PLAZA_ID, Plaza as PlazaAgg
+from agentplaza.domain.plaza import PLAZA_ID
+from agentplaza.domain.plaza import Plaza as PlazaAgg
 from agentplaza.events import plaza as plaza_commands
 from agentplaza.events import treasury as tc
 

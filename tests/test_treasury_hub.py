@@ -20,7 +20,7 @@ def hub(folders, database_url):
 
 def cli(h: HubProcess, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args], env=h.env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
 
 
 def ok(r):

@@ -24,7 +24,6 @@ the command layer commits what ``Books.changed()`` returns.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
