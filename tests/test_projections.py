@@ -63,7 +63,8 @@ def test_live_read_models_follow_the_log(plaza):
     live = rm.live()
     state = live["plaza"]["rm_plaza"][0]
     assert state["held"] is True and state["reason"] == "checking the new law" and state["by"] == "owner"
-    assert {r["kind"]: r["count"] for r in live["event_counts"]["rm_event_counts"]} == {"Plaza.Created": 1, "Plaza.Held": 1}
+    counts = {r["kind"]: r["count"] for r in live["event_counts"]["rm_event_counts"]}
+    assert {k: n for k, n in counts.items() if k.startswith("Plaza.")} == {"Plaza.Created": 1, "Plaza.Held": 1}
 
 
 def test_rebuild_from_event_one_equals_live(plaza):

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from ..projections.plaza import event_counts, plaza_holds, plaza_state
 from .hub import Hub
 from .routes.rules import overview_counts as rules_counts
+from .routes.treasury import treasury_overview
 
 
 def plaza_state_view(hub: Hub) -> dict:
@@ -39,4 +40,5 @@ def overview(hub: Hub) -> dict:
         "plaza": plaza_state_view(hub),
         "rules": rules_counts(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
+        "treasury": treasury_overview(hub),
     }

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .framework import Projection
 from .laws import LawsProjection
 from .plaza import EventCounts, PlazaProjection
+from .treasury import TreasuryProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts(), LawsProjection()]
+    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection()]

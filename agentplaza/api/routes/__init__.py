@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import plaza, rules, system
+from . import plaza, rules, system, treasury
 
-AREAS = [system, plaza, rules]
+AREAS = [system, plaza, rules, treasury]
