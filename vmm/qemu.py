@@ -725,10 +725,8 @@ class QemuMachine(Machine):
             # saw its host leave first would have to set up a new one, ~0.3 s here).
             try:
                 self.qmp.execute("stop")
-                layers = self.disks.layers
-                man = self._manifest("sleep", "sleep", "", layers, True)
+                man = self._manifest("sleep", "sleep", "", self.disks.layers, True)
                 man.memory_bytes, man.ram_bytes = self._save_memory(tmp / snap.MEMORY)
-                snap.write(tmp, man)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 if self.running():           # could not save: the machine runs on
@@ -741,7 +739,11 @@ class QemuMachine(Machine):
             except Exception:
                 pass
             self._kill()
+            # Layers only the old sleep snapshot used are merged (the content stays).
+            keep = [x for m in self.snapshots() if m.kind != "sleep" for x in m.layers]
+            man.layers = self.disks.compact(keep)
             self.disks.freeze_top()
+            snap.write(tmp, man)
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(tmp, folder)

@@ -138,6 +138,26 @@ def test_pop_undoes_a_push_and_numbers_never_repeat(tmp_path):
     assert c.push().name == "L0003.qcow2"
 
 
+def test_compact_merges_layers_no_snapshot_uses(tmp_path):
+    c = Chain(tmp_path / "disks")
+    c.create(raw_base, 8)
+    qio(c.top, "write -P 0x31 0 4k")
+    kept = c.layers                       # a checkpoint stands on these
+    c.push()
+    qio(c.top, "write -P 0x32 4k 4k")
+    c.push()                              # e.g. a wake after a sleep
+    qio(c.top, "write -P 0x33 8k 4k")
+    c.push()
+    qio(c.top, "write -P 0x34 12k 4k")
+    frozen_before = (c.dir / "L0001.qcow2").read_bytes()
+    layers = c.compact(kept)
+    assert layers == c.layers == kept + ["L0002.qcow2"]
+    assert (c.dir / "L0001.qcow2").read_bytes() == frozen_before    # the checkpoint's layer
+    assert not (c.dir / "L0003.qcow2").exists() and not (c.dir / "L0004.qcow2").exists()
+    assert read_at(c, layers, 0, 16384, tmp_path) == b"1" * 4096 + b"2" * 4096 + b"3" * 4096 + b"4" * 4096
+    assert c.compact([]) == [BASE, "L0001.qcow2"]      # nothing kept: down to one layer
+
+
 def test_copy_to_keeps_holes_and_content(tmp_path):
     c = Chain(tmp_path / "a")
     c.create(raw_base, 64)

@@ -81,6 +81,7 @@ def test_sleep_wake_keeps_memory_and_files_then_moves(make_machine, tmp_path):
     assert int(out) >= int(host_before) - 1     # clock set from the host on wake
     # a second sleep and a wake via boot(); then a move to another base folder
     m.sleep()
+    assert m.disks.layers == ["base.ext4", "L0001.qcow2"]    # the wake's layer merged: no growth
     other = tmp_path / "node2"
     moved = move(m, other)
     assert not m.dir.exists() and moved.sleeping
