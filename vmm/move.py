@@ -24,7 +24,7 @@ import shutil
 import struct
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 from .disks import data_extents
 

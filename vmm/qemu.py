@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -948,7 +949,7 @@ class QemuMachine(Machine):
             self.phase = "stopped"
 
 
-_NAME = __import__("re").compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
+_NAME = re.compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
 
 
 class QemuBackend(Backend):

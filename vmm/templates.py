@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import snapshot as snap
-from .disks import Chain
+from .disks import Chain, sparse_copy
 
 
 def templates_dir(explicit: Optional[os.PathLike] = None) -> Path:
@@ -81,7 +81,6 @@ class Templates:
             # the frozen layers are written by nobody now: copy them at leisure
             (work / "disks").mkdir()
             for name in man.layers:
-                from .disks import sparse_copy
                 sparse_copy(machine.disks.dir / name, work / "disks" / name)
             os.replace(work / "state" / snap.MEMORY, work / snap.MEMORY)
             man.machine = ""

@@ -1,5 +1,4 @@
 """Real boots under the host's accelerator (TCG here). Few on purpose: each takes seconds."""
-import errno
 import hashlib
 import os
 import subprocess
