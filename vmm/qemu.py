@@ -314,7 +314,7 @@ class QemuMachine(Machine):
             self._connect_channel(hello=incoming is None)
             if incoming is not None:
                 man = snap.read(incoming)
-                self._load_memory(incoming / snap.MEMORY, timeout)
+                self._load_memory(incoming / snap.memory_name(man), man.compression, timeout)
                 self.qmp.execute("cont")
                 self._refresh_guest(max(1.0, timeout - (time.monotonic() - t0)))
                 self.restore_seconds = time.monotonic() - t0
@@ -567,10 +567,10 @@ class QemuMachine(Machine):
         return total
 
     # -- memory and disk state ------------------------------------------------------
-    def _save_memory(self, path: Path) -> tuple:
-        """The stopped VM's device state and RAM to path (zstd). (file bytes, RAM bytes)."""
+    def _save_memory(self, path: Path, compression: str = "zstd") -> tuple:
+        """The stopped VM's device state and RAM to path. (file bytes, RAM bytes)."""
         self.qmp.execute("migrate-set-parameters", {"max-bandwidth": MIGRATE_BANDWIDTH})
-        fd, finish = snap.open_writer(path)
+        fd, finish = snap.open_writer(path, compression)
         try:
             self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
         finally:
@@ -592,8 +592,8 @@ class QemuMachine(Machine):
                 raise VMError("saving the machine's memory timed out")
             time.sleep(0.005)
 
-    def _load_memory(self, path: Path, timeout: float) -> None:
-        fd, finish = snap.open_reader(path)
+    def _load_memory(self, path: Path, compression: str, timeout: float) -> None:
+        fd, finish = snap.open_reader(path, compression)
         try:
             self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
         finally:
@@ -646,7 +646,7 @@ class QemuMachine(Machine):
                              label=label, created_at=snap.now(), machine=self.spec.name)
 
     def _save_running(self, folder: Path, kind: str, name: str, label: str,
-                      memory: bool = True) -> snap.Manifest:
+                      memory: bool = True, compression: str = "zstd") -> snap.Manifest:
         """Snapshot the running VM into folder and let it run on."""
         if memory is False and self._channel is not None and not self._channel.closed:
             try:   # a disk-only checkpoint: flush the guest's page cache first
@@ -663,8 +663,10 @@ class QemuMachine(Machine):
         try:
             layers = self._push_live()
             man = self._manifest(kind, name, label, layers, memory)
+            man.compression = compression
             if memory:
-                man.memory_bytes, man.ram_bytes = self._save_memory(tmp / snap.MEMORY)
+                man.memory_bytes, man.ram_bytes = self._save_memory(
+                    tmp / snap.COMPRESSIONS[compression], compression)
             snap.write(tmp, man)
             if folder.exists():
                 shutil.rmtree(folder)
@@ -812,7 +814,7 @@ class QemuMachine(Machine):
                 man = snap.read(sleep)
                 tmp = folder.with_name(name + ".new")
                 tmp.mkdir()
-                os.link(sleep / snap.MEMORY, tmp / snap.MEMORY)
+                os.link(sleep / snap.memory_name(man), tmp / snap.memory_name(man))
                 man.kind, man.name, man.label, man.created_at = "checkpoint", name, label, snap.now()
                 snap.write(tmp, man)
                 os.replace(tmp, folder)
@@ -886,9 +888,11 @@ class QemuMachine(Machine):
                 dst = f.snap_dir / name
                 dst.mkdir(parents=True)
                 if man.memory:
-                    os.link(folder / snap.MEMORY, dst / snap.MEMORY) \
-                        if os.stat(folder).st_dev == os.stat(f.snap_dir).st_dev \
-                        else shutil.copyfile(folder / snap.MEMORY, dst / snap.MEMORY)
+                    mem = snap.memory_name(man)
+                    if os.stat(folder).st_dev == os.stat(f.snap_dir).st_dev:
+                        os.link(folder / mem, dst / mem)
+                    else:
+                        shutil.copyfile(folder / mem, dst / mem)
                 fm = snap.Manifest.from_json(man.to_json())
                 fm.machine, fm.label = spec.name, f"fork of {self.spec.name} at {name}"
                 snap.write(dst, fm)

@@ -77,12 +77,13 @@ class Templates:
         work = self.root / f".{key}.{os.getpid()}.{time.monotonic_ns()}"
         try:
             with machine._lock:
-                man = machine._save_running(work / "state", "template", key, "", memory=True)
+                man = machine._save_running(work / "state", "template", key, "", memory=True,
+                                            compression="none")
             # the frozen layers are written by nobody now: copy them at leisure
             (work / "disks").mkdir()
             for name in man.layers:
                 sparse_copy(machine.disks.dir / name, work / "disks" / name)
-            os.replace(work / "state" / snap.MEMORY, work / snap.MEMORY)
+            os.replace(work / "state" / snap.MEMORY_RAW, work / snap.MEMORY_RAW)
             man.machine = ""
             snap.write(work, man)
             shutil.rmtree(work / "state")

@@ -74,6 +74,10 @@ def test_restore_checks_format_backend_volumes_and_shape():
     # a disk-only checkpoint boots cold: the memory shape does not matter
     snap.check_restorable(manifest(memory=False), "qemu-microvm", dict(SHAPE, memory_mib=512), ["corpus"])
     assert issubclass(snap.SnapshotError, VMError)
+    assert snap.memory_name(manifest()) == "memory.zst"
+    assert snap.memory_name(manifest(compression="none")) == "memory.raw"
+    with pytest.raises(snap.SnapshotError, match="compression"):
+        snap.memory_name(manifest(compression="lzma"))
 
 
 # -- workspace layers -----------------------------------------------------------------
