@@ -29,6 +29,8 @@ def plaza_history(hub: Hub, limit: int) -> list[dict]:
 
 
 def overview(hub: Hub) -> dict:
+    from .routes.vault import vault_overview
+
     counts = hub.read_models.rows(event_counts)
     families: dict[str, int] = {}
     for row in counts:
@@ -36,5 +38,6 @@ def overview(hub: Hub) -> dict:
     return {
         "hub": hub.info(),
         "plaza": plaza_state_view(hub),
+        "vault": vault_overview(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
     }

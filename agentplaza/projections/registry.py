@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .framework import Projection
 from .plaza import EventCounts, PlazaProjection
+from .vault import VaultProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts()]
+    return [PlazaProjection(), EventCounts(), VaultProjection()]

@@ -312,7 +312,10 @@ class VaultService:
                 what = {"keyfile": "key-file", "passphrase": "passphrase", "recovery": "recovery-code"}[method]
                 raise Refusal("no_such_slot", f"the vault has no {what} slot")
             if method == "keyfile":
-                check_key_file(self.key_path)
+                try:
+                    check_key_file(self.key_path)
+                except KeyFileExposed as e:
+                    raise Refusal("key_file_exposed", str(e), 409) from None
                 kf = read_json(self.key_path) if self.key_path.exists() else None
                 if kf is None:
                     raise Refusal("key_file_missing", f"the key file {self.key_path} is missing")

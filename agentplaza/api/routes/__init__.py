@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import plaza, system
+from . import plaza, system, vault
 
-AREAS = [system, plaza]
+AREAS = [system, plaza, vault]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import audit, events, hub, overview, plaza, replay
+from . import audit, events, hub, overview, plaza, replay, vault
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, vault)}
