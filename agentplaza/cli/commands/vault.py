@@ -54,11 +54,12 @@ def register(sub) -> None:
     s.add_parser("rekey", help="replace the master key (asks for each slot's secret but the key file's)")
 
 
-def secret_input(prompt: str) -> str:
-    """A hidden prompt on a terminal; else one line of standard input."""
+def secret_input(prompt: str, whole: bool = False) -> str:
+    """A hidden prompt on a terminal; else one line of standard input (``whole``: all of it,
+    for a value that spans lines), without its final newline."""
     if sys.stdin.isatty():
         return getpass.getpass(prompt)
-    data = sys.stdin.read()
+    data = sys.stdin.read() if whole else sys.stdin.readline()
     return data[:-1] if data.endswith("\n") else data
 
 
@@ -130,7 +131,7 @@ def run(env: Env) -> int:
     if a == "list":
         return env.show(c.get("/v1/vault/secrets"), render_list)
     if a == "set":
-        value = secret_input(f"Value for {args.name}: ")
+        value = secret_input(f"Value for {args.name}: ", whole=True)
         body = {"name": args.name, "value": value, "kind": args.kind, "bindings": args.bind}
         if args.label is not None:
             body["label"] = args.label
