@@ -18,6 +18,7 @@ from .errors import error_response
 from .hub import Hub
 from .kit import Api
 from .routes import AREAS
+from .routes import vault as vault_routes
 
 
 class OwnerOnly:
@@ -47,6 +48,7 @@ def create_app(hub: Hub) -> Starlette:
     async def lifespan(app: Starlette):
         async with anyio.create_task_group() as tg:
             tg.start_soon(api.follower.run)
+            tg.start_soon(vault_routes.flush_uses_forever, hub)
             yield
             tg.cancel_scope.cancel()
 

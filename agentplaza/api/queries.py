@@ -31,6 +31,8 @@ def plaza_history(hub: Hub, limit: int) -> list[dict]:
 
 
 def overview(hub: Hub) -> dict:
+    from .routes.vault import vault_overview
+
     counts = hub.read_models.rows(event_counts)
     families: dict[str, int] = {}
     for row in counts:
@@ -39,6 +41,7 @@ def overview(hub: Hub) -> dict:
         "hub": hub.info(),
         "plaza": plaza_state_view(hub),
         "rules": rules_counts(hub),
+        "vault": vault_overview(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
         "treasury": treasury_overview(hub),
     }
