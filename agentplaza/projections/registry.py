@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from .framework import Projection
+from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts()]
+    return [PlazaProjection(), EventCounts(), ModelsProjection(), UsageProjection()]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import plaza, system
+from . import gateway, models, plaza, system, usage
 
-AREAS = [system, plaza]
+AREAS = [system, plaza, models, usage, gateway]
