@@ -63,7 +63,7 @@ MAX_PRICE = 1_000_000_000
 ROUTES = ("gateway", "loop")  # a call came through the gateway, or from the agent's own harness
 
 _PROVIDER_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,199}$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,199}$")
 _ROLE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 

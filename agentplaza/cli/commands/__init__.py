@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import audit, events, hub, overview, plaza, replay
+from . import audit, events, hub, models, overview, plaza, replay, usage
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, models, usage)}
