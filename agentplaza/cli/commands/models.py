@@ -17,7 +17,7 @@ def _key_flags(p) -> None:
     g.add_argument("--key-stdin", action="store_true", help="read the key from standard input into the vault")
     g.add_argument("--env", metavar="NAME", help="read the key from the hub's environment variable NAME")
     g.add_argument("--secret", metavar="NAME", help="use the existing vault entry NAME")
-    g.add_argument("--command", metavar="CMD", help="run CMD; its output is a bearer token")
+    g.add_argument("--command", dest="key_command", metavar="CMD", help="run CMD; its output is a bearer token")
 
 
 def register(sub) -> None:
@@ -95,8 +95,8 @@ def _key_body(args) -> dict | None:
         return {"kind": "env", "name": args.env}
     if getattr(args, "secret", None):
         return {"kind": "secret", "name": args.secret}
-    if getattr(args, "command", None):
-        return {"kind": "command", "command": args.command}
+    if getattr(args, "key_command", None):
+        return {"kind": "command", "command": args.key_command}
     if getattr(args, "key_stdin", False) or getattr(args, "vault", False):
         return {"kind": "vault"}
     return None
