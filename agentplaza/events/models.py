@@ -35,7 +35,7 @@ def ensure_models(cmds: Commands, starting: Iterable[dict]) -> list[int]:
     def decide():
         if cmds.store.get(MODELS_ID) is not None:
             return []
-        return [ModelSettings.create(cmds.context("hub", "first start"), starting)]
+        return [ModelSettings.create(cmds.context("hub", "the starting providers and the shipped model policy"), starting)]
 
     return cmds.run(decide, grouped=False)
 
