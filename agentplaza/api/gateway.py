@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -34,6 +36,7 @@ from typing import Any, AsyncIterator, Protocol
 import anyio
 import httpx
 import orjson
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -59,6 +62,8 @@ HELD_STATUS = 423
 #: How long a key printed by --command is reused before the command runs again.
 COMMAND_KEY_TTL_S = 300.0
 COMMAND_TIMEOUT_S = 30.0
+#: Threads that record and charge answered calls.
+RECORD_WORKERS = 8
 
 
 def token_sha256(token: str) -> str:
@@ -159,6 +164,49 @@ class Unmetered:
         return [], {"charged": 0, "shortfall": 0, "payer": None, "entry": None}
 
 
+class Recorder:
+    """Records and charges answered calls on worker threads, off every caller's path.
+
+    The workers' commits meet in the store's group commit, so many calls share
+    one transaction.  A call is recorded once its answer has been sent; a hub
+    killed in between loses that call's record (and its charge).
+    """
+
+    def __init__(self, workers: int = RECORD_WORKERS, on_recorded: Any = None):
+        self.queue: queue.Queue = queue.Queue()
+        self.on_recorded = on_recorded or (lambda: None)
+        self.pending = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._threads = [threading.Thread(target=self._work, daemon=True, name=f"apz-record-{i}") for i in range(workers)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, ref: str, record: Any) -> None:
+        with self._lock:
+            self.pending += 1
+        self.queue.put((ref, record))
+
+    def _work(self) -> None:
+        while True:
+            ref, record = self.queue.get()
+            try:
+                record()
+                self.on_recorded()
+            except Exception as e:  # noqa: BLE001 - the answer is sent; say why its record failed
+                print(f"apid: model call {ref} not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+            finally:
+                with self._lock:
+                    self.pending -= 1
+                    if self.pending == 0:
+                        self._idle.notify_all()
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until every submitted call is recorded."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self.pending == 0, timeout)
+
+
 class GatewayRefusal(Exception):
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)
@@ -172,7 +220,7 @@ class Gateway:
         self.keys = keys
         self.charger = charger
         self.upstream = upstream or Upstream()
-        self.on_recorded = on_recorded or (lambda: None)
+        self.recorder = Recorder(on_recorded=on_recorded)
         self._book: tuple[Any, PriceBook] | None = None
         self._snapshots: dict | None = None
 
@@ -300,14 +348,17 @@ class Gateway:
             return _error(wire, 502, "provider_unreachable", f"provider {provider.id} did not answer: {type(e).__name__}")
         if answer.chunks is None:
             call.first_byte()
+            call.end = time.perf_counter()
             try:
                 data = orjson.loads(answer.body or b"null")
             except orjson.JSONDecodeError:
                 data = None
             call.meter.body(data)
-            await call.finish(answer.status)
-            return Response(answer.body, status_code=answer.status, headers=answer.headers)
-        return StreamingResponse(call.relay(answer), status_code=answer.status, headers=answer.headers)
+            # Recorded and charged right after the answer is sent, off the caller's path.
+            return Response(answer.body, status_code=answer.status, headers=answer.headers,
+                            background=BackgroundTask(call.finish, answer.status))
+        return StreamingResponse(call.relay(answer), status_code=answer.status, headers=answer.headers,
+                                 background=BackgroundTask(call.finish_stream))
 
 
 class _Call:
@@ -319,6 +370,8 @@ class _Call:
         self.stream, self.call_id, self.start = stream, call_id, start
         self.meter = Meter(wire)
         self.ttft: float | None = None
+        self.end: float | None = None
+        self.stream_status = 200
         self.done = False
 
     def first_byte(self) -> None:
@@ -326,25 +379,33 @@ class _Call:
             self.ttft = time.perf_counter()
 
     async def relay(self, answer: Answer) -> AsyncIterator[bytes]:
-        status = answer.status
+        self.stream_status = answer.status
+        complete = False
         try:
             async for chunk in answer.chunks:  # type: ignore[union-attr]
                 self.first_byte()
                 self.meter.feed(chunk)
                 yield chunk
+            complete = True
         except httpx.HTTPError:
-            status = 502
+            self.stream_status = 502
+            complete = True
         finally:
+            self.end = time.perf_counter()
             with anyio.CancelScope(shield=True):
                 if answer.close is not None:
                     await answer.close()  # type: ignore[misc]
-                await self.finish(status)
+                if not complete:  # the caller went away: record what passed, now
+                    await self.finish(499)
+
+    async def finish_stream(self) -> None:
+        await self.finish(self.stream_status)
 
     async def finish(self, http_status: int) -> None:
         if self.done:
             return
         self.done = True
-        end = time.perf_counter()
+        end = self.end or time.perf_counter()
         t = self.meter.tokens
         gw, caller, allowed = self.gw, self.caller, self.allowed
         reported = None
@@ -376,8 +437,7 @@ class _Call:
             ctx = cmds.context(caller.actor, None, ref)
             model_commands.record_call(cmds, ctx, self.call_id, fields, charge)
 
-        await anyio.to_thread.run_sync(record)
-        gw.on_recorded()
+        gw.recorder.submit(ref, record)
 
 
 def _ceil(x: Fraction) -> int:

@@ -6,6 +6,7 @@ gateway treats every provider alike.
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator
@@ -47,8 +48,12 @@ class Upstream:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
+            limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE)
+            # No Nagle: a request's head and body go out at once, not one round trip apart.
+            transport = self._transport or httpx.AsyncHTTPTransport(
+                limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
             self._http = httpx.AsyncClient(
-                transport=self._transport,
+                transport=transport,
                 timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
                 limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE),
                 follow_redirects=False,

@@ -23,7 +23,7 @@ def gateway_of(api: Api) -> Gateway:
     """The hub's one gateway (made on first use, shared by the models routes)."""
     gw = getattr(api, "gateway", None)
     if gw is None:
-        gw = Gateway(api.hub, HubKeys(), Unmetered(), on_recorded=api.follower.kick.set)
+        gw = Gateway(api.hub, HubKeys(), Unmetered())
         api.gateway = gw  # type: ignore[attr-defined]
     return gw
 
