@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import threading
+import time
 import sys
 
 import anyio
@@ -150,3 +152,33 @@ def test_loopback_is_trusted_and_others_need_the_owner_token(folders):
     assert out["remote"] == (401, {"error": {"code": "unauthorized", "message": "present the owner token as a bearer token"}})
     assert out["remote-wrong"][0] == 401
     assert out["remote-token"][0] == 200
+
+
+def test_cli_events_reconnects_when_the_hub_comes_back(tmp_path):
+    from agentplaza.config import Folders
+
+    f = Folders(tmp_path / "s", tmp_path / "c", tmp_path / "d").make()
+    h = HubProcess(f).start()
+    proc = subprocess.Popen([sys.executable, "-m", "agentplaza.cli.main", "events", "--kinds", "plaza"],
+                            env=h.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        time.sleep(1)
+        h.stop()
+        h2 = HubProcess(f, port=h.port).start()  # same address, a new process
+        try:
+            with h2.client() as c:
+                deadline = time.time() + 30
+                while time.time() < deadline and not any("back again" in x for x in lines):
+                    c.post("/v1/plaza/stop", json={"reason": "back again"})
+                    c.post("/v1/plaza/resume", json={})
+                    time.sleep(0.5)
+        finally:
+            h2.stop()
+    finally:
+        proc.terminate()
+        err = proc.communicate(timeout=10)[1]
+    assert "live events lost" in err and "reconnecting in 1 s" in err
+    assert any("back again" in x for x in lines)

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from ..projections.plaza import event_counts, plaza_holds, plaza_state
 from .hub import Hub
+from .routes.rules import overview_counts as rules_counts
 
 
 def plaza_state_view(hub: Hub) -> dict:
@@ -42,6 +43,7 @@ def overview(hub: Hub) -> dict:
     return {
         "hub": hub.info(),
         "plaza": plaza_state_view(hub),
+        "rules": rules_counts(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
         "models": models_overview(hub),
     }

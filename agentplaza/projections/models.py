@@ -1,8 +1,8 @@
 """Read models of the models area: providers, the policy, gateway links, price lists and usage.
 
-Usage is kept two ways, each O(1) per call: the most recent calls in a ring
-of ``RECENT_CALLS_KEPT`` slots, and hourly buckets per (provider, model,
-agent, role, route) with the sums the Tokens & spend tab shows.  Daily
+Usage is kept two ways, each O(1) per call: every call, in an append-only
+table (written, then dropped from memory), and hourly buckets per (provider,
+model, agent, role, route) with the sums the Tokens & spend tab shows.  Daily
 buckets and every split are sums over the hourly rows.
 """
 
@@ -11,10 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
-
-#: How many recent calls ``GET /v1/usage/calls`` can page through.
-RECENT_CALLS_KEPT = 10_000
+from .framework import Projection, Rows, append_only, metadata
 
 providers_table = sa.Table(
     "rm_model_providers", metadata,
@@ -76,14 +73,13 @@ _CALL_COLUMNS = (
 )
 CALL_FIELDS = tuple(n for n, _ in _CALL_COLUMNS)
 
-calls_table = sa.Table(
+calls_table = append_only(sa.Table(
     "rm_usage_calls", metadata,
-    sa.Column("slot", sa.Integer, primary_key=True),
-    sa.Column("position", sa.BigInteger, nullable=False, index=True),
+    sa.Column("position", sa.BigInteger, primary_key=True),
     sa.Column("id", sa.String(32), nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
     *[sa.Column(n, t) for n, t in _CALL_COLUMNS],
-)
+))
 
 usage_meta_table = sa.Table(
     "rm_usage_meta", metadata,
@@ -170,7 +166,7 @@ class ModelsProjection(Projection):
 
 class UsageProjection(Projection):
     name = "usage"
-    version = 1
+    version = 2
     tables = (calls_table, usage_meta_table, hourly_table)
 
     def on_Usage_ModelCalled(self, e: EventRecord, rows: Rows) -> None:
@@ -179,8 +175,7 @@ class UsageProjection(Projection):
         seq = meta["value"] if meta else 0
         rows.put("rm_usage_meta", {"name": "calls", "value": seq + 1})
         call = {k: d.get(k) for k in CALL_FIELDS}
-        rows.put("rm_usage_calls", {"slot": seq % RECENT_CALLS_KEPT, "position": e.position,
-                                    "id": e.originator_id, "at": e.at, **call})
+        rows.put("rm_usage_calls", {"position": e.position, "id": e.originator_id, "at": e.at, **call})
         key = {"hour": e.at[:13], "provider": d["provider"], "model": d["model"], "cid": d["cid"],
                "role": d["role"], "route": d["route"]}
         k = tuple(key[c] for c in ("hour", *SPLITS))

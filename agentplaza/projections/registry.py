@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from .framework import Projection
+from .laws import LawsProjection
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts(), ModelsProjection(), UsageProjection()]
+    return [PlazaProjection(), EventCounts(), LawsProjection(), ModelsProjection(), UsageProjection()]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import gateway, models, plaza, system, usage
+from . import gateway, models, plaza, rules, system, usage
 
-AREAS = [system, plaza, models, usage, gateway]
+AREAS = [system, plaza, rules, models, usage, gateway]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import audit, events, hub, models, overview, plaza, replay, usage
+from . import audit, events, hub, models, overview, plaza, replay, rules, usage
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, models, usage)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, models, usage)}

@@ -26,6 +26,8 @@ def render(d: dict) -> str:
         "position": hub["position"],
         "plaza": plaza_line(plaza),
         "events": ev["total"],
+        **({"rules": "{laws} laws, {owner_rules} owner rules; {calls} calls decided, {refused} refused, "
+                     "{violations} violations".format(**d["rules"])} if "rules" in d else {}),
     })]
     if ev["by_family"]:
         lines += ["", table([{"family": k, "events": v} for k, v in ev["by_family"].items()])]
