@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..config import Folders, database_url as env_database_url
+from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
+from ..events import models as model_commands
 from ..events import plaza as plaza_commands
 from ..events.bus import Bus
 from ..events.commands import Clock, Commands, utc_now
@@ -44,6 +46,7 @@ class Hub:
         store = EventStore.open(state_dir=folders.state, database_url=url)
         commands = Commands(store, clock)
         plaza_commands.ensure_founded(commands)
+        model_commands.ensure_models(commands, [config_from_preset(p) for p in STARTING_PROVIDERS])
         engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
         read_models = ReadModels(engine, store, all_projections())
         read_models.setup()

@@ -30,6 +30,12 @@ def plaza_history(hub: Hub, limit: int) -> list[dict]:
     return hub.read_models.rows(plaza_holds, order_by=sa.desc(plaza_holds.c.position), limit=limit)
 
 
+def models_overview(hub: Hub) -> dict:
+    from .routes.models import overview_counts
+
+    return overview_counts(hub)
+
+
 def overview(hub: Hub) -> dict:
     from .routes.vault import vault_overview
 
@@ -44,4 +50,5 @@ def overview(hub: Hub) -> dict:
         "vault": vault_overview(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
         "treasury": treasury_overview(hub),
+        "models": models_overview(hub),
     }

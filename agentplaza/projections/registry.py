@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from .framework import Projection
 from .laws import LawsProjection
+from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection()]
+    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
+            ModelsProjection(), UsageProjection()]

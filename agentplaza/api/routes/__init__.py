@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import plaza, rules, system, treasury, vault
+from . import gateway, models, plaza, rules, system, treasury, usage, vault
 
-AREAS = [system, plaza, rules, treasury, vault]
+AREAS = [system, plaza, rules, treasury, vault, models, usage, gateway]

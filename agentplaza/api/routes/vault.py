@@ -88,8 +88,9 @@ def vault_overview(hub: Hub) -> dict:
     return {"state": s["state"], "entries": s["entries"], "slots": len(s["slots"])}
 
 
-async def flush_uses_forever(hub: Hub) -> None:
+async def background(api: Api) -> None:
     """Record ended use groups every few seconds, so a quiet minute is not held back."""
+    hub = api.hub
     while True:
         await anyio.sleep(USE_FLUSH_INTERVAL_S)
         if hub.vault is not None:

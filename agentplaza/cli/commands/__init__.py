@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import audit, events, hub, overview, plaza, replay, rules, treasury, vault
+from . import audit, events, hub, models, overview, plaza, replay, rules, treasury, usage, vault
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, models, usage)}
