@@ -47,6 +47,9 @@ def create_app(hub: Hub) -> Starlette:
     async def lifespan(app: Starlette):
         async with anyio.create_task_group() as tg:
             tg.start_soon(api.follower.run)
+            for area in AREAS:  # an area's own loop in the hub (the scheduler)
+                if hasattr(area, "background"):
+                    tg.start_soon(area.background, api)
             yield
             tg.cancel_scope.cancel()
 

@@ -6,7 +6,8 @@ from .framework import Projection
 from .laws import LawsProjection
 from .plaza import EventCounts, PlazaProjection
 from .treasury import TreasuryProjection
+from .work import WorkProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection()]
+    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), WorkProjection()]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import plaza, rules, system, treasury
+from . import approvals, conduct, plaza, rules, system, tasks, treasury
 
-AREAS = [system, plaza, rules, treasury]
+AREAS = [system, plaza, rules, treasury, tasks, approvals, conduct]
