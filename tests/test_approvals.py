@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import jhrl
 import pytest
 from support.treasury import Plaza
 
+import jhrl
 from agentplaza.domain import sanction_schedule as sched
 from agentplaza.domain import treasury as t
 from agentplaza.domain.base import Refusal

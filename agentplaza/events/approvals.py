@@ -18,7 +18,14 @@ import uuid
 from typing import Any
 
 from ..domain import treasury as t
-from ..domain.approvals import KINDS, Approval, ApprovalRef, approval_id, check_number, ref_id
+from ..domain.approvals import (
+    KINDS,
+    Approval,
+    ApprovalRef,
+    approval_id,
+    check_number,
+    ref_id,
+)
 from ..domain.base import Context, Refusal
 from ..domain.conduct import conduct_id
 from ..domain.tasks import Sequence

@@ -15,8 +15,17 @@ from typing import Any
 
 from ..domain import treasury as t
 from ..domain.base import Context, Refusal
-from ..domain.tasks import (ENDED, TASK_ID_PATTERN, Sequence, Task, Worker, check_cid, check_role, task_id,
-                            worker_id)
+from ..domain.tasks import (
+    ENDED,
+    TASK_ID_PATTERN,
+    Sequence,
+    Task,
+    Worker,
+    check_cid,
+    check_role,
+    task_id,
+    worker_id,
+)
 from . import treasury
 from .commands import Commands
 

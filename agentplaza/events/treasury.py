@@ -250,7 +250,8 @@ def pay(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo:
         task: str | None = None, approve_over: int = t.DEFAULT_APPROVE_OVER) -> Outcome:
     """The payment tool: moves at once at or below ``approve_over``, else is held for approval."""
 
-    from . import approvals  # a held payment is an approval of kind payment, made in the same commit
+    # a held payment is an approval of kind payment, made in the same commit
+    from . import approvals
 
     def decide():
         books = _wallets_and(cmds, ctx, [payer, payee], task)

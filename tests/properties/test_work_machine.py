@@ -14,9 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 import hypothesis.strategies as st
-import jhrl
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import jhrl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.treasury import Clock, Plaza  # noqa: E402

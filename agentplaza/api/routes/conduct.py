@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import jhrl
 import sqlalchemy as sa
-from jhrl.catalog import TOOLS
 from starlette.requests import Request
 from starlette.routing import Route
+
+import jhrl
+from jhrl.catalog import TOOLS
 
 from ...events import conduct as cmd
 from ...projections import work as rm

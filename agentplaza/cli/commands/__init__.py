@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
-from . import approvals, audit, conduct, events, hub, overview, plaza, replay, rules, tasks, treasury
+from . import (
+    approvals,
+    audit,
+    conduct,
+    events,
+    hub,
+    overview,
+    plaza,
+    replay,
+    rules,
+    tasks,
+    treasury,
+)
 
 AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, tasks, approvals, conduct)}
