@@ -52,7 +52,7 @@ def create_app(hub: Hub) -> Starlette:
     async def lifespan(app: Starlette):
         async with anyio.create_task_group() as tg:
             tg.start_soon(api.follower.run)
-            for area in AREAS:  # an area's own background work (the daily price fetch ...)
+            for area in AREAS:  # an area's own loop in the hub (the scheduler, the daily price fetch ...)
                 if hasattr(area, "background"):
                     tg.start_soon(area.background, api)
             yield

@@ -73,8 +73,23 @@ def _books(cmds: Commands, ctx: Context, keys: Iterable[str], tasks: Iterable[st
     return t.Books(ctx, accounts)
 
 
+def load_books(cmds: Commands, ctx: Context, keys: Iterable[str], tasks: Iterable[str | None] = ()) -> t.Books:
+    """The books another area composes into its own command (tasks fund and settle escrows in the
+    same commit as the task's own event; sanctions fine in the same commit as the offence)."""
+    return _books(cmds, ctx, keys, tasks)
+
+
+def plaza(cmds: Commands) -> Any:
+    return cmds.store.get(PLAZA_ID)
+
+
 def _plaza(cmds: Commands) -> Any:
     return cmds.store.get(PLAZA_ID)
+
+
+def run_books(cmds: Commands, decide: Callable[[], tuple[t.Books, Any]]) -> Outcome:
+    """Run another area's decision that composes treasury operations (returns the books, a result)."""
+    return _run(cmds, decide)
 
 
 def _run(cmds: Commands, decide: Callable[[], tuple[t.Books, Any]]) -> Outcome:
@@ -235,9 +250,18 @@ def pay(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo:
         task: str | None = None, approve_over: int = t.DEFAULT_APPROVE_OVER) -> Outcome:
     """The payment tool: moves at once at or below ``approve_over``, else is held for approval."""
 
+    # a held payment is an approval of kind payment, made in the same commit
+    from . import approvals
+
     def decide():
         books = _wallets_and(cmds, ctx, [payer, payee], task)
-        return books, t.pay(books, _plaza(cmds), payer, payee, amount, memo, task, approve_over)
+        result = t.pay(books, _plaza(cmds), payer, payee, amount, memo, task, approve_over)
+        if result.status == "held":
+            maker = approvals.Maker(cmds, ctx)
+            maker.payment(result.payment)
+            for agg in maker.aggregates():
+                books.add(agg)
+        return books, result
 
     return _run(cmds, decide)
 
@@ -271,6 +295,32 @@ def _payment(cmds: Commands, payment_id: str) -> t.Payment | None:
 
 
 def approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
+    """Approve a held payment: the decision goes through its approval (kind payment)."""
+    from . import approvals
+
+    found = approvals.by_ref(cmds, approvals.payment_ref(payment_id))
+    if found is not None:
+        return approvals.decide(cmds, ctx, found.number, True)
+    return _approve_payment(cmds, ctx, payment_id)
+
+
+def deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
+    """Deny a held payment: the decision goes through its approval (kind payment)."""
+    from . import approvals
+
+    found = approvals.by_ref(cmds, approvals.payment_ref(payment_id))
+    if found is not None:
+        return approvals.decide(cmds, ctx, found.number, False)
+    return _deny_payment(cmds, ctx, payment_id)
+
+
+def payment_of(cmds: Commands, payment_id: str) -> t.Payment | None:
+    return _payment(cmds, payment_id)
+
+
+def _approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
+    """A payment held before approvals existed (no approval of its own)."""
+
     def decide():
         p = _payment(cmds, payment_id)
         books = _wallets_and(cmds, ctx, [p.payer, p.payee] if p else [], p.task if p else None)
@@ -280,7 +330,7 @@ def approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
     return _run(cmds, decide)
 
 
-def deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
+def _deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
     def decide():
         books = t.Books(ctx, {})
         return books, t.deny_payment(books, _payment(cmds, payment_id))

@@ -8,8 +8,9 @@ from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
+from .work import WorkProjection
 
 
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
-            ModelsProjection(), UsageProjection()]
+            WorkProjection(), ModelsProjection(), UsageProjection()]

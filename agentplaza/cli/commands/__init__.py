@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
-from . import audit, events, hub, models, overview, plaza, replay, rules, treasury, usage, vault
+from . import (
+    approvals,
+    audit,
+    conduct,
+    events,
+    hub,
+    models,
+    overview,
+    plaza,
+    replay,
+    rules,
+    tasks,
+    treasury,
+    usage,
+    vault,
+)
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, models, usage)}
+AREAS = {
+    m.NAME: m
+    for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, tasks, approvals, conduct, models, usage)
+}

@@ -1,0 +1,124 @@
+"""/v1/conduct: an agent's permission mode and conduct (suspensions in force, sanctions received),
+lifting a suspension; and the check a tool call passes (AGENT-SIDE, for the harness).
+
+These sit under /v1/conduct until the agents area owns /v1/agents/{cid}; it may mount the same
+functions there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from starlette.requests import Request
+from starlette.routing import Route
+
+import jhrl
+from jhrl.catalog import TOOLS
+
+from ...events import conduct as cmd
+from ...projections import work as rm
+from ..errors import ApiError, Body, read_body
+from ..hub import Hub
+from ..kit import MAX_LIST_LIMIT, Api
+
+
+def conduct_view(hub: Hub, cid: str, limit: int) -> dict:
+    at = hub.commands.clock().isoformat()
+    rows = hub.read_models.rows(rm.conduct, rm.conduct.c.cid == cid)
+    base = rows[0] if rows else {"cid": cid, "mode": "autonomous", "offences": 0, "warnings": 0, "fined": 0}
+    s = rm.suspensions
+    sus = hub.read_models.rows(s, s.c.cid == cid, order_by=s.c.at)
+    log = hub.read_models.rows(rm.conduct_log, rm.conduct_log.c.cid == cid, order_by=sa.desc(rm.conduct_log.c.position),
+                               limit=limit)
+    return {
+        "cid": cid, "mode": base["mode"], "offences": base["offences"], "warnings": base["warnings"],
+        "fined": base["fined"],
+        "suspensions": [dict(x, in_force=not x["lifted"] and x["until"] > at) for x in sus],
+        "in_force": [x for x in sus if not x["lifted"] and x["until"] > at],
+        "sanctions": log,
+    }
+
+
+class ModeBody(Body):
+    mode: str
+
+
+class LiftBody(Body):
+    reason: str | None = None
+
+
+class CallBody(Body):
+    agent: str | int
+    role: str
+    tool: str
+    risk: str | None = None
+    tier: str = "worker"
+    args: dict[str, Any] = {}
+
+
+class ViolationBody(Body):
+    agent: str | int
+    law: str
+    severity: str | None = None
+    tool: str
+
+
+def routes(api: Api) -> list:
+    hub = api.hub
+    cmds = hub.commands
+
+    async def show(request: Request) -> dict:
+        limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
+        return await api.query(conduct_view, hub, request.path_params["cid"], limit)
+
+    async def set_mode(request: Request) -> dict:
+        body = await read_body(request, ModeBody)
+        cid = request.path_params["cid"]
+        await api.command(lambda: cmd.set_mode(cmds, api.context(request), cid, body.mode))
+        return await api.query(conduct_view, hub, cid, 50)
+
+    async def lift(request: Request) -> dict:
+        body = await read_body(request, LiftBody)
+        cid = request.path_params["cid"]
+        ctx = api.context(request, body.reason)
+        await api.command(lambda: cmd.lift(cmds, ctx, cid, request.path_params["sid"]))
+        return await api.query(conduct_view, hub, cid, 50)
+
+    async def check(request: Request) -> dict:
+        body = await read_body(request, CallBody)
+        agent = str(body.agent)
+        try:
+            call = jhrl.Call(role=body.role, action=body.tool, risk=body.risk or TOOLS.get(body.tool, "write"),
+                             tier=body.tier, args=body.args)
+        except ValueError as e:
+            raise ApiError(422, "invalid_request", str(e)) from None
+        box: list = []
+
+        def go():
+            box.append(cmd.check_call(cmds, call, agent))
+            return [hub.store.max_position()]
+
+        await api.command(go)
+        return box[0].as_dict()
+
+    async def violation(request: Request) -> dict:
+        body = await read_body(request, ViolationBody)
+        ctx = api.context(request)
+        box: list = []
+
+        def go():
+            box.append(cmd.record_violation(cmds, ctx, str(body.agent), body.law, body.severity, body.tool))
+            return [hub.store.max_position()]
+
+        await api.command(go)
+        return box[0]
+
+    e = api.endpoint
+    return [
+        Route("/v1/conduct/calls", e(check), methods=["POST"]),  # AGENT-SIDE: the harness's check
+        Route("/v1/conduct/violations", e(violation), methods=["POST"]),  # TEMPORARY-ADMIN: a confirmed violation
+        Route("/v1/conduct/{cid}", e(show)),
+        Route("/v1/conduct/{cid}/mode", e(set_mode), methods=["POST"]),
+        Route("/v1/conduct/{cid}/suspensions/{sid}/lift", e(lift), methods=["POST"]),
+    ]

@@ -1,0 +1,150 @@
+"""The approvals queue: one queue of what waits for the owner, each item with a kind.
+
+An ``Approval`` is requested with its kind, a title a person reads, the agent it concerns, a
+reference to the thing it decides (a held payment, a suspension, a call's digest ...) and the
+details the owner needs.  The owner approves or denies it, with a reason; each decision is an
+event and is final.  An approved ask-mode call is used once, with its exact input: ``Used``.
+
+``ApprovalRef`` points from the thing an approval decides (``payment:ID``, ``call:CID:DIGEST``)
+to the approval's number, so the treasury's old routes and an agent re-running the approved
+call find it without a scan.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
+
+KINDS = {
+    "call": "a call from an agent in ask mode",
+    "payment": "a payment above the threshold",
+    "sanction": "a sanction step that needs you",
+    "agent": "a new agent the orchestrator proposes",
+    "project": "a project marked for your approval",
+    "motion": "a council motion given to you",
+    "tool_version": "a new version of a library tool",
+}
+STATUSES = ("pending", "approved", "denied")
+MAX_TITLE_CHARS = 300
+NUMBER_PATTERN = re.compile(r"a[1-9][0-9]{0,17}\Z")
+
+
+def approval_id(number: str) -> uuid.UUID:
+    return fixed_id(f"approval:{number}")
+
+
+def ref_id(ref: str) -> uuid.UUID:
+    return fixed_id(f"approval-ref:{ref}")
+
+
+def check_number(number: str) -> str:
+    number = str(number).strip()
+    if number.isdigit():
+        number = f"a{number}"
+    if not NUMBER_PATTERN.match(number):
+        raise Refusal("no_approval", f"no approval {number!r}; approvals are numbered a1, a2 ...", 404)
+    return number
+
+
+class Approval(PlazaAggregate):
+    family = "approvals"
+
+    class Requested(PlazaAggregate.Created):
+        number: str
+        kind: str
+        title: str
+        agent: str | None
+        ref: str | None
+        detail: dict[str, Any]
+
+    class Approved(PlazaAggregate.Event):
+        def apply(self, a: "Approval") -> None:
+            a.status = "approved"
+
+    class Denied(PlazaAggregate.Event):
+        def apply(self, a: "Approval") -> None:
+            a.status = "denied"
+
+    class Used(PlazaAggregate.Event):
+        """An approved call ran, once, with its exact input (the digest)."""
+
+        digest: str
+
+        def apply(self, a: "Approval") -> None:
+            a.used = True
+
+    def __init__(self, number: str, kind: str, title: str, agent: str | None, ref: str | None,
+                 detail: dict[str, Any]) -> None:
+        self.number, self.kind, self.title, self.agent, self.ref = number, kind, title, agent, ref
+        self.detail = detail
+        self.status = "pending"
+        self.used = False
+
+    @classmethod
+    def request(cls, ctx: Context, number: str, kind: str, title: str, *, agent: str | None = None,
+                ref: str | None = None, detail: dict[str, Any] | None = None) -> "Approval":
+        if kind not in KINDS:
+            raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}", 422)
+        title = (title or "").strip()
+        if not title or len(title) > MAX_TITLE_CHARS:
+            raise Refusal("invalid_request", f"an approval needs a title of at most {MAX_TITLE_CHARS} characters", 422)
+        payload = dict(number=number, kind=kind, title=title, agent=agent, ref=ref, detail=dict(detail or {}),
+                       actor=ctx.actor, reason=ctx.reason, correlation_id=ctx.correlation_id)
+        _validator_for(cls.Requested)(payload)
+        return cls._create(cls.Requested, id=approval_id(number), timestamp=ctx.at, **payload)
+
+    def _pending(self) -> None:
+        if self.status != "pending":
+            raise Refusal("approval_decided", f"approval {self.number} was already {self.status}; a decision is final")
+
+    def approve(self, ctx: Context) -> None:
+        self._pending()
+        self.record(self.Approved, ctx)
+
+    def deny(self, ctx: Context) -> None:
+        self._pending()
+        self.record(self.Denied, ctx)
+
+    def use(self, ctx: Context, agent: str, digest: str) -> None:
+        """Run an approved call: once, by its agent, with its exact input."""
+        if self.kind != "call":
+            raise Refusal("not_a_call", f"approval {self.number} is not a call")
+        if self.agent != agent:
+            raise Refusal("approval_mismatch", f"approval {self.number} is for agent {self.agent}, not {agent}", 403)
+        if self.detail.get("digest") != digest:
+            raise Refusal("approval_mismatch",
+                          f"approval {self.number} is for another input: an approved call runs only with its exact input", 403)
+        if self.status != "approved":
+            raise Refusal(f"approval_{self.status}", f"approval {self.number} is {self.status}", 403)
+        if self.used:
+            raise Refusal("approval_used", f"approval {self.number} was already used: an approved call runs once", 403)
+        self.record(self.Used, ctx, digest=digest)
+
+
+class ApprovalRef(PlazaAggregate):
+    """Which approval decides a thing (``payment:ID``, ``call:CID:DIGEST``, ``suspension:CID:S``)."""
+
+    family = "approvals"
+
+    class Created(PlazaAggregate.Created):
+        ref: str
+        number: str
+
+    class Pointed(PlazaAggregate.Event):
+        number: str
+
+        def apply(self, r: "ApprovalRef") -> None:
+            r.number = self.number
+
+    def __init__(self, ref: str, number: str) -> None:
+        self.ref, self.number = ref, number
+
+    @classmethod
+    def point(cls, ctx: Context, existing: "ApprovalRef | None", ref: str, number: str) -> "ApprovalRef":
+        if existing is None:
+            return cls.start(ctx, id=ref_id(ref), ref=ref, number=number)
+        existing.record(cls.Pointed, ctx, number=number)
+        return existing

@@ -1,0 +1,148 @@
+"""The approvals queue's commands: request an approval, decide one (approve or deny, with a reason).
+
+Every kind goes through ``decide``; what a decision does besides recording itself depends on
+the kind, and happens in the same commit:
+
+- payment: approving makes the held transfer (the treasury's ``approve_payment``: the daily
+  limit and the wallet still apply, STOP ALL holds it); denying cancels it (``deny_payment``).
+- sanction: approving acknowledges the step; denying lifts the suspension it belongs to.
+- call: approving lets the agent run that exact call once (``conduct.check_call`` uses it).
+- agent, project, motion, tool_version: the decision is recorded; their areas act on the event.
+
+Other areas make approvals with ``request`` (or ``Maker`` to add them to their own commit).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ..domain import treasury as t
+from ..domain.approvals import (
+    KINDS,
+    Approval,
+    ApprovalRef,
+    approval_id,
+    check_number,
+    ref_id,
+)
+from ..domain.base import Context, Refusal
+from ..domain.conduct import conduct_id
+from ..domain.tasks import Sequence
+from . import treasury
+from .commands import Commands
+
+PREFIX = "a"
+
+
+def payment_ref(payment_id: str) -> str:
+    try:
+        return f"payment:{uuid.UUID(hex=str(payment_id)).hex}"
+    except (ValueError, TypeError):
+        return f"payment:{payment_id}"
+
+
+def call_ref(agent: str, digest: str) -> str:
+    return f"call:{agent}:{digest}"
+
+
+def suspension_ref(cid: str, suspension: str) -> str:
+    return f"suspension:{cid}:{suspension}"
+
+
+def view(a: Approval) -> dict:
+    return {"id": a.number, "kind": a.kind, "title": a.title, "agent": a.agent, "ref": a.ref,
+            "detail": dict(a.detail), "status": a.status, "used": a.used}
+
+
+def load(cmds: Commands, number: str) -> Approval:
+    found = cmds.store.get(approval_id(check_number(number)))
+    if not isinstance(found, Approval):
+        raise Refusal("no_approval", f"no approval {number!r}", 404)
+    return found
+
+
+def by_ref(cmds: Commands, ref: str) -> Approval | None:
+    pointer = cmds.store.get(ref_id(ref))
+    if pointer is None:
+        return None
+    return cmds.store.get(approval_id(pointer.number))
+
+
+class Maker:
+    """Makes approvals inside another command's commit: numbers them (a1, a2 ...) and points refs."""
+
+    def __init__(self, cmds: Commands, ctx: Context):
+        self.cmds, self.ctx = cmds, ctx
+        self.seq: Sequence | None = None
+        self.made: list[Any] = []
+        self.refs: dict[str, ApprovalRef] = {}
+
+    def make(self, kind: str, title: str, *, agent: str | None = None, ref: str | None = None,
+             detail: dict[str, Any] | None = None) -> str:
+        if kind not in KINDS:
+            raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}", 422)
+        if self.seq is None:
+            self.seq = self.cmds.store.get(Sequence.id_for(PREFIX)) or Sequence.open(self.ctx, PREFIX)
+        number = self.seq.issue(self.ctx)
+        self.made.append(Approval.request(self.ctx, number, kind, title, agent=agent, ref=ref, detail=detail))
+        if ref is not None:
+            existing = self.refs.get(ref) or self.cmds.store.get(ref_id(ref))
+            self.refs[ref] = ApprovalRef.point(self.ctx, existing, ref, number)
+        return number
+
+    def payment(self, p: t.Payment) -> str:
+        return self.make("payment", f"Payment of {p.amount:,} credits from {p.payer} to {p.payee}: {p.memo}",
+                         agent=p.payer, ref=payment_ref(p.id.hex),
+                         detail={"payment": p.id.hex, "payer": p.payer, "payee": p.payee, "amount": p.amount,
+                                 "memo": p.memo, "task": p.task, "approve_over": p.approve_over})
+
+    def aggregates(self) -> list[Any]:
+        return ([self.seq] if self.seq is not None else []) + self.made + list(self.refs.values())
+
+
+def request(cmds: Commands, ctx: Context, kind: str, title: str, *, agent: str | None = None,
+            ref: str | None = None, detail: dict[str, Any] | None = None) -> dict:
+    """Put one item in the queue (other areas: an agent proposal, a flagged project, a motion, a tool version)."""
+    box: dict = {}
+
+    def decide():
+        maker = Maker(cmds, ctx)
+        box["number"] = maker.make(kind, title, agent=agent, ref=ref, detail=detail)
+        return maker.aggregates()
+
+    positions = cmds.run(decide)
+    return {"id": box["number"], "positions": positions}
+
+
+def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> treasury.Outcome:
+    """Approve or deny one approval; the decision is an event and is final."""
+    box: dict = {}
+
+    def attempt():
+        a = load(cmds, number)
+        books = t.Books(ctx, {})
+        result: Any = None
+        if a.kind == "payment":
+            p = treasury.payment_of(cmds, a.detail["payment"])
+            if approve:
+                books = treasury.load_books(cmds, ctx, [t.wallet_key(p.payer), t.wallet_key(p.payee)] if p else [],
+                                            [p.task] if p else [])
+                t.approve_payment(books, treasury.plaza(cmds), p)
+            elif p is not None and p.status == "pending":
+                t.deny_payment(books, p)
+            result = p
+        (a.approve if approve else a.deny)(ctx)
+        books.add(a)
+        if a.kind == "sanction" and not approve and a.detail.get("suspension") and a.agent:
+            conduct = cmds.store.get(conduct_id(a.agent))
+            s = conduct.suspensions.get(a.detail["suspension"]) if conduct is not None else None
+            if s is not None and not s["lifted"] and s["until"] > ctx.at.isoformat():
+                conduct.lift(ctx, s["id"], how="denied")
+                books.add(conduct)
+        box["approval"] = a
+        return books, result
+
+    out = treasury.run_books(cmds, attempt)
+    out.detail["approval"] = view(box["approval"])
+    return out

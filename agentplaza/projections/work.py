@@ -1,0 +1,327 @@
+"""Read models of work and conduct: tasks, their timelines and bids, the workers the scheduler
+sees, the approvals queue, and each agent's conduct.
+
+- ``rm_tasks``: one row per task (state, phase, worker, reviewer, bids, report, positions).
+- ``rm_task_timeline``: every transition of every task, with who and why (append-only).
+- ``rm_task_bids``: one row per (task, bidder), the latest price.
+- ``rm_workers``: one row per worker: role, tier, idle/busy/offline, the work it holds, and the
+  position of the last work it took (the scheduler's fairness key).
+- ``rm_approvals``: the queue, one row per approval.
+- ``rm_conduct``: one row per agent: mode, offences, warnings, fines.
+- ``rm_conduct_log``: every offence and sanction step (append-only).
+- ``rm_suspensions``: every probation and lockout, lifted or not.
+
+Every handler is O(1) per event.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..events.records import EventRecord
+from ..events.scheduler import Idle, OpenTask, Queue, ReviewTask
+from .framework import Projection, Rows, append_only, metadata
+
+tasks = sa.Table(
+    "rm_tasks", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("number", sa.String(24), nullable=False, unique=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("details", sa.Text, nullable=False),
+    sa.Column("acceptance", sa.Text, nullable=False),
+    sa.Column("role", sa.String(64)),
+    sa.Column("budget", sa.BigInteger, nullable=False),
+    sa.Column("project", sa.String(200)),
+    sa.Column("parent", sa.String(24)),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("phase", sa.String(16)),
+    sa.Column("worker", sa.String(64)),
+    sa.Column("reviewer", sa.String(64)),
+    sa.Column("bids", sa.Integer, nullable=False),
+    sa.Column("report", sa.JSON),
+    sa.Column("notes", sa.Text),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("queued_at", sa.BigInteger, nullable=False),  # created, or reported done (the review queue)
+    sa.Column("updated_at", sa.String(40), nullable=False),
+)
+
+timeline = append_only(sa.Table(
+    "rm_task_timeline", metadata,
+    sa.Column("position", sa.BigInteger, primary_key=True),
+    sa.Column("task", sa.String(24), nullable=False, index=True),
+    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("event", sa.String(40), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("detail", sa.JSON),
+))
+
+bids = sa.Table(
+    "rm_task_bids", metadata,
+    sa.Column("task", sa.String(24), primary_key=True),
+    sa.Column("worker", sa.String(64), primary_key=True),
+    sa.Column("price", sa.BigInteger, nullable=False),
+    sa.Column("at", sa.String(40), nullable=False),
+)
+
+workers = sa.Table(
+    "rm_workers", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("cid", sa.String(64), nullable=False, unique=True),
+    sa.Column("role", sa.String(64), nullable=False),
+    sa.Column("tier", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("activity", sa.String(200)),
+    sa.Column("task", sa.String(24)),
+    sa.Column("work", sa.String(8)),
+    sa.Column("taken", sa.BigInteger, nullable=False),
+    sa.Column("last_took", sa.BigInteger, nullable=False),
+    sa.Column("since", sa.String(40), nullable=False),
+)
+
+approvals = sa.Table(
+    "rm_approvals", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("number", sa.String(24), nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("agent", sa.String(128)),
+    sa.Column("ref", sa.String(200)),
+    sa.Column("detail", sa.JSON),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("used", sa.Boolean, nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("requested_at", sa.String(40), nullable=False),
+    sa.Column("requested_by", sa.String(200), nullable=False),
+    sa.Column("decided_at", sa.String(40)),
+    sa.Column("decided_by", sa.String(200)),
+    sa.Column("decision_reason", sa.Text),
+)
+
+conduct = sa.Table(
+    "rm_conduct", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("cid", sa.String(128), nullable=False, unique=True),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("offences", sa.BigInteger, nullable=False),
+    sa.Column("warnings", sa.BigInteger, nullable=False),
+    sa.Column("fined", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.String(40), nullable=False),
+)
+
+conduct_log = append_only(sa.Table(
+    "rm_conduct_log", metadata,
+    sa.Column("position", sa.BigInteger, primary_key=True),
+    sa.Column("cid", sa.String(128), nullable=False, index=True),
+    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("event", sa.String(24), nullable=False),
+    sa.Column("law", sa.String(100)),
+    sa.Column("detail", sa.JSON),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text),
+))
+
+suspensions = sa.Table(
+    "rm_suspensions", metadata,
+    sa.Column("cid", sa.String(128), primary_key=True),
+    sa.Column("suspension", sa.String(16), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("tool", sa.String(200), nullable=False),
+    sa.Column("until", sa.String(40), nullable=False),
+    sa.Column("law", sa.String(100), nullable=False),
+    sa.Column("approval", sa.String(24)),
+    sa.Column("lifted", sa.Boolean, nullable=False),
+    sa.Column("lifted_at", sa.String(40)),
+    sa.Column("lifted_by", sa.String(200)),
+    sa.Column("at", sa.String(40), nullable=False),
+)
+
+_TASK_STATE = {"Task.Claimed": "claimed", "Task.Passed": "done", "Task.Failed": "failed", "Task.Withdrawn": "withdrawn"}
+
+
+class WorkProjection(Projection):
+    name = "work"
+    version = 1
+    tables = (tasks, timeline, bids, workers, approvals, conduct, conduct_log, suspensions)
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def _line(self, e: EventRecord, rows: Rows, row: dict, detail: dict | None = None) -> None:
+        rows.put("rm_task_timeline", {
+            "position": e.position, "task": row["number"], "at": e.at, "event": e.kind.split(".", 1)[1],
+            "state": row["state"], "actor": e.actor, "reason": e.reason, "detail": detail or None,
+        })
+
+    def on_Task_Created(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        row = {
+            "id": e.originator_id, "number": d["number"], "title": d["title"], "details": d["details"],
+            "acceptance": d["acceptance"], "role": d["role"], "budget": d["budget"], "project": d["project"],
+            "parent": d["parent"], "state": "open", "phase": None, "worker": None, "reviewer": None, "bids": 0,
+            "report": None, "notes": None, "created_at": e.at, "created_by": e.actor, "position": e.position,
+            "queued_at": e.position, "updated_at": e.at,
+        }
+        rows.put("rm_tasks", row)
+        self._line(e, rows, row, {"budget": d["budget"], "role": d["role"], "title": d["title"]})
+
+    def _task(self, e: EventRecord, rows: Rows, detail: dict | None = None, **changes) -> None:
+        row = dict(rows.get("rm_tasks", e.originator_id))
+        row.update(changes, updated_at=e.at)
+        if e.kind in _TASK_STATE:
+            row["state"] = _TASK_STATE[e.kind]
+        rows.put("rm_tasks", row)
+        self._line(e, rows, row, detail)
+
+    def on_Task_BidPlaced(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_tasks", e.originator_id)
+        new = rows.get("rm_task_bids", (row["number"], e.data["worker"])) is None
+        rows.put("rm_task_bids", {"task": row["number"], "worker": e.data["worker"], "price": e.data["price"], "at": e.at})
+        self._task(e, rows, {"worker": e.data["worker"], "price": e.data["price"]}, bids=row["bids"] + (1 if new else 0))
+
+    def on_Task_Claimed(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        self._task(e, rows, {"worker": d["worker"], "how": d["how"], "price": d["price"]}, worker=d["worker"], phase="working")
+
+    def on_Task_Reported(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        report = {"summary": d["summary"], "files": d["files"], "checks": d["checks"]}
+        self._task(e, rows, report, report=report, phase="review", queued_at=e.position)
+
+    def on_Task_ReviewerAssigned(self, e: EventRecord, rows: Rows) -> None:
+        self._task(e, rows, {"reviewer": e.data["reviewer"], "how": e.data["how"]}, reviewer=e.data["reviewer"], phase="reviewing")
+
+    def on_Task_ReviewReleased(self, e: EventRecord, rows: Rows) -> None:
+        self._task(e, rows, {"reviewer": e.data["reviewer"]}, reviewer=None, phase="review")
+
+    def on_Task_Passed(self, e: EventRecord, rows: Rows) -> None:
+        self._task(e, rows, {"reviewer": e.data["reviewer"], "notes": e.data["notes"]}, phase=None, notes=e.data["notes"])
+
+    def on_Task_Failed(self, e: EventRecord, rows: Rows) -> None:
+        self._task(e, rows, {"why": e.data["why"], "notes": e.data["notes"]}, phase=None, notes=e.data["notes"])
+
+    def on_Task_Withdrawn(self, e: EventRecord, rows: Rows) -> None:
+        self._task(e, rows, None, phase=None)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def on_Worker_Created(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        rows.put("rm_workers", {"id": e.originator_id, "cid": d["cid"], "role": d["role"], "tier": d["tier"],
+                                "status": "offline", "activity": None, "task": None, "work": None, "taken": 0,
+                                "last_took": 0, "since": e.at})
+
+    def _worker(self, e: EventRecord, rows: Rows, **changes) -> None:
+        row = dict(rows.get("rm_workers", e.originator_id))
+        row.update(changes)
+        rows.put("rm_workers", row)
+
+    def on_Worker_Available(self, e: EventRecord, rows: Rows) -> None:
+        self._worker(e, rows, role=e.data["role"], tier=e.data["tier"], status="idle", activity=None, since=e.at)
+
+    def on_Worker_Busy(self, e: EventRecord, rows: Rows) -> None:
+        self._worker(e, rows, status="busy", activity=e.data["activity"], since=e.at)
+
+    def on_Worker_Offline(self, e: EventRecord, rows: Rows) -> None:
+        self._worker(e, rows, status="offline", activity=None, task=None, work=None, since=e.at)
+
+    def on_Worker_Took(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_workers", e.originator_id)
+        self._worker(e, rows, status="busy", task=e.data["task"], work=e.data["work"], activity=None,
+                     taken=row["taken"] + 1, last_took=e.position, since=e.at)
+
+    def on_Worker_Released(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_workers", e.originator_id)
+        status = "idle" if row["status"] == "busy" else row["status"]
+        self._worker(e, rows, task=None, work=None, status=status, since=e.at)
+
+    # -- approvals -------------------------------------------------------------------------------
+
+    def on_Approval_Requested(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        rows.put("rm_approvals", {
+            "id": e.originator_id, "number": d["number"], "kind": d["kind"], "title": d["title"], "agent": d["agent"],
+            "ref": d["ref"], "detail": d["detail"], "status": "pending", "used": False, "position": e.position,
+            "requested_at": e.at, "requested_by": e.actor, "decided_at": None, "decided_by": None,
+            "decision_reason": None,
+        })
+
+    def _decided(self, e: EventRecord, rows: Rows, status: str) -> None:
+        row = dict(rows.get("rm_approvals", e.originator_id))
+        row.update(status=status, decided_at=e.at, decided_by=e.actor, decision_reason=e.reason)
+        rows.put("rm_approvals", row)
+
+    def on_Approval_Approved(self, e: EventRecord, rows: Rows) -> None:
+        self._decided(e, rows, "approved")
+
+    def on_Approval_Denied(self, e: EventRecord, rows: Rows) -> None:
+        self._decided(e, rows, "denied")
+
+    def on_Approval_Used(self, e: EventRecord, rows: Rows) -> None:
+        rows.put("rm_approvals", dict(rows.get("rm_approvals", e.originator_id), used=True))
+
+    # -- conduct ---------------------------------------------------------------------------------
+
+    def on_Conduct_Created(self, e: EventRecord, rows: Rows) -> None:
+        rows.put("rm_conduct", {"id": e.originator_id, "cid": e.data["cid"], "mode": "autonomous", "offences": 0,
+                                "warnings": 0, "fined": 0, "updated_at": e.at})
+
+    def _conduct(self, e: EventRecord, rows: Rows, law: str | None = None, detail: dict | None = None, **changes) -> dict:
+        row = dict(rows.get("rm_conduct", e.originator_id))
+        row.update(changes, updated_at=e.at)
+        rows.put("rm_conduct", row)
+        rows.put("rm_conduct_log", {"position": e.position, "cid": row["cid"], "at": e.at,
+                                    "event": e.kind.split(".", 1)[1], "law": law, "detail": detail,
+                                    "actor": e.actor, "reason": e.reason})
+        return row
+
+    def on_Conduct_ModeSet(self, e: EventRecord, rows: Rows) -> None:
+        self._conduct(e, rows, None, {"mode": e.data["mode"]}, mode=e.data["mode"])
+
+    def on_Conduct_Offended(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        row = rows.get("rm_conduct", e.originator_id)
+        self._conduct(e, rows, d["law"], {k: d[k] for k in ("severity", "tool", "call_id", "count", "steps")},
+                      offences=row["offences"] + 1)
+
+    def on_Conduct_Warned(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_conduct", e.originator_id)
+        self._conduct(e, rows, e.data["law"], {"note": e.data["note"]}, warnings=row["warnings"] + 1)
+
+    def on_Conduct_Fined(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        row = rows.get("rm_conduct", e.originator_id)
+        self._conduct(e, rows, d["law"], {k: d[k] for k in ("amount", "levied", "collected", "uncollected", "entry_id", "note")},
+                      fined=row["fined"] + d["levied"])
+
+    def on_Conduct_Suspended(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        row = self._conduct(e, rows, d["law"], {k: d[k] for k in ("suspension", "kind", "tool", "until", "approval")})
+        rows.put("rm_suspensions", {"cid": row["cid"], "suspension": d["suspension"], "kind": d["kind"], "tool": d["tool"],
+                                    "until": d["until"], "law": d["law"], "approval": d["approval"], "lifted": False,
+                                    "lifted_at": None, "lifted_by": None, "at": e.at})
+
+    def on_Conduct_Lifted(self, e: EventRecord, rows: Rows) -> None:
+        row = self._conduct(e, rows, None, {"suspension": e.data["suspension"], "how": e.data["how"]})
+        s = dict(rows.get("rm_suspensions", (row["cid"], e.data["suspension"])))
+        s.update(lifted=True, lifted_at=e.at, lifted_by=e.actor)
+        rows.put("rm_suspensions", s)
+
+    def on_Conduct_OwnerAsked(self, e: EventRecord, rows: Rows) -> None:
+        self._conduct(e, rows, e.data["law"], {"step": e.data["step"], "approval": e.data["approval"]})
+
+
+def queue(read_models, limit: int = 10_000) -> Queue:
+    """The scheduler's queue from the read models: open tasks with no bids, tasks waiting for a
+    reviewer, idle workers; each oldest first."""
+    t, w = tasks, workers
+    open_rows = read_models.rows(t, t.c.state == "open", t.c.bids == 0, order_by=t.c.queued_at, limit=limit)
+    review_rows = read_models.rows(t, t.c.state == "claimed", t.c.phase == "review", order_by=t.c.queued_at, limit=limit)
+    idle_rows = read_models.rows(w, w.c.status == "idle", w.c.tier == "worker")
+    return Queue(
+        open=[OpenTask(r["number"], r["role"], r["queued_at"]) for r in open_rows],
+        review=[ReviewTask(r["number"], r["worker"], r["queued_at"]) for r in review_rows],
+        idle=[Idle(r["cid"], r["role"], r["last_took"]) for r in idle_rows],
+    )
