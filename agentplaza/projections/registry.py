@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from .framework import Projection
+from .agents import AgentsProjection, TranscriptProjection
 from .plaza import EventCounts, PlazaProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts()]
+    return [PlazaProjection(), EventCounts(), AgentsProjection(), TranscriptProjection()]
