@@ -437,3 +437,30 @@ def _cut_detail(detail: dict) -> dict:
             v = cut(v)
         out[str(k)] = v
     return out
+
+
+#: The 17 built-in roles, grouped by what they do (``agentplaza society roles``).
+ROLE_INFO: dict[str, tuple[str, str]] = {
+    "orchestrator": ("plans and offices", "plans the work, posts and assigns tasks, proposes agents only when the owner asks"),
+    "mayor": ("plans and offices", "approves project plans and merges; holds a council seat"),
+    "finance": ("council seats", "head of Finance: reports on the books; a council seat"),
+    "counsel": ("council seats", "Legal, the agents' counsel: defends agents in cases; a council seat"),
+    "incident": ("council seats", "head of Incident response: opens incidents, steers harnesses; a council seat"),
+    "judge": ("courts", "rules on cases; never sits on the council"),
+    "prosecutor": ("courts", "files cases; never sits on the council"),
+    "architect": ("project work", "designs, researches, plans, builds and reviews"),
+    "planner": ("project work", "writes a project's proposal and tasks document"),
+    "researcher": ("project work", "attaches approaches, references and tools"),
+    "builder": ("project work", "writes code, runs engines, uses workstations"),
+    "reviewer": ("project work", "reviews and merges pull requests"),
+    "tester": ("project work", "tests, runs engines, uses workstations"),
+    "writer": ("project work", "writes documents and deliverables"),
+    "designer": ("project work", "images and design work; uses workstations"),
+    "breeder": ("Foundry", "exports data, writes and submits training jobs, asks for shadow mode"),
+    "sandbox": ("outside", "an E2B sandbox: its own party; its only tool is an outbound connection"),
+}
+assert tuple(ROLE_INFO) == ROLES, "ROLE_INFO must list jhrl's 17 roles in order"
+
+
+def roles() -> list[dict]:
+    return [{"role": r, "tier": tier_of(r), "group": g, "what": w} for r, (g, w) in ROLE_INFO.items()]

@@ -20,6 +20,7 @@ agents_table = sa.Table(
     sa.Column("model", sa.String(200)),
     sa.Column("permission_mode", sa.String(12), nullable=False),
     sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("wipes", sa.Integer, nullable=False),
     sa.Column("queue", sa.Integer, nullable=False),
     sa.Column("working_on", sa.String(40)),
     sa.Column("entries", sa.Integer, nullable=False),
@@ -92,7 +93,7 @@ class AgentsProjection(Projection):
         rows.put("rm_agents", {
             "cid": d["cid"], "agent_id": e.originator_id, "name": None, "role": d["role"], "node": d["node"],
             "status": "offline", "run": "running", "model": d["model"], "permission_mode": d["permission_mode"],
-            "generation": 0, "queue": 0, "working_on": None, "entries": 0, "created_at": e.at, "changed_at": e.at,
+            "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0, "created_at": e.at, "changed_at": e.at,
         })
         node = rows.get("rm_nodes", d["node"])
         if node is not None:
@@ -146,8 +147,10 @@ class AgentsProjection(Projection):
                   generation=e.data["generation"])
 
     def on_Agent_Wiped(self, e: EventRecord, rows: Rows) -> None:
-        self._put(rows, self._row(e, rows), run="running", status="offline", working_on=None, queue=0,
-                  generation=e.data["generation"])
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, run="running", status="offline", working_on=None, queue=0,
+                      generation=e.data["generation"], wipes=row["wipes"] + 1)
 
     def on_Agent_Retired(self, e: EventRecord, rows: Rows) -> None:
         self._put(rows, self._row(e, rows), run="retired", status="offline", working_on=None, queue=0)

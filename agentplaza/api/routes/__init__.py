@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import plaza, system
+from . import agents, plaza, system
 
-AREAS = [system, plaza]
+AREAS = [system, plaza, agents]

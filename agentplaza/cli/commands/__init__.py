@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import audit, events, hub, overview, plaza, replay
+from . import agents, audit, events, hub, overview, plaza, replay, society
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, agents, society)}
