@@ -15,7 +15,7 @@ from ..kit import MAX_LIST_LIMIT, Api
 
 #: Transcript entries the agent page shows.
 PAGE_TRANSCRIPT = 50
-ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "queue",
+ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "generation", "queue",
                   "working_on", "entries", "created_at", "changed_at")
 
 
