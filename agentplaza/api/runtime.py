@@ -80,7 +80,8 @@ class AgentRuntime:
         facts = self.link.request("facts", timeout=30)["facts"]
         ac.report_facts(self.hub.commands, self.hub.commands.context(f"node:{LOCAL_NODE}"), facts)
         threading.Thread(target=self._events, daemon=True, name="node-events").start()
-        threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile").start()
+        self._reconcile_thread = threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile")
+        self._reconcile_thread.start()
         self.kick()
         return self
 
