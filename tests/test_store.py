@@ -192,3 +192,22 @@ def test_an_old_event_is_upcast_on_load_and_on_read(store):
     (rec,) = list(store.read())
     assert rec.data["motto"] == "agents under laws"
     assert store.verify().intact
+
+
+def test_long_lived_aggregates_are_snapshotted_and_load_the_same(store, folders, database_url):
+    from agentplaza.events.store import SNAPSHOT_EVERY
+
+    tally = Tally.start(ctx(), label="busy")
+    store.commit(tally)
+    for i in range(SNAPSHOT_EVERY * 2 + 5):
+        t = store.get(tally.id)
+        t.count(ctx(), by=i)
+        store.commit(t)
+    snaps = list(store.app.snapshots.get(tally.id))
+    assert [s.originator_version for s in snaps] == [SNAPSHOT_EVERY, SNAPSHOT_EVERY * 2]
+    other = EventStore.open(state_dir=folders.state, database_url=database_url)  # a cold cache
+    try:
+        loaded = other.get(tally.id)
+        assert loaded.total == sum(range(SNAPSHOT_EVERY * 2 + 5)) and loaded.version == SNAPSHOT_EVERY * 2 + 6
+    finally:
+        other.close()

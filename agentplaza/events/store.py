@@ -11,6 +11,7 @@ the live bus and audit.
 from __future__ import annotations
 
 import copy
+import logging
 import datetime
 import threading
 import uuid
@@ -22,6 +23,7 @@ from typing import Any, Iterator, Sequence
 from urllib.parse import unquote, urlparse
 
 from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
@@ -30,8 +32,13 @@ from .chain import CHAIN_TABLE, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
 from .records import EventRecord
 
+log = logging.getLogger(__name__)
+
 #: Aggregates kept in memory per hub process.
 AGGREGATE_CACHE_SIZE = 10_000
+#: An aggregate is snapshotted every this many events, so loading it never replays
+#: more than this many (snapshots are a cache: not chained, never read by projections).
+SNAPSHOT_EVERY = 100
 #: Rows fetched per round trip when reading the log.
 READ_PAGE = 5_000
 
@@ -52,6 +59,8 @@ def clone(aggregate: Any) -> Any:
 
 class PlazaApplication(Application):
     name = "agentplaza"
+    is_snapshotting_enabled = True
+    snapshot_class = Snapshot
 
 
 #: Another writer changed an aggregate first; the command may be retried.
@@ -196,7 +205,20 @@ class EventStore:
             self._forget({a.id for a in aggregates})
             raise
         self._remember(list(aggregates))
+        self._snapshot(aggregates, events)
         return positions
+
+    def _snapshot(self, aggregates: tuple, events: list[Any]) -> None:
+        written: dict[Any, int] = {}
+        for e in events:
+            written[e.originator_id] = written.get(e.originator_id, 0) + 1
+        for a in aggregates:
+            before = a.version - written.get(a.id, 0)
+            if a.version // SNAPSHOT_EVERY > before // SNAPSHOT_EVERY:
+                try:
+                    self.app.snapshots.put([Snapshot.take(a)])
+                except Exception as e:  # noqa: BLE001 - a snapshot is only a cache
+                    log.warning("no snapshot of %s at version %s: %s", type(a).__name__, a.version, e)
 
     # -- the global order ----------------------------------------------------
 
