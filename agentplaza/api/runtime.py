@@ -212,9 +212,9 @@ class AgentRuntime:
     def agent_of(self, cid: int):
         """The plaza's own record of the agent with this CID, or None: a CID never given out."""
         n = self.cmds.store.get(node_id(LOCAL_NODE))
-        if n is None or cid not in n.cids:
+        if n is None or not n.holds(cid):
             return None
-        a = self.cmds.store.get(uuid.UUID(hex=n.cids[cid]))
+        a = self.cmds.store.get(n.agent_of(cid))
         return None if a is None or a.deleted else a
 
     def held(self) -> bool:

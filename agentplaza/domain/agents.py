@@ -102,20 +102,20 @@ class Node(PlazaAggregate):
         agent_id: str
 
         def apply(self, node: "Node") -> None:
-            node.cids[self.cid] = self.agent_id
+            node.cids[str(self.cid)] = self.agent_id
 
     class CidReleased(PlazaAggregate.Event):
         cid: int
 
         def apply(self, node: "Node") -> None:
-            node.cids.pop(self.cid, None)
+            node.cids.pop(str(self.cid), None)
 
     def __init__(self, name: str, cid_first: int, cid_last: int):
         self.name = name
         self.cid_first = cid_first
         self.cid_last = cid_last
         self.facts: dict = {}
-        self.cids: dict[int, str] = {}
+        self.cids: dict[str, str] = {}  # str(cid) -> agent id (str keys: snapshots are JSON)
 
     @classmethod
     def found_local(cls, ctx: Context) -> "Node":
@@ -127,7 +127,7 @@ class Node(PlazaAggregate):
             self.record(self.FactsReported, ctx, facts=facts)
 
     def free_cids(self) -> list[int]:
-        return [c for c in range(self.cid_first, self.cid_last + 1) if c not in self.cids]
+        return [c for c in range(self.cid_first, self.cid_last + 1) if str(c) not in self.cids]
 
     def assign(self, ctx: Context, agent_ids: list[str]) -> list[int]:
         """The lowest free CIDs, one per agent; refused whole if the range cannot hold them all."""
@@ -141,12 +141,15 @@ class Node(PlazaAggregate):
             out.append(cid)
         return out
 
+    def holds(self, cid: int) -> bool:
+        return str(cid) in self.cids
+
     def release(self, ctx: Context, cid: int) -> None:
-        if cid in self.cids:
+        if str(cid) in self.cids:
             self.record(self.CidReleased, ctx, cid=cid)
 
     def agent_of(self, cid: int) -> uuid.UUID:
-        found = self.cids.get(cid)
+        found = self.cids.get(str(cid))
         if found is None:
             raise Refusal("unknown_agent", f"no agent with cid {cid}", 404)
         return uuid.UUID(found)

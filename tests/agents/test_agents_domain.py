@@ -185,3 +185,22 @@ def test_read_models_rebuild_to_the_same_roster(plaza):
 
 def test_agent_aggregate_is_pure():
     assert Agent.family == "agent"
+
+
+def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_url):
+    cmds, rm = plaza
+    for _ in range(60):  # 120 node events: node n0 is snapshotted on the way
+        (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+        ac.delete(cmds, owner(cmds), cid)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    for i in range(105):
+        ac.set_mode(cmds, owner(cmds), cid, ("ask", "autonomous")[i % 2])
+    ac.tell(cmds, owner(cmds), cid, "after the snapshot")
+    fresh = EventStore.open(state_dir=folders.state, database_url=database_url)
+    try:
+        cold = Commands(fresh)
+        a = ac.agent(cold, cid)
+        assert (a.cid, a.permission_mode, a.queue[0]["text"]) == (cid, "ask", "after the snapshot")
+        assert ac.node(cold).free_cids()[0] == LOCAL_CID_FIRST + 1
+    finally:
+        fresh.close()
