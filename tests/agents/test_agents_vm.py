@@ -212,7 +212,7 @@ def test_apid_starts_node_n0_and_an_owner_spawn_comes_up_idle(folders, image, tm
     try:
         assert "apid: node n0 connected (local)" in h.output
         with h.client() as c:
-            node = c.get("/v1/nodes").json()["nodes"][0]
+            node = wait_for("n0's facts", lambda: [n for n in c.get("/v1/nodes").json()["nodes"] if n["facts"]])[0]
             assert node["facts"]["backend"] == "qemu-microvm" and node["facts"]["accel"] in ("kvm", "tcg")
             (agent,) = c.post("/v1/agents", json={"role": "researcher"}).json()["agents"]
             wait_for("idle", lambda: c.get(f"/v1/agents/{agent['cid']}").json()["agent"]["status"] == "idle")
