@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Folders, database_url as env_database_url
-from ..events import agents as agent_commands
 from ..events import plaza as plaza_commands
 from ..events.bus import Bus
 from ..events.commands import Clock, Commands, utc_now
@@ -43,7 +42,6 @@ class Hub:
         store = EventStore.open(state_dir=folders.state, database_url=url)
         commands = Commands(store, clock)
         plaza_commands.ensure_founded(commands)
-        agent_commands.ensure_local_node(commands)
         engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
         read_models = ReadModels(engine, store, all_projections())
         read_models.setup()

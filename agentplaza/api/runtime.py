@@ -69,6 +69,7 @@ class AgentRuntime:
         self.lock = threading.Lock()
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
         self.shared_dir = Path(hub.folders.state) / "shared"
+        self.facts: dict = {}
 
     # -- life -------------------------------------------------------------------------------------
     def start(self) -> "AgentRuntime":
@@ -77,8 +78,7 @@ class AgentRuntime:
         else:
             sock = Path(self.mode)
         self.link = NodeLink(sock, self._on_stream).connect()
-        facts = self.link.request("facts", timeout=30)["facts"]
-        ac.report_facts(self.hub.commands, self.hub.commands.context(f"node:{LOCAL_NODE}"), facts)
+        self.facts = self.link.request("facts", timeout=30)["facts"]
         threading.Thread(target=self._events, daemon=True, name="node-events").start()
         self._reconcile_thread = threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile")
         self._reconcile_thread.start()

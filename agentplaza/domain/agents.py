@@ -2,8 +2,9 @@
 
 - ``Node``: a machine that runs agents' microVMs. The hub's own machine is node ``n0``; it owns a
   range of 100 CIDs and is the registry of which CID names which agent (a CID is unique across the
-  plaza; a deleted agent's CID is free again). It also keeps the machine's facts as its daemon
-  reported them (CPU, memory, OS, the VM backend and the isolation the probe found).
+  plaza; a deleted agent's CID is free again). It is made with the first spawn. The machine's facts
+  (CPU, memory, OS, the VM backend and the isolation the probe found) are live observations of its
+  daemon, not events.
 - ``Agent``: one worker. Its role is given by the owner's spawn and never changes; its name is chosen
   once by the agent and changed only by the owner; its model is its own override or none (then the
   role's model or the plaza's default); its permission mode is ``autonomous``, ``ask`` or
@@ -91,12 +92,6 @@ class Node(PlazaAggregate):
         cid_first: int
         cid_last: int
 
-    class FactsReported(PlazaAggregate.Event):
-        facts: dict
-
-        def apply(self, node: "Node") -> None:
-            node.facts = dict(self.facts)
-
     class CidAssigned(PlazaAggregate.Event):
         cid: int
         agent_id: str
@@ -114,17 +109,12 @@ class Node(PlazaAggregate):
         self.name = name
         self.cid_first = cid_first
         self.cid_last = cid_last
-        self.facts: dict = {}
         self.cids: dict[str, str] = {}  # str(cid) -> agent id (str keys: snapshots are JSON)
 
     @classmethod
     def found_local(cls, ctx: Context) -> "Node":
         return cls.start(ctx, id=node_id(LOCAL_NODE), name=LOCAL_NODE, cid_first=LOCAL_CID_FIRST,
                          cid_last=LOCAL_CID_FIRST + CID_RANGE_SIZE - 1)
-
-    def report_facts(self, ctx: Context, facts: dict) -> None:
-        if facts != self.facts:
-            self.record(self.FactsReported, ctx, facts=facts)
 
     def free_cids(self) -> list[int]:
         return [c for c in range(self.cid_first, self.cid_last + 1) if str(c) not in self.cids]

@@ -14,22 +14,17 @@ from ..domain.base import Context, Refusal
 from .commands import Commands
 
 
-def ensure_local_node(cmds: Commands) -> list[int]:
-    """Node n0, the hub's own machine, with its CID range; a no-op once it exists."""
-
-    def decide():
-        if cmds.store.get(node_id(LOCAL_NODE)) is not None:
-            return []
-        return [Node.found_local(cmds.context("hub", "first start"))]
-
-    return cmds.run(decide, grouped=False)
-
-
 def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
     found = cmds.store.get(node_id(name))
     if found is None:
-        raise Refusal("unknown_node", f"no node {name}", 404)
+        raise Refusal("unknown_agent", "no agent has been started yet", 404)
     return found
+
+
+def node_or_new(cmds: Commands, ctx: Context) -> Node:
+    """Node n0, made with its CID range by the plaza's first spawn."""
+    found = cmds.store.get(node_id(LOCAL_NODE))
+    return found if found is not None else Node.found_local(ctx)
 
 
 def agent(cmds: Commands, cid: int) -> Agent:
@@ -41,15 +36,6 @@ def transcript_of(cmds: Commands, a: Agent) -> Transcript:
     return cmds.store.get(transcript_id(a.id))
 
 
-def report_facts(cmds: Commands, ctx: Context, facts: dict, name: str = LOCAL_NODE) -> list[int]:
-    def decide():
-        n = node(cmds, name)
-        n.report_facts(ctx, facts)
-        return [n]
-
-    return cmds.run(decide)
-
-
 def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None) -> list[int]:
     """Start ``count`` agents of ``role`` (1-16); returns their CIDs."""
     if not MIN_SPAWN <= count <= MAX_SPAWN:
@@ -58,7 +44,7 @@ def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | 
     out: list[int] = []
 
     def decide():
-        n = node(cmds)
+        n = node_or_new(cmds, ctx)
         cids = n.assign(ctx, [i.hex for i in ids])
         made: list[Any] = [n]
         for agent_id, cid in zip(ids, cids):

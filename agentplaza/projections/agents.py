@@ -1,4 +1,4 @@
-"""Read models of the agents: the roster (one row per agent), each transcript, and the nodes."""
+"""Read models of the agents: the roster (one row per agent) and each transcript."""
 
 from __future__ import annotations
 
@@ -52,25 +52,12 @@ agent_index = sa.Table(
     sa.Column("cid", sa.Integer, nullable=False),
 )
 
-nodes_table = sa.Table(
-    "rm_nodes",
-    metadata,
-    sa.Column("name", sa.String(40), primary_key=True),
-    sa.Column("cid_first", sa.Integer, nullable=False),
-    sa.Column("cid_last", sa.Integer, nullable=False),
-    sa.Column("agents", sa.Integer, nullable=False),
-    sa.Column("facts", sa.JSON, nullable=False),
-    sa.Column("facts_at", sa.String(40)),
-    sa.Column("node_uuid", sa.String(36), nullable=False),
-)
-
-
 class AgentsProjection(Projection):
     """The roster, keyed by CID (a deleted agent's row goes; its CID may name a new agent later)."""
 
     name = "agents"
     version = 1
-    tables = (agents_table, agent_index, nodes_table)
+    tables = (agents_table, agent_index)
 
     def _row(self, e: EventRecord, rows: Rows) -> dict | None:
         idx = rows.get("rm_agent_index", e.originator_id)
@@ -95,9 +82,6 @@ class AgentsProjection(Projection):
             "status": "offline", "run": "running", "model": d["model"], "permission_mode": d["permission_mode"],
             "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0, "created_at": e.at, "changed_at": e.at,
         })
-        node = rows.get("rm_nodes", d["node"])
-        if node is not None:
-            rows.put("rm_nodes", dict(node, agents=node["agents"] + 1))
 
     def on_Transcript_Created(self, e: EventRecord, rows: Rows) -> None:
         rows.put("rm_agent_index", {"id": e.originator_id, "agent_id": e.data["agent_id"], "cid": e.data["cid"]})
@@ -160,19 +144,6 @@ class AgentsProjection(Projection):
         if row is None:
             return
         rows.delete("rm_agents", row["cid"])
-        node = rows.get("rm_nodes", row["node"])
-        if node is not None:
-            rows.put("rm_nodes", dict(node, agents=max(0, node["agents"] - 1)))
-
-    def on_Node_Created(self, e: EventRecord, rows: Rows) -> None:
-        d = e.data
-        rows.put("rm_nodes", {"name": d["name"], "cid_first": d["cid_first"], "cid_last": d["cid_last"],
-                              "agents": 0, "facts": {}, "facts_at": None, "node_uuid": e.originator_id})
-
-    def on_Node_FactsReported(self, e: EventRecord, rows: Rows) -> None:
-        for node in rows.all("rm_nodes"):  # a handful of nodes
-            if node["node_uuid"] == e.originator_id:
-                rows.put("rm_nodes", dict(node, facts=e.data["facts"], facts_at=e.at))
 
 
 class TranscriptProjection(Projection):

@@ -54,7 +54,7 @@ def test_spawn_list_show_patch_tell_and_the_lifecycle_over_http(hub):
         assert c.get("/v1/agents/4").status_code == 404
         assert c.get("/v1/agents/x").status_code == 422
         assert c.get("/v1/overview").json()["agents"]["total"] == 1
-        assert [n["name"] for n in c.get("/v1/nodes").json()["nodes"]] == ["n0"]
+        assert [(n["name"], n["agents"], n["online"]) for n in c.get("/v1/nodes").json()["nodes"]] == [("n0", 1, False)]
         roles = c.get("/v1/society/roles").json()["roles"]
         assert len(roles) == 17 and roles[0]["role"] == "orchestrator" and roles[0]["tier"] == "orchestrator"
 

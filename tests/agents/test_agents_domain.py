@@ -13,7 +13,7 @@ from agentplaza.events import agents as ac
 from agentplaza.events import plaza as plaza_commands
 from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
-from agentplaza.projections.agents import agents_table, nodes_table, transcript_table
+from agentplaza.projections.agents import agents_table, transcript_table
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 
@@ -29,7 +29,6 @@ def plaza(folders, database_url):
     clock = iter(T0 + dt.timedelta(seconds=i) for i in range(100_000))
     cmds = Commands(store, clock=lambda: next(clock))
     plaza_commands.ensure_founded(cmds)
-    ac.ensure_local_node(cmds)
     yield cmds, rm
     store.close()
     engine.dispose()
@@ -55,8 +54,8 @@ def test_spawn_takes_the_lowest_free_cids_of_n0_and_the_roster_shows_them(plaza)
     assert all(x["status"] == "offline" and x["run"] == "running" and x["node"] == "n0" for x in r.values())
     assert r[more[0]]["model"] == "anthropic/claude-haiku-5-5" and r[cids[0]]["model"] is None
     assert r[cids[0]]["permission_mode"] == "autonomous"
-    node = rm.rows(nodes_table)[0]
-    assert (node["name"], node["cid_first"], node["cid_last"], node["agents"]) == ("n0", 3, 102, 3)
+    node = ac.node(cmds)
+    assert (node.name, node.cid_first, node.cid_last, len(node.cids)) == ("n0", 3, 102, 3)
 
 
 @pytest.mark.parametrize("role,count,model,code", [

@@ -134,7 +134,7 @@ def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
     a, b = ac.spawn(hub.commands, owner, "builder", 2)
     kick(hub, rt)
     wait_for("both agents idle", lambda: all(roster(hub).get(c, {}).get("status") == "idle" for c in (a, b)))
-    facts = hub.read_models.rows(__import__("agentplaza.projections.agents", fromlist=["x"]).nodes_table)[0]["facts"]
+    facts = rt.facts
     assert facts["backend"] == "qemu-microvm" and facts["isolation"] and facts["cpus"] >= 1
 
     # A forged role claim is ignored: the hub answers with the role the owner gave (and its cid).
@@ -212,8 +212,8 @@ def test_apid_starts_node_n0_and_an_owner_spawn_comes_up_idle(folders, image, tm
     try:
         assert "apid: node n0 connected (local)" in h.output
         with h.client() as c:
-            node = wait_for("n0's facts", lambda: [n for n in c.get("/v1/nodes").json()["nodes"] if n["facts"]])[0]
-            assert node["facts"]["backend"] == "qemu-microvm" and node["facts"]["accel"] in ("kvm", "tcg")
+            node = c.get("/v1/nodes").json()["nodes"][0]
+            assert node["online"] is True and node["facts"]["backend"] == "qemu-microvm" and node["facts"]["accel"] in ("kvm", "tcg")
             (agent,) = c.post("/v1/agents", json={"role": "researcher"}).json()["agents"]
             wait_for("idle", lambda: c.get(f"/v1/agents/{agent['cid']}").json()["agent"]["status"] == "idle")
             assert c.post(f"/v1/agents/{agent['cid']}/stop", json={}).json()["agent"]["status"] == "offline"

@@ -6,9 +6,9 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
-from ...domain.agents import roles, transcript_id
+from ...domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, LOCAL_NODE, roles, transcript_id
 from ...events import agents as agent_commands
-from ...projections.agents import agents_table, nodes_table, transcript_table
+from ...projections.agents import agents_table, transcript_table
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
 from ..kit import MAX_LIST_LIMIT, Api
@@ -78,7 +78,12 @@ def agent_page(hub: Hub, cid: int) -> dict:
 
 
 def nodes(hub: Hub) -> list[dict]:
-    return [{k: v for k, v in r.items() if k != "node_uuid"} for r in hub.read_models.rows(nodes_table)]
+    """Node n0: its CID range and agents from the records, its facts live from its daemon."""
+    rt = hub.runtime
+    count = len(hub.read_models.rows(agents_table, agents_table.c.node == LOCAL_NODE))
+    return [{"name": LOCAL_NODE, "cid_first": LOCAL_CID_FIRST, "cid_last": LOCAL_CID_FIRST + CID_RANGE_SIZE - 1,
+             "agents": count, "online": bool(rt is not None and rt.link is not None and rt.link.up),
+             "facts": dict(rt.facts) if rt is not None else {}}]
 
 
 def overview_counts(hub: Hub) -> dict:
