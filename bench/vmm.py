@@ -38,7 +38,8 @@ def bare_boot(m: QemuMachine, img, work: Path) -> float:
     shutil.rmtree(run, ignore_errors=True)
     run.mkdir()
     argv = m.command({"kernel": str(img.kernel), "initrd": str(img.initrd), "rootfs": str(img.rootfs),
-                      "workspace": str(work / "bare-ws.ext4"), "run": str(run)})
+                      "workspace": str(work / "bare-ws.ext4"), "workspace_format": "raw",
+                      "run": str(run)})
     # bare: no QMP, no seccomp sandbox
     i = argv.index("-qmp")
     del argv[i:i + 2]

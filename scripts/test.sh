@@ -13,6 +13,7 @@ command -v qemu-img >/dev/null || need+=(qemu-utils)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v lz4 >/dev/null || need+=(lz4)
+command -v zstd >/dev/null || need+=(zstd)
 command -v cpio >/dev/null || need+=(cpio)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 if ((${#need[@]})); then

@@ -11,6 +11,9 @@ import sys
 import pytest
 from support.hubproc import HubProcess
 
+#: A new plaza's first commit: Plaza.Created, and the budget's Created, Posted and genesis Entry.Posted.
+GENESIS_EVENTS = 4
+
 
 @pytest.fixture
 def hub(folders, database_url):
@@ -125,9 +128,9 @@ def test_cli_tables_json_and_refusals(hub):
     r = cli(hub, "plaza", "resume")
     assert r.returncode == 0 and "running" in r.stdout
     r = cli(hub, "audit", "verify")
-    assert r.returncode == 0 and r.stdout.startswith("intact: 3 events, head ")
-    r = cli(hub, "replay", "--upto", "2")
-    assert "read models as of position 2" in r.stdout and "checking the new law" in r.stdout
+    assert r.returncode == 0 and r.stdout.startswith(f"intact: {GENESIS_EVENTS + 2} events, head ")
+    r = cli(hub, "replay", "--upto", str(GENESIS_EVENTS + 1))
+    assert f"read models as of position {GENESIS_EVENTS + 1}" in r.stdout and "checking the new law" in r.stdout
     r = cli(hub, "replay", "--rebuild", "nosuch")
     assert r.returncode == 1 and "unknown_read_model" in r.stderr
     r = cli(hub, "replay", "--rebuild")
@@ -148,7 +151,7 @@ def test_audit_and_replay_work_offline_read_only(folders, database_url):
     env = dict(h.env, APZ_HUB="http://127.0.0.1:9")
     run = lambda *a: subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *a], env=env, capture_output=True, text=True)  # noqa: E731
     r = run("audit", "verify", "--offline")
-    assert r.returncode == 0 and r.stdout.startswith("intact: 2 events")
+    assert r.returncode == 0 and r.stdout.startswith(f"intact: {GENESIS_EVENTS + 1} events")
     r = run("audit", "verify")  # no hub: says so and reads the store itself
     assert r.returncode == 0 and "reading the store directly" in r.stderr
     r = run("--json", "replay", "--upto", "1", "--offline")

@@ -22,6 +22,12 @@ class VMError(RuntimeError):
     """A machine could not be started or driven; the message says why."""
 
 
+class MachineBusy(VMError):
+    """The machine is waking or being restored; a request that cannot wait gets a 503."""
+    status = 503
+    retry_after = 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Volume:
     """A read-only data volume: an ext4 image mounted at /data/<name>."""
@@ -108,14 +114,32 @@ class Machine(abc.ABC):
     def running(self) -> bool:
         ...
 
-    # -- snapshots: the interface for the next issue ---------------------------
-    def snapshot(self, path: os.PathLike, diff: bool = False) -> dict:
-        """Write the paused VM's memory and device state to path; returns its metadata."""
-        raise NotImplementedError("snapshots come with the next issue")
+    # -- snapshots (see docs/vmm.md "Snapshots") -----------------------------------
+    def sleep(self):
+        """Save to the sleep snapshot and end the process (host memory freed)."""
+        raise NotImplementedError
 
-    def restore(self, path: os.PathLike) -> None:
-        """Boot this machine from a snapshot written by the same backend."""
-        raise NotImplementedError("snapshots come with the next issue")
+    def wake(self, timeout: float = 60.0) -> "Machine":
+        """Restore the sleep snapshot; the channel reconnects."""
+        raise NotImplementedError
+
+    def checkpoint(self, name: Optional[str] = None, label: str = "", disk_only: bool = False) -> str:
+        """Save the whole machine under a name; returns the name."""
+        raise NotImplementedError
+
+    def checkpoints(self) -> list:
+        raise NotImplementedError
+
+    def restore(self, name: str) -> str:
+        """Back to a checkpoint; returns the name of the ``before-restore`` safety checkpoint."""
+        raise NotImplementedError
+
+    def delete_checkpoint(self, name: str) -> None:
+        raise NotImplementedError
+
+    def fork(self, specs: list, checkpoint: Optional[str] = None) -> tuple:
+        """(checkpoint, [machines]): copies of this machine, each with its own identity."""
+        raise NotImplementedError
 
 
 class Backend(abc.ABC):

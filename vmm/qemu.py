@@ -9,26 +9,36 @@ the console to a log file, QMP on a unix socket, QEMU's seccomp sandbox on.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import random
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import zlib
 from pathlib import Path
 from typing import Optional
 
 from . import jail as jailmod
-from .backend import Backend, Machine, MachineSpec, VMError, machines_dir
+from . import recovery
+from . import snapshot as snap
+from .backend import Backend, Machine, MachineBusy, MachineSpec, VMError, machines_dir
 from .channel import Channel
+from .disks import Chain, DiskError
 from .probe import Platform, probe
 from .qmp import QMP, QMPError
 
 log = logging.getLogger("vmm.qemu")
 UID_BASE = int(os.environ.get("APZ_VMM_UID_BASE", "200000"))
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+MIGRATE_BANDWIDTH = 1 << 40         # bytes/s: QEMU's default (32 MiB/s) would make a save take seconds
+ENTROPY_BYTES = 64                  # fresh host entropy mixed into a restored guest's pool
+WAKE_TIMEOUT_S = 60.0
 
 
 def host_tsc_khz() -> Optional[int]:
@@ -70,15 +80,22 @@ def make_workspace(path: Path, size_mib: int) -> None:
 
 
 class QemuMachine(Machine):
+    backend_name = "qemu-microvm"
+
     def __init__(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None,
-                 platform: Optional[Platform] = None) -> None:
+                 platform: Optional[Platform] = None, templates=None,
+                 keep_alive: bool = False) -> None:
         spec.validate()
         self.spec = spec
         self.platform = platform or probe()
-        self.dir = machines_dir(base_dir) / spec.name
+        self.base_dir = machines_dir(base_dir)
+        self.dir = self.base_dir / spec.name
         self.run_dir = self.dir / "run"
-        self.workspace = self.dir / "workspace.ext4"
+        self.disks = Chain(self.dir / "disks")
+        self.snap_dir = self.dir / "snapshots"
         self.console_log = self.run_dir / "console.log"
+        self.templates = templates          # vmm.templates.Templates, or None: always boot cold
+        self.keep_alive = keep_alive        # recover when the guest stops by itself
         self.proc: Optional[subprocess.Popen] = None
         self.qmp: Optional[QMP] = None
         self._channel: Optional[Channel] = None
@@ -86,15 +103,55 @@ class QemuMachine(Machine):
         self.jailed = False
         self.notes: list = []          # why a wall or a limit is not there
         self.boot_seconds: Optional[float] = None
+        self.restore_seconds: Optional[float] = None
+        self.booted_from = ""          # "cold", "template:<key>", "snapshot:<name>"
+        self.recoveries: list = []     # (time, what it recovered from) of each recovery
+        self.phase = "sleeping" if self.sleeping else "stopped"   # running, waking, restoring, exited
+        self._lock = threading.RLock()
+        self._expect_exit = False
+        self._legacy_workspace()
 
     # -- files ---------------------------------------------------------------------
+    @property
+    def workspace(self) -> Path:
+        """The top layer of the workspace (the file the running guest writes)."""
+        return self.disks.top
+
+    def _legacy_workspace(self) -> None:
+        old = self.dir / "workspace.ext4"
+        if old.exists() and not self.disks.exists():
+            self.disks.adopt_base(old)
+
+    def _state(self) -> dict:
+        try:
+            return json.loads((self.dir / "state.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _set_state(self, **kw) -> None:
+        d = dict(self._state(), **kw)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / "state.json.new"
+        tmp.write_text(json.dumps(d))
+        os.replace(tmp, self.dir / "state.json")
+
+    @property
+    def sleeping(self) -> bool:
+        """Saved to its sleep snapshot, no process (survives a daemon restart)."""
+        return bool(self._state().get("sleeping")) and (self.snap_dir / "sleep" / snap.MANIFEST).exists()
+
     def wipe(self) -> None:
-        """Make the workspace new (the machine must be stopped)."""
-        if self.running():
-            raise VMError("cannot wipe a running machine's workspace")
-        for p in (self.workspace, self.workspace.with_suffix(".new")):
-            if p.exists():
-                p.unlink()
+        """Make the workspace new (the machine must be stopped). Snapshots go too:
+        they stand on the workspace that is wiped."""
+        with self._lock:
+            if self.running():
+                raise VMError("cannot wipe a running machine's workspace")
+            self._expect_exit = True
+            if self.snap_dir.exists():
+                shutil.rmtree(self.snap_dir)
+            self.disks.wipe()
+            self._set_state(sleeping=False)
+            self.phase = "stopped"
 
     def _uid(self) -> int:
         if self.spec.uid is not None:
@@ -103,18 +160,19 @@ class QemuMachine(Machine):
             return UID_BASE + self.spec.cid
         return UID_BASE + 10000 + zlib.crc32(self.spec.name.encode()) % 50000
 
+    def _owner(self) -> Optional[int]:
+        return self._uid() if self.spec.jail and jailmod.available()[0] else None
+
     def _image(self):
         if self.spec.image is not None:
             return self.spec.image
         from .image import ensure_image
-        return ensure_image()
+        self.spec.image = ensure_image()
+        return self.spec.image
 
     # -- command line ----------------------------------------------------------------
-    def command(self, paths: dict) -> list:
-        """QEMU argv; ``paths`` maps kernel/initrd/rootfs/workspace/vol<i>/run to the
-        paths QEMU sees (inside its jail or on the host)."""
+    def kernel_cmdline(self) -> str:
         s, p = self.spec, self.platform
-        accel = p.accel
         cmdline = ["console=ttyS0", "panic=-1", "quiet", "reboot=t",
                    f"apz.disks={2 + len(s.volumes)}",
                    f"apz.channel={'vsock' if p.channel == 'virtio-vsock' else 'serial'}"]
@@ -123,7 +181,16 @@ class QemuMachine(Machine):
             cmdline.append(f"tsc_early_khz={tsc}")
         if s.volumes:
             cmdline.append("apz.vols=" + ",".join(v.name for v in s.volumes))
+        return " ".join(cmdline)
+
+    def command(self, paths: dict, incoming: bool = False) -> list:
+        """QEMU argv; ``paths`` maps kernel/initrd/rootfs/workspace/vol<i>/run to the
+        paths QEMU sees (inside its jail or on the host). ``incoming``: wait for a
+        migration stream (a restore) instead of running the guest."""
+        s, p = self.spec, self.platform
+        accel = p.accel
         run = paths["run"]
+        wsfmt = paths.get("workspace_format", "qcow2")
         argv = [p.qemu or "qemu-system-x86_64",
                 "-M", "microvm", "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
                 "-m", str(s.memory_mib), "-smp", str(s.vcpus),
@@ -131,10 +198,10 @@ class QemuMachine(Machine):
                 "-chardev", f"file,id=con,path={run}/console.log", "-serial", "chardev:con",
                 "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
                 "-kernel", paths["kernel"], "-initrd", paths["initrd"],
-                "-append", " ".join(cmdline),
+                "-append", self.kernel_cmdline(),
                 "-drive", f"id=root,file={paths['rootfs']},format=raw,if=none,readonly=on",
                 "-device", "virtio-blk-device,drive=root,serial=apz-root",
-                "-drive", f"id=ws,file={paths['workspace']},format=raw,if=none,cache=writeback",
+                "-drive", f"id=ws,file={paths['workspace']},format={wsfmt},if=none,cache=writeback",
                 "-device", "virtio-blk-device,drive=ws,serial=apz-ws"]
         for i, _v in enumerate(s.volumes):
             argv += ["-drive", f"id=vol{i},file={paths[f'vol{i}']},format=raw,if=none,readonly=on",
@@ -145,13 +212,63 @@ class QemuMachine(Machine):
             argv += ["-chardev", f"socket,id=chan,path={run}/channel.sock,server=on,wait=off",
                      "-device", "virtio-serial-device",
                      "-device", "virtserialport,chardev=chan,name=apz.channel"]
+        if incoming:
+            argv += ["-incoming", "defer"]
         argv += ["-sandbox", SANDBOX]
         return argv
 
+    def shape(self) -> dict:
+        """What a memory snapshot must match to restore into this machine."""
+        img = self._image()
+        return {"vcpus": self.spec.vcpus, "memory_mib": self.spec.memory_mib,
+                "workspace_mib": self.spec.workspace_mib, "image": img.key,
+                "artifacts": dict(img.manifest.get("artifacts", {})),
+                "cmdline": self.kernel_cmdline(), "vmm_version": snap.VMM_VERSION,
+                "accel": self.platform.accel, "channel": self.platform.channel}
+
+    def volume_names(self) -> list:
+        return [v.name for v in self.spec.volumes]
+
     # -- lifecycle --------------------------------------------------------------------
     def boot(self, wait_ready: bool = True, timeout: float = 60.0) -> "QemuMachine":
-        if self.running():
-            raise VMError(f"machine {self.spec.name} is already running")
+        """Start the machine: a sleeping one wakes; a new one of a shape that has a
+        warm template restores from it; otherwise a cold boot (which, with templates
+        on and no volumes, saves the template once the guest is ready)."""
+        with self._lock:
+            if self.running():
+                raise VMError(f"machine {self.spec.name} is already running")
+            if self.sleeping:
+                return self.wake(timeout)
+            tmpl = None
+            if self.templates is not None and not self.spec.volumes and not self.disks.exists():
+                tmpl = self.templates.find(self)
+            if tmpl is not None:
+                key, folder, man = tmpl
+                try:
+                    self.templates.copy_workspace(folder, man, self.disks)
+                    self._restore_from(folder, man, timeout, new_top_over=man.layers)
+                    self.booted_from = f"template:{key}"
+                    return self
+                except (VMError, DiskError, snap.SnapshotError) as e:
+                    log.warning("machine %s: template %s failed (%s); booting cold",
+                                self.spec.name, key, e)
+                    self.notes.append(f"template {key} not used: {e}")
+                    self.kill()
+                    self.disks.wipe()
+            self._launch(None, wait_ready, timeout)
+            self.booted_from = "cold"
+            if wait_ready and self.templates is not None and not self.spec.volumes:
+                try:
+                    self.templates.save(self)
+                except Exception as e:  # a template is an optimisation; never fail the boot
+                    log.warning("machine %s: template not saved: %s", self.spec.name, e)
+                    self.notes.append(f"template not saved: {e}")
+            return self
+
+    def _launch(self, incoming: Optional[Path], wait_ready: bool = True,
+                timeout: float = 60.0) -> None:
+        """Spawn QEMU on the current workspace chain; with ``incoming`` (a snapshot
+        folder) load its memory and resume instead of booting."""
         if self.platform.qemu is None:
             raise VMError("qemu-system-x86_64 is not installed (apt: qemu-system-x86)")
         if self.platform.channel == "virtio-vsock":
@@ -163,14 +280,16 @@ class QemuMachine(Machine):
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir()
-        if not self.workspace.exists():
-            make_workspace(self.workspace, self.spec.workspace_mib)
+        owner = self._owner()
+        if not self.disks.exists():
+            self.disks.create(make_workspace, self.spec.workspace_mib, owner)
+        self.disks.fix_modes(owner)
         for v in self.spec.volumes:
             if not Path(v.image).is_file():
                 raise VMError(f"volume {v.name}: no image at {v.image}")
 
         host_paths = {"kernel": str(img.kernel), "initrd": str(img.initrd), "rootfs": str(img.rootfs),
-                      "workspace": str(self.workspace), "run": str(self.run_dir)}
+                      "workspace": str(self.disks.top), "run": str(self.run_dir)}
         for i, v in enumerate(self.spec.volumes):
             host_paths[f"vol{i}"] = str(Path(v.image).resolve())
 
@@ -182,23 +301,35 @@ class QemuMachine(Machine):
                 self.notes.append(f"no jail: {why}")
                 log.warning("machine %s runs without its jail: %s", self.spec.name, why)
                 use_jail = False
+        self._expect_exit = False
         try:
             if use_jail:
-                self._spawn_jailed(host_paths)
+                self._spawn_jailed(host_paths, incoming is not None)
             else:
-                argv = self.command(host_paths)
+                argv = self.command(host_paths, incoming is not None)
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              preexec_fn=self._join_cgroup_fn())
             self.qmp = self._connect_qmp(timeout=10)
-            self._connect_channel()
-            if wait_ready:
+            self._connect_channel(hello=incoming is None)
+            if incoming is not None:
+                man = snap.read(incoming)
+                self._load_memory(incoming / snap.memory_name(man), man.compression, timeout)
+                self.qmp.execute("cont")
+                self._refresh_guest(max(1.0, timeout - (time.monotonic() - t0)))
+                self.restore_seconds = time.monotonic() - t0
+                self.booted_from = f"snapshot:{man.name}"
+            elif wait_ready:
                 self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)))
                 self.boot_seconds = time.monotonic() - t0
         except BaseException:
             self.kill()
+            self._expect_exit = False
             raise
-        return self
+        self.phase = "running"
+        if self.keep_alive:
+            threading.Thread(target=self._watch, args=(self.proc,), daemon=True,
+                             name=f"vmm-watch-{self.spec.name}").start()
 
     def _join_cgroup_fn(self):
         if self.cgroup is None:
@@ -223,15 +354,16 @@ class QemuMachine(Machine):
         except jailmod.CgroupError as e:
             raise VMError(f"machine {self.spec.name} not started: {e}") from e
 
-    def _spawn_jailed(self, host_paths: dict) -> None:
+    def _inner_disks(self) -> str:
+        return "/vm/disks"
+
+    def _spawn_jailed(self, host_paths: dict, incoming: bool = False) -> None:
         uid = self._uid()
         jroot = self.dir / "jail"
         jroot.mkdir(exist_ok=True)
         os.chown(self.run_dir, uid, uid)
-        os.chown(self.workspace, uid, uid)
-        os.chmod(self.workspace, 0o600)
         inner = {"kernel": "/vm/vmlinux", "initrd": "/vm/initrd", "rootfs": "/vm/rootfs.ext4",
-                 "workspace": "/vm/workspace.ext4", "run": "/vm/run"}
+                 "workspace": f"/vm/disks/{self.disks.top.name}", "run": "/vm/run"}
         ro = {inner[k]: host_paths[k] for k in ("kernel", "initrd", "rootfs")}
         for i in range(len(self.spec.volumes)):
             inner[f"vol{i}"] = f"/vm/vol{i}.ext4"
@@ -241,14 +373,21 @@ class QemuMachine(Machine):
         devices = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
         if self.platform.accel == "kvm":
             devices += ("/dev/kvm",)
+        # The disks folder is bound whole (so the qcow2 chain resolves and a live
+        # snapshot can open its new layer); frozen layers are root's and read-only,
+        # so the VM's uid can write only its top layer.
         spec = jailmod.JailSpec(root=str(jroot), uid=uid, ro=ro,
-                                rw={inner["workspace"]: host_paths["workspace"], inner["run"]: host_paths["run"]},
+                                rw={"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]},
                                 devices=devices, cgroup=str(self.cgroup) if self.cgroup else None)
-        argv = self.command(inner)
+        argv = self.command(inner, incoming)
         argv[0] = os.path.realpath(self.platform.qemu)
         self.proc = jailmod.spawn(argv, spec, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT)
         self.jailed = True
+
+    def _qemu_path(self, host: Path) -> str:
+        """A file of the disks folder as QEMU sees it."""
+        return f"/vm/disks/{host.name}" if self.jailed else str(host)
 
     def _connect_qmp(self, timeout: float) -> QMP:
         sock = self.run_dir / "qmp.sock"
@@ -262,10 +401,20 @@ class QemuMachine(Machine):
             time.sleep(0.005)
         return QMP(str(sock)).connect(timeout)
 
-    def _connect_channel(self) -> None:
+    def _connect_channel(self, hello: bool = True) -> None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(str(self.run_dir / "channel.sock"))
-        self._channel = Channel.over_socket(s, role="host").start()
+        self._refreshed = threading.Event()
+
+        def on_hello(h: dict) -> None:
+            if h.get("reply") and "refreshed" in h:
+                self._refresh_reply = h
+                self._refreshed.set()
+        ch = Channel.over_socket(s, role="host", on_hello=on_hello)
+        # A restored guest may still hold streams of the host it was saved with;
+        # start this host's ids somewhere else so they never collide.
+        ch._next_id = 2 * random.randrange(1, 1 << 29)
+        self._channel = ch.start(hello=hello)
 
     def wait_ready(self, timeout: float = 60.0) -> dict:
         try:
@@ -276,6 +425,8 @@ class QemuMachine(Machine):
 
     @property
     def channel(self) -> Channel:
+        if self.phase in ("waking", "restoring"):
+            raise MachineBusy(f"machine {self.spec.name} is {self.phase}")
         if self._channel is None:
             raise VMError("machine not booted")
         return self._channel
@@ -285,33 +436,66 @@ class QemuMachine(Machine):
 
     def exec(self, argv: list, stdin: bytes = b"", timeout: float = 60.0, **meta) -> tuple:
         """Run a program in the guest over the channel: (exit code, output)."""
-        st = self.channel.open("exec", argv=list(argv), **meta)
+        if self.phase in ("waking", "restoring"):
+            raise MachineBusy(f"machine {self.spec.name} is {self.phase}")
+        return self._exec(argv, stdin, timeout, **meta)
+
+    def _exec(self, argv: list, stdin: bytes = b"", timeout: float = 60.0, **meta) -> tuple:
+        if self._channel is None:
+            raise VMError("machine not booted")
+        st = self._channel.open("exec", argv=list(argv), **meta)
         if stdin:
             st.write(stdin)
         st.close()
         out = st.read_all(timeout)
         return st.close_info.get("exit"), out
 
+    def _refresh_guest(self, timeout: float = 30.0) -> None:
+        """A restored guest resumes with the clock and random pool it was frozen
+        with. Before any work reaches it, the host's HELLO carries its wall clock
+        and fresh entropy; channeld sets the clock, mixes the bytes into the pool
+        and answers ``refreshed``. That answer is channel-ready for a restore."""
+        hello = {"version": 1, "role": "host", "time": time.time(),
+                 "entropy": os.urandom(ENTROPY_BYTES).hex()}
+        from .channel import HELLO
+        with self._channel._lock:
+            self._channel._send_locked(HELLO, 0, json.dumps(hello).encode())
+        if not self._refreshed.wait(timeout):
+            raise VMError(f"restored guest {self.spec.name} did not answer on its channel; "
+                          f"console:\n{self.console()[-2000:]}")
+        if not self._refresh_reply.get("refreshed"):
+            raise VMError(f"restored guest {self.spec.name} could not set its clock or entropy")
+
     def stop(self, timeout: float = 20.0) -> int:
-        if self.proc is None:
-            return 0
-        if self.running():
-            try:
-                if self._channel is not None and not self._channel.closed:
-                    st = self._channel.open("shutdown")
-                    st.close()
-                self.proc.wait(timeout)
-            except Exception:
+        with self._lock:
+            self._expect_exit = True
+            if self.proc is None:
+                return 0
+            if self.running():
                 try:
-                    self.qmp.execute("quit")
-                    self.proc.wait(5)
+                    if self._channel is not None and not self._channel.closed:
+                        st = self._channel.open("shutdown")
+                        st.close()
+                    self.proc.wait(timeout)
                 except Exception:
-                    pass
-        if self.running():
-            self.kill()
-        return self._cleanup()
+                    try:
+                        self.qmp.execute("quit")
+                        self.proc.wait(5)
+                    except Exception:
+                        pass
+            if self.running():
+                self.kill()
+            self.phase = "stopped"
+            return self._cleanup()
 
     def kill(self) -> None:
+        with self._lock:
+            self._expect_exit = True
+            self._kill()
+            if self.phase not in ("waking", "restoring"):
+                self.phase = "sleeping" if self.sleeping else "stopped"
+
+    def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -382,12 +566,408 @@ class QemuMachine(Machine):
                 pass
         return total
 
+    # -- memory and disk state ------------------------------------------------------
+    def _save_memory(self, path: Path, compression: str = "zstd") -> tuple:
+        """The stopped VM's device state and RAM to path. (file bytes, RAM bytes)."""
+        self.qmp.execute("migrate-set-parameters", {"max-bandwidth": MIGRATE_BANDWIDTH})
+        fd, finish = snap.open_writer(path, compression)
+        try:
+            self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
+        finally:
+            os.close(fd)
+        self.qmp.execute("migrate", {"uri": "fd:apzsnap"})
+        st = self._wait_migration()
+        size = finish()
+        return size, int(st.get("ram", {}).get("total", 0))
+
+    def _wait_migration(self, timeout: float = 300.0) -> dict:
+        end = time.monotonic() + timeout
+        while True:
+            st = self.qmp.execute("query-migrate")
+            if st.get("status") == "completed":
+                return st
+            if st.get("status") in ("failed", "cancelled"):
+                raise VMError(f"saving the machine's memory failed: {st.get('error-desc', st)}")
+            if time.monotonic() > end:
+                raise VMError("saving the machine's memory timed out")
+            time.sleep(0.005)
+
+    def _load_memory(self, path: Path, compression: str, timeout: float) -> None:
+        fd, finish = snap.open_reader(path, compression)
+        try:
+            self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
+        finally:
+            os.close(fd)
+        self.qmp.execute("migrate-incoming", {"uri": "fd:apzsnap"})
+        end = time.monotonic() + timeout
+        try:
+            while True:
+                st = self.qmp.execute("query-status")["status"]
+                if st != "inmigrate":
+                    break
+                if self.proc.poll() is not None:
+                    raise VMError(f"QEMU exited while loading the snapshot: {self._proc_output()}")
+                if time.monotonic() > end:
+                    raise VMError("loading the snapshot timed out")
+                time.sleep(0.002)
+            mig = self.qmp.execute("query-migrate")
+            if mig.get("status") not in ("completed", None) or st not in ("paused", "prelaunch"):
+                raise VMError(f"loading the snapshot failed: status {st}, {mig}")
+        except (QMPError, ConnectionError, OSError) as e:
+            raise VMError(f"loading the snapshot failed: {e}; {self._proc_output()}") from e
+        finally:
+            finish()
+
+    def _proc_output(self) -> str:
+        if self.proc is not None and self.proc.poll() is not None and self.proc.stdout:
+            try:
+                return self.proc.stdout.read().decode(errors="replace").strip()[-1000:]
+            except (OSError, ValueError):
+                return ""
+        return ""
+
+    def _push_live(self) -> list:
+        """With the VM stopped: put a new layer on the workspace and switch QEMU to
+        it. Returns the frozen chain below it."""
+        frozen = self.disks.layers
+        new = self.disks.push(self._owner())
+        try:
+            self.qmp.execute("blockdev-snapshot-sync",
+                             {"device": "ws", "snapshot-file": self._qemu_path(new),
+                              "format": "qcow2", "mode": "existing"}, timeout=30)
+        except (QMPError, OSError) as e:
+            self.disks.pop(frozen)
+            raise VMError(f"could not switch the workspace to a new layer: {e}") from e
+        return frozen
+
+    def _manifest(self, kind: str, name: str, label: str, layers: list, memory: bool) -> snap.Manifest:
+        return snap.Manifest(kind=kind, name=name, backend=self.backend_name, shape=self.shape(),
+                             volumes=self.volume_names(), layers=list(layers), memory=memory,
+                             label=label, created_at=snap.now(), machine=self.spec.name)
+
+    def _save_running(self, folder: Path, kind: str, name: str, label: str,
+                      memory: bool = True, compression: str = "zstd") -> snap.Manifest:
+        """Snapshot the running VM into folder and let it run on."""
+        if memory is False and self._channel is not None and not self._channel.closed:
+            try:   # a disk-only checkpoint: flush the guest's page cache first
+                self._exec(["/bin/sync"], timeout=30)
+            except Exception as e:
+                log.warning("machine %s: guest sync before a disk checkpoint failed: %s",
+                            self.spec.name, e)
+        was_running = self.status() == "running"
+        tmp = folder.with_name(folder.name + ".new")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        self.qmp.execute("stop")
+        try:
+            layers = self._push_live()
+            man = self._manifest(kind, name, label, layers, memory)
+            man.compression = compression
+            if memory:
+                man.memory_bytes, man.ram_bytes = self._save_memory(
+                    tmp / snap.COMPRESSIONS[compression], compression)
+            snap.write(tmp, man)
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+            return man
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        finally:
+            if was_running and self.running():
+                self.qmp.execute("cont")
+
+    # -- snapshots: listing ----------------------------------------------------------
+    def snapshots(self) -> list:
+        """Every snapshot of this machine (sleep and checkpoints), oldest first."""
+        out = []
+        if self.snap_dir.exists():
+            for d in sorted(self.snap_dir.iterdir()):
+                if d.is_dir() and not d.name.endswith(".new") and (d / snap.MANIFEST).exists():
+                    try:
+                        out.append(snap.read(d))
+                    except snap.SnapshotError as e:
+                        log.warning("machine %s: %s", self.spec.name, e)
+        return sorted(out, key=lambda m: m.created_at)
+
+    def checkpoints(self) -> list:
+        """[{name, label, created_at, memory, bytes, volumes}], oldest first."""
+        return [m.info() for m in self.snapshots() if m.kind == "checkpoint"]
+
+    def _next_name(self) -> str:
+        n = 0
+        if self.snap_dir.exists():
+            for d in self.snap_dir.iterdir():
+                if d.name.startswith("snap-") and d.name[5:].isdigit():
+                    n = max(n, int(d.name[5:]))
+        n = max(n, int(self._state().get("last_checkpoint", 0)))
+        self._set_state(last_checkpoint=n + 1)
+        return f"snap-{n + 1}"
+
+    def _gc(self) -> None:
+        if self.disks.exists():
+            self.disks.gc([m.layers for m in self.snapshots()])
+
+    # -- sleep and wake -------------------------------------------------------------
+    def sleep(self) -> snap.Manifest:
+        """Save the machine to its sleep snapshot and end its process (host memory
+        freed). ``wake()`` (or ``boot()``) brings it back where it was."""
+        with self._lock:
+            if not self.running():
+                raise VMError(f"machine {self.spec.name} is not running")
+            self._expect_exit = True
+            folder = self.snap_dir / "sleep"
+            tmp = folder.with_name("sleep.new")
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir(parents=True)
+            # The channel stays up while the guest is saved: the guest wakes holding a
+            # live channel and answers the waking host's HELLO at once (a guest that
+            # saw its host leave first would have to set up a new one, ~0.3 s here).
+            try:
+                self.qmp.execute("stop")
+                man = self._manifest("sleep", "sleep", "", self.disks.layers, True)
+                man.memory_bytes, man.ram_bytes = self._save_memory(tmp / snap.MEMORY)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if self.running():           # could not save: the machine runs on
+                    self.qmp.execute("cont")
+                    self._expect_exit = False
+                raise
+            try:
+                self.qmp.execute("quit")
+                self.proc.wait(10)
+            except Exception:
+                pass
+            self._kill()
+            # Layers only the old sleep snapshot used are merged (the content stays).
+            keep = [x for m in self.snapshots() if m.kind != "sleep" for x in m.layers]
+            man.layers = self.disks.compact(keep)
+            self.disks.freeze_top()
+            snap.write(tmp, man)
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+            self._set_state(sleeping=True)
+            self.phase = "sleeping"
+            self._gc()
+            return man
+
+    def wake(self, timeout: float = WAKE_TIMEOUT_S) -> "QemuMachine":
+        """Restore the sleep snapshot; returns once the guest's channel is back.
+        While waking, ``exec``/``channel`` raise ``MachineBusy`` (a 503)."""
+        with self._lock:
+            if self.running():
+                return self
+            if not self.sleeping:
+                raise VMError(f"machine {self.spec.name} is not asleep")
+            folder = self.snap_dir / "sleep"
+            man = snap.read(folder)
+            self.phase = "waking"
+            try:
+                self._restore_from(folder, man, timeout)
+            except BaseException:
+                self.phase = "sleeping" if self.sleeping else "stopped"
+                raise
+            return self
+
+    def _restore_from(self, folder: Path, man: snap.Manifest, timeout: float = WAKE_TIMEOUT_S,
+                      new_top_over: Optional[list] = None) -> None:
+        """Replace whatever runs with the snapshot in folder: a new top layer over its
+        frozen chain, then its memory (or a cold boot for a disk-only checkpoint)."""
+        snap.check_restorable(man, self.backend_name, self.shape(), self.volume_names())
+        self._expect_exit = True
+        self._kill()
+        prev = self.phase
+        self.phase = "waking" if prev == "waking" else "restoring"
+        try:
+            self.disks.check(man.layers)
+            self.disks.push(self._owner(), over=new_top_over or man.layers)
+            self._launch(folder if man.memory else None, True, timeout)
+        except BaseException:
+            self.phase = prev
+            raise
+        self._set_state(sleeping=False)
+        self.phase = "running"
+        self._gc()
+
+    # -- checkpoints -------------------------------------------------------------------
+    def checkpoint(self, name: Optional[str] = None, label: str = "",
+                   disk_only: bool = False) -> str:
+        """Save the whole machine (memory, devices, workspace) under a name; a running
+        machine runs on. A stopped one (or ``disk_only``) gets a disk-only checkpoint
+        (never used for crash recovery). Returns the name."""
+        with self._lock:
+            if name is not None and not _NAME.match(name):
+                raise ValueError("a checkpoint name is 1-40 of a-z, 0-9, '-', '_', not 'sleep'")
+            name = name or self._next_name()
+            folder = self.snap_dir / name
+            if folder.exists():
+                raise VMError(f"checkpoint {name} exists")
+            self.snap_dir.mkdir(parents=True, exist_ok=True)
+            if self.running():
+                self._save_running(folder, "checkpoint", name, label, memory=not disk_only)
+            elif self.sleeping and not disk_only:
+                sleep = self.snap_dir / "sleep"
+                man = snap.read(sleep)
+                tmp = folder.with_name(name + ".new")
+                tmp.mkdir()
+                os.link(sleep / snap.memory_name(man), tmp / snap.memory_name(man))
+                man.kind, man.name, man.label, man.created_at = "checkpoint", name, label, snap.now()
+                snap.write(tmp, man)
+                os.replace(tmp, folder)
+            else:
+                if not self.disks.exists():
+                    raise VMError(f"machine {self.spec.name} has no workspace to checkpoint")
+                layers = self.disks.freeze_top()
+                man = self._manifest("checkpoint", name, label, layers, False)
+                snap.write(folder, man)
+                if not self.sleeping:
+                    self.disks.push(self._owner())   # the next boot writes a new layer
+            return name
+
+    def restore(self, name: str, timeout: float = WAKE_TIMEOUT_S) -> str:
+        """Put the machine back in checkpoint ``name`` (processes running again for a
+        memory checkpoint; a cold boot on its disk for a disk-only one). First takes
+        a safety checkpoint labelled ``before-restore`` and returns its name, so the
+        rollback can be undone; if the restore fails the machine goes back to it."""
+        with self._lock:
+            folder = self.snap_dir / name
+            man = snap.read(folder)
+            if man.kind != "checkpoint":
+                raise VMError(f"{name} is not a checkpoint")
+            snap.check_restorable(man, self.backend_name, self.shape(), self.volume_names())
+            safety = self.checkpoint(label=snap.BEFORE_RESTORE)
+            try:
+                self._restore_from(folder, man, timeout)
+            except BaseException as e:
+                log.error("machine %s: restore of %s failed (%s); back to %s",
+                          self.spec.name, name, e, safety)
+                try:
+                    sf = self.snap_dir / safety
+                    self._restore_from(sf, snap.read(sf), timeout)
+                except BaseException as e2:
+                    raise VMError(f"restore of {name} failed ({e}); going back to {safety} failed "
+                                  f"too ({e2}); the machine's state is kept in {safety}") from e
+                raise VMError(f"restore of {name} failed ({e}); the machine is back at {safety}") from e
+            return safety
+
+    def delete_checkpoint(self, name: str) -> None:
+        with self._lock:
+            folder = self.snap_dir / name
+            man = snap.read(folder)
+            if man.kind != "checkpoint":
+                raise VMError(f"{name} is not a checkpoint")
+            shutil.rmtree(folder)
+            self._gc()
+
+    # -- forks -------------------------------------------------------------------------
+    def fork(self, specs: list, checkpoint: Optional[str] = None,
+             base_dir: Optional[os.PathLike] = None, keep_alive: bool = False) -> tuple:
+        """N copies of this machine from a checkpoint (one is taken first when none
+        is named). Each spec gives a fork its identity (name, cid, uid); each fork
+        gets its own copy of the checkpoint's workspace layers and a new top, and
+        runs from the checkpoint's memory. Returns (checkpoint name, machines)."""
+        with self._lock:
+            name = checkpoint or self.checkpoint(label="fork")
+            folder = self.snap_dir / name
+            man = snap.read(folder)
+        forks = []
+        try:
+            for spec in specs:
+                if spec.image is None:
+                    spec.image = self._image()
+                f = QemuMachine(spec, base_dir or self.base_dir, self.platform, keep_alive=keep_alive)
+                if f.dir.resolve() == self.dir.resolve() or f.disks.exists() or f.sleeping:
+                    raise VMError(f"machine {spec.name} already exists")
+                snap.check_restorable(man, self.backend_name, f.shape(), f.volume_names())
+                forks.append(f)
+                self.disks.copy_to(man.layers, f.disks)
+                dst = f.snap_dir / name
+                dst.mkdir(parents=True)
+                if man.memory:
+                    mem = snap.memory_name(man)
+                    if os.stat(folder).st_dev == os.stat(f.snap_dir).st_dev:
+                        os.link(folder / mem, dst / mem)
+                    else:
+                        shutil.copyfile(folder / mem, dst / mem)
+                fm = snap.Manifest.from_json(man.to_json())
+                fm.machine, fm.label = spec.name, f"fork of {self.spec.name} at {name}"
+                snap.write(dst, fm)
+                with f._lock:
+                    f._restore_from(dst, fm)
+        except BaseException:
+            for f in forks:
+                f.kill()
+            raise
+        return name, forks
+
+    # -- crash recovery -----------------------------------------------------------------
+    def _watch(self, proc: subprocess.Popen) -> None:
+        proc.wait()
+        with self._lock:
+            if proc is not self.proc or self._expect_exit:
+                return
+            self._on_exit(proc.returncode)
+
+    def _on_exit(self, rc) -> None:
+        now = time.time()
+        self._cleanup()
+        recent = [t for t, _ in self.recoveries]
+        p = recovery.plan(now, recent, self.snapshots(), enabled=self.keep_alive,
+                          deliberate=self._expect_exit)
+        if p.action == "exit":
+            log.warning("machine %s exited (rc %s) and stays exited: %s", self.spec.name, rc, p.reason)
+            self.phase = "exited"
+            return
+        log.warning("machine %s exited by itself (rc %s): %s", self.spec.name, rc, p.reason)
+        self.recoveries.append((now, p.snapshot or "cold"))
+        try:
+            if p.action == "snapshot":
+                folder = self.snap_dir / p.snapshot
+                self._restore_from(folder, snap.read(folder))
+            else:
+                self._launch(None, True, WAKE_TIMEOUT_S)
+                self.booted_from = "cold"
+        except Exception as e:
+            log.error("machine %s: recovery failed: %s", self.spec.name, e)
+            self.phase = "exited"
+
+    # -- moves ----------------------------------------------------------------------------
+    def export(self):
+        """The sleeping machine's files as a ``vmm.move.Export`` (stops nothing)."""
+        from .move import Export
+        with self._lock:
+            if not self.sleeping or self.running():
+                raise VMError(f"machine {self.spec.name} must be asleep to be exported")
+            return Export(self.dir)
+
+    def release(self) -> None:
+        """Let go of a moved machine: its files here are removed."""
+        with self._lock:
+            self._expect_exit = True
+            self._kill()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.phase = "stopped"
+
+
+_NAME = re.compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
+
 
 class QemuBackend(Backend):
-    name = "qemu-microvm"
+    name = QemuMachine.backend_name
 
-    def __init__(self, platform: Optional[Platform] = None) -> None:
+    def __init__(self, platform: Optional[Platform] = None, templates=None,
+                 recover: bool = True) -> None:
+        """``templates``: a ``vmm.templates.Templates`` store (None: always boot cold);
+        ``recover=False`` turns crash recovery off for every machine (noded --no-recover)."""
         self.platform = platform or probe()
+        self.templates = templates
+        self.recover = recover
 
-    def machine(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None) -> QemuMachine:
-        return QemuMachine(spec, base_dir, self.platform)
+    def machine(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None,
+                keep_alive: bool = False) -> QemuMachine:
+        return QemuMachine(spec, base_dir, self.platform, templates=self.templates,
+                           keep_alive=keep_alive and self.recover)

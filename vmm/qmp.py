@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 
 class QMPError(Exception):
@@ -50,13 +50,20 @@ class QMP:
             raise ConnectionError("QMP connection closed")
         return json.loads(line)
 
-    def execute(self, command: str, arguments: Optional[dict] = None, timeout: float = 10.0):
+    def execute(self, command: str, arguments: Optional[dict] = None, timeout: float = 10.0,
+                fds: Sequence[int] = ()):
+        """Run one command; ``fds`` ride along as SCM_RIGHTS (for ``getfd``)."""
         msg = {"execute": command}
         if arguments:
             msg["arguments"] = arguments
         with self._lock:
             self.sock.settimeout(timeout)
-            self.sock.sendall(json.dumps(msg).encode() + b"\n")
+            data = json.dumps(msg).encode() + b"\n"
+            if fds:
+                n = socket.send_fds(self.sock, [data], list(fds))
+                data = data[n:]
+            if data:
+                self.sock.sendall(data)
             while True:
                 r = self._read()
                 if "event" in r:
@@ -65,6 +72,21 @@ class QMP:
                 if "error" in r:
                     raise QMPError(r["error"].get("class", "?"), r["error"].get("desc", ""))
                 return r.get("return")
+
+    def wait_event(self, names, timeout: float = 10.0) -> dict:
+        """Wait for one of the named events (also those seen during earlier commands)."""
+        names = {names} if isinstance(names, str) else set(names)
+        end = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                for i, ev in enumerate(self.events):
+                    if ev.get("event") in names:
+                        return self.events.pop(i)
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no QMP event {sorted(names)}")
+                self.sock.settimeout(left)
+                self.events.append(self._read())
 
     def close(self) -> None:
         if self.sock is not None:

@@ -6,6 +6,8 @@ import sqlalchemy as sa
 
 from ..projections.plaza import event_counts, plaza_holds, plaza_state
 from .hub import Hub
+from .routes.rules import overview_counts as rules_counts
+from .routes.treasury import treasury_overview
 
 
 def plaza_state_view(hub: Hub) -> dict:
@@ -43,5 +45,7 @@ def overview(hub: Hub) -> dict:
         "hub": hub.info(),
         "plaza": plaza_state_view(hub),
         "agents": _agents_counts(hub),
+        "rules": rules_counts(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
+        "treasury": treasury_overview(hub),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..domain.base import Context
 from ..domain.plaza import PLAZA_ID, Plaza
+from . import treasury
 from .commands import Commands
 
 
@@ -12,10 +13,14 @@ def load(cmds: Commands) -> Plaza | None:
 
 
 def ensure_founded(cmds: Commands, name: str = "plaza") -> list[int]:
-    """The genesis of a new plaza; a no-op on every later start."""
+    """The genesis of a new plaza, with its budget's genesis Mint in the same
+    commit; a no-op on every later start (a plaza founded before the treasury
+    existed gets its budget on its next start)."""
 
     def decide():
-        return [] if load(cmds) is not None else [Plaza.found(cmds.context("hub", "first start"), name)]
+        ctx = cmds.context("hub", "first start")
+        found = [] if load(cmds) is not None else [Plaza.found(ctx, name)]
+        return found + treasury.genesis_aggregates(cmds, ctx)
 
     return cmds.run(decide, grouped=False)
 

@@ -44,6 +44,14 @@ REBUILD_PAGE = 20_000
 Handler = Callable[[EventRecord, "Rows"], None]
 
 
+def append_only(table: sa.Table) -> sa.Table:
+    """Mark a table whose handlers only ever ``put`` rows under new keys (a journal,
+    a history).  Its rows are written and then dropped from memory, so a hub's
+    memory does not grow with the log; ``get`` sees only rows not yet written."""
+    table.info["append_only"] = True
+    return table
+
+
 class Rows:
     """The rows of a projection's tables, keyed by primary key, with changes tracked."""
 
@@ -52,6 +60,7 @@ class Rows:
         self.data: dict[str, dict[Any, dict[str, Any]]] = {n: {} for n in self.tables}
         self.dirty: dict[str, set[Any]] = {n: set() for n in self.tables}
         self.removed: dict[str, set[Any]] = {n: set() for n in self.tables}
+        self.append_only = {n for n, t in self.tables.items() if t.info.get("append_only")}
 
     @staticmethod
     def key_of(table: sa.Table, row: dict[str, Any]) -> Any:
@@ -76,9 +85,12 @@ class Rows:
             self.removed[table].add(key)
 
     def clear_changes(self) -> None:
+        """After a write: forget what changed, and the written rows of append-only tables."""
         for n in self.tables:
             self.dirty[n].clear()
             self.removed[n].clear()
+        for n in self.append_only:
+            self.data[n].clear()
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every table's rows, sorted by key: what a person would read."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, append_only, metadata
 
 plaza_state = sa.Table(
     "rm_plaza",
@@ -19,7 +19,7 @@ plaza_state = sa.Table(
     sa.Column("founded_at", sa.String(40), nullable=False),
 )
 
-plaza_holds = sa.Table(
+plaza_holds = append_only(sa.Table(
     "rm_plaza_holds",
     metadata,
     sa.Column("position", sa.BigInteger, primary_key=True),
@@ -27,7 +27,7 @@ plaza_holds = sa.Table(
     sa.Column("at", sa.String(40), nullable=False),
     sa.Column("by", sa.String(200), nullable=False),
     sa.Column("reason", sa.Text),
-)
+))
 
 
 class PlazaProjection(Projection):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from .framework import Projection
 from .agents import AgentsProjection, TranscriptProjection
+from .laws import LawsProjection
 from .plaza import EventCounts, PlazaProjection
+from .treasury import TreasuryProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts(), AgentsProjection(), TranscriptProjection()]
+    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), AgentsProjection(), TranscriptProjection()]

@@ -66,6 +66,8 @@ class ReadModels:
                 sa.select(positions.c.position).where(positions.c.name == st.projection.name)
             ).scalar()
             for name, table in rows.tables.items():
+                if name in rows.append_only:
+                    continue
                 for r in conn.execute(sa.select(table)):
                     row = dict(r._mapping)
                     rows.data[name][Rows.key_of(table, row)] = row

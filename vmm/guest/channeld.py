@@ -262,14 +262,42 @@ def find_port() -> str:
     raise RuntimeError(f"no virtio port named {PORT_NAME}")
 
 
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def refresh(hello: dict) -> bool:
+    """A host that restored this guest from a snapshot sends its wall clock and
+    fresh entropy in its HELLO: set the clock, mix the bytes into the pool."""
+    done = False
+    if isinstance(hello.get("time"), (int, float)):
+        t = float(hello["time"])
+        ts = _Timespec(int(t), int((t - int(t)) * 1e9))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.clock_settime(0, ctypes.byref(ts)) == 0:     # CLOCK_REALTIME
+            done = True
+        else:
+            log(f"clock_settime failed: {os.strerror(ctypes.get_errno())}")
+    if isinstance(hello.get("entropy"), str):
+        try:
+            with open("/dev/urandom", "wb") as f:             # mixed into the pool
+                f.write(bytes.fromhex(hello["entropy"]))
+        except (OSError, ValueError) as e:
+            log(f"entropy not mixed: {e}")
+            done = False
+    return done
+
+
 def hello_reply(ch_ref: list):
     def on_hello(hello: dict) -> None:
         if hello.get("role") == "host" and not hello.get("reply"):
+            reply = {"version": chan.VERSION, "role": "guest", "reply": True}
+            if "time" in hello or "entropy" in hello:
+                reply["refreshed"] = refresh(hello)
             ch = ch_ref[0]
             if ch is not None and not ch.closed:
                 try:
-                    ch._send_locked(chan.HELLO, 0, json.dumps(
-                        {"version": chan.VERSION, "role": "guest", "reply": True}).encode())
+                    ch._send_locked(chan.HELLO, 0, json.dumps(reply).encode())
                 except chan.ChannelClosed:
                     pass
     return on_hello

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import agents, plaza, system
+from . import agents, plaza, rules, system, treasury
 
-AREAS = [system, plaza, agents]
+AREAS = [system, plaza, rules, treasury, agents]

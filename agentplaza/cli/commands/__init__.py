@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import agents, audit, events, hub, overview, plaza, replay, society
+from . import agents, audit, events, hub, overview, plaza, replay, rules, society, treasury
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, agents, society)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, agents, society)}

@@ -26,6 +26,11 @@ def render(d: dict) -> str:
         "position": hub["position"],
         "plaza": plaza_line(plaza),
         "events": ev["total"],
+        **({"rules": "{laws} laws, {owner_rules} owner rules; {calls} calls decided, {refused} refused, "
+                     "{violations} violations".format(**d["rules"])} if "rules" in d else {}),
+        **({"treasury": f"budget {d['treasury']['budget']} ({d['treasury']['budget_usd']}), "
+                        f"in circulation {d['treasury']['in_circulation']}, "
+                        f"{d['treasury']['pending_payments']} payments waiting"} if "treasury" in d else {}),
     })]
     if ev["by_family"]:
         lines += ["", table([{"family": k, "events": v} for k, v in ev["by_family"].items()])]

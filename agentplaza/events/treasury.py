@@ -1,0 +1,328 @@
+"""The treasury's commands: load the accounts an operation needs, decide, commit them together.
+
+Each function here is what another area calls (tasks fund, settle and refund
+escrows; the gateway charges model calls; sanctions fine; approvals approve
+and deny held payments).  Every one commits all the aggregates it changed in
+one transaction with optimistic concurrency on each, and is retried on fresh
+state when another writer (another thread, another hub on the same Postgres)
+got there first: the check of a balance or a cap and the write that relies on
+it are one atomic step.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ..domain import treasury as t
+from ..domain.base import Context, Refusal
+from ..domain.plaza import PLAZA_ID
+from .commands import Commands
+
+
+@dataclass
+class Outcome:
+    """What a treasury command did: its entries (as the journal shows them) and positions."""
+
+    positions: list[int] = field(default_factory=list)
+    entries: list[dict] = field(default_factory=list)
+    payment: dict | None = None
+    detail: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        out: dict[str, Any] = {"entries": self.entries}
+        if self.payment is not None:
+            out["payment"] = self.payment
+        out.update(self.detail)
+        return out
+
+
+def entry_view(e: t.Entry) -> dict:
+    return {
+        "id": e.id.hex, "kind": e.kind, "memo": e.memo, "task": e.task, "agents": list(e.agents),
+        "postings": dict(e.postings), "shortfall": e.shortfall, "uncollected": e.uncollected, "ref": e.ref,
+    }
+
+
+def payment_view(p: t.Payment) -> dict:
+    return {
+        "id": p.id.hex, "payer": p.payer, "payee": p.payee, "amount": p.amount, "memo": p.memo,
+        "task": p.task, "status": p.status, "approve_over": p.approve_over, "entry_id": p.entry_id,
+    }
+
+
+def _load(cmds: Commands, key: str) -> Any:
+    return cmds.store.get(t.account_id(key))
+
+
+def _books(cmds: Commands, ctx: Context, keys: Iterable[str], tasks: Iterable[str | None] = ()) -> t.Books:
+    """Load the named accounts, and for each task its escrow and its chain's root escrow."""
+    accounts: dict[str, Any] = {}
+    for k in keys:
+        accounts[k] = _load(cmds, k)
+    for task in tasks:
+        if task is None:
+            continue
+        key = t.escrow_key(task)
+        escrow = accounts.get(key) or _load(cmds, key)
+        accounts[key] = escrow
+        if escrow is not None and not escrow.is_root:
+            root = t.escrow_key(escrow.root)
+            accounts[root] = accounts.get(root) or _load(cmds, root)
+    return t.Books(ctx, accounts)
+
+
+def _plaza(cmds: Commands) -> Any:
+    return cmds.store.get(PLAZA_ID)
+
+
+def _run(cmds: Commands, decide: Callable[[], tuple[t.Books, Any]]) -> Outcome:
+    """Run ``decide`` (returns the books and a result) as one command; collect its outcome."""
+    out = Outcome()
+
+    def attempt() -> list:
+        books, result = decide()
+        out.entries = [entry_view(e) for e in books.entries]
+        out.payment, out.detail = None, {}
+        if isinstance(result, t.Payment):
+            out.payment = payment_view(result)
+        elif isinstance(result, t.PayResult):
+            out.detail["status"] = result.status
+            if result.payment is not None:
+                out.payment = payment_view(result.payment)
+        elif isinstance(result, t.FineResult):
+            out.detail.update(levied=result.levied, collected=result.collected, uncollected=result.uncollected)
+        elif isinstance(result, dict):
+            out.detail.update(result)
+        return books.changed()
+
+    out.positions = cmds.run(attempt)
+    return out
+
+
+# -- genesis ----------------------------------------------------------------------------
+
+
+def genesis_aggregates(cmds: Commands, ctx: Context) -> list:
+    """The budget and its genesis Mint, when the plaza has no budget yet (else nothing)."""
+    if _load(cmds, t.BUDGET) is not None:
+        return []
+    budget = t.open_budget(ctx)
+    books = t.Books(ctx, {t.BUDGET: budget})
+    t.genesis(books)
+    return books.changed()
+
+
+# -- accounts ---------------------------------------------------------------------------
+
+
+def open_wallet(cmds: Commands, ctx: Context, cid: str, name: str, role: str) -> Outcome:
+    """Open an agent's wallet (the agents area calls this when it spawns one)."""
+
+    def decide():
+        key = t.wallet_key(str(cid).strip())
+        books = t.Books(ctx, {})
+        books.add(t.open_wallet(ctx, _load(cmds, key), str(cid), name, role))
+        return books, {"wallet": {"cid": str(cid).strip(), "name": name.strip(), "role": role.strip(), "balance": 0}}
+
+    return _run(cmds, decide)
+
+
+def mint(cmds: Commands, ctx: Context, amount: int, memo: str | None = None) -> Outcome:
+    def decide():
+        books = _books(cmds, ctx, [t.BUDGET])
+        t.mint(books, amount, memo)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+# -- tasks ---------------------------------------------------------------------------------
+
+
+def fund_task_escrow(cmds: Commands, ctx: Context, task: str, amount: int | None, *, parent: str | None = None,
+                     through_tools: bool = False, memo: str | None = None) -> Outcome:
+    def decide():
+        books = _books(cmds, ctx, [t.BUDGET], [task, parent])
+        t.fund_task_escrow(books, task, amount, parent=parent, through_tools=through_tools, memo=memo)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+def settle_task(cmds: Commands, ctx: Context, task: str, passed: bool, *, worker: str | None = None,
+                metered_cost: int | None = None) -> Outcome:
+    def decide():
+        keys = [t.BUDGET] + ([t.wallet_key(worker)] if worker is not None else [])
+        books = _books(cmds, ctx, keys, [task])
+        t.settle_task(books, _plaza(cmds), task, passed, worker=worker, metered_cost=metered_cost)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+def refund_task(cmds: Commands, ctx: Context, task: str, outcome: str = "withdrawn") -> Outcome:
+    def decide():
+        books = _books(cmds, ctx, [t.BUDGET], [task])
+        t.refund_task(books, task, outcome)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+# -- model calls ---------------------------------------------------------------------------
+
+
+def charge_own_loop(cmds: Commands, ctx: Context, cid: str, task: str | None, input_tokens: int, output_tokens: int,
+                    price: tuple[int, int] | None = None, ref: str | None = None) -> Outcome:
+    """A call on the agent's own loop; raises Refusal("budget_exhausted") when the escrow cannot cover it."""
+
+    def decide():
+        books = _books(cmds, ctx, [], [task])
+        t.charge_own_loop(books, cid, task, input_tokens, output_tokens, price, ref)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+def check_gateway_call(cmds: Commands, cid: str, task: str | None) -> dict:
+    """Before a gateway call: who would pay, or a refusal (held plaza, payer with nothing)."""
+    ctx = cmds.context("hub")
+    found: dict = {}
+
+    def decide():
+        books = _books(cmds, ctx, [t.wallet_key(cid)], [task])
+        payer = t.check_gateway_call(books, _plaza(cmds), cid, task)
+        found.update(payer=payer.key, holds=payer.balance)
+        return []
+
+    cmds.run(decide)
+    return found
+
+
+def charge_gateway(cmds: Commands, ctx: Context, cid: str, task: str | None, *, reported_cost: int | None = None,
+                   input_tokens: int = 0, output_tokens: int = 0, price: tuple[int, int] | None = None,
+                   ref: str | None = None) -> Outcome:
+    def decide():
+        books = _books(cmds, ctx, [t.wallet_key(cid)], [task])
+        e = t.charge_gateway(books, cid, task, reported_cost=reported_cost, input_tokens=input_tokens,
+                             output_tokens=output_tokens, price=price, ref=ref)
+        return books, {"shortfall": e.shortfall}
+
+    return _run(cmds, decide)
+
+
+def charge_model_call(cmds: Commands, ctx: Context, cid: str, task: str | None, *, route: str = "own_loop",
+                      **kw: Any) -> Outcome:
+    """One entry point for both routes: ``route`` is "own_loop" or "gateway"."""
+    if route == "own_loop":
+        return charge_own_loop(cmds, ctx, cid, task, kw.get("input_tokens", 0), kw.get("output_tokens", 0),
+                               kw.get("price"), kw.get("ref"))
+    if route == "gateway":
+        return charge_gateway(cmds, ctx, cid, task, **kw)
+    raise Refusal("invalid_request", "route is own_loop or gateway", 422)
+
+
+# -- payments ----------------------------------------------------------------------------------
+
+
+def _wallets_and(cmds: Commands, ctx: Context, cids: Iterable[str], task: str | None) -> t.Books:
+    return _books(cmds, ctx, [t.wallet_key(c) for c in cids], [task])
+
+
+def pay(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo: str | None,
+        task: str | None = None, approve_over: int = t.DEFAULT_APPROVE_OVER) -> Outcome:
+    """The payment tool: moves at once at or below ``approve_over``, else is held for approval."""
+
+    def decide():
+        books = _wallets_and(cmds, ctx, [payer, payee], task)
+        return books, t.pay(books, _plaza(cmds), payer, payee, amount, memo, task, approve_over)
+
+    return _run(cmds, decide)
+
+
+def transfer(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo: str | None,
+             task: str | None = None) -> Outcome:
+    def decide():
+        books = _wallets_and(cmds, ctx, [payer, payee], task)
+        t.transfer(books, _plaza(cmds), payer, payee, amount, memo, task)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+def bonus(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, task: str, memo: str | None = None) -> Outcome:
+    def decide():
+        books = _wallets_and(cmds, ctx, [payer, payee], task)
+        t.bonus(books, _plaza(cmds), payer, payee, amount, task, memo)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+def _payment(cmds: Commands, payment_id: str) -> t.Payment | None:
+    try:
+        pid = uuid.UUID(hex=payment_id)
+    except (ValueError, TypeError):
+        raise Refusal("no_payment", f"no payment {payment_id!r}", 404) from None
+    found = cmds.store.get(pid)
+    return found if isinstance(found, t.Payment) else None
+
+
+def approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
+    def decide():
+        p = _payment(cmds, payment_id)
+        books = _wallets_and(cmds, ctx, [p.payer, p.payee] if p else [], p.task if p else None)
+        t.approve_payment(books, _plaza(cmds), p)
+        return books, p
+
+    return _run(cmds, decide)
+
+
+def deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
+    def decide():
+        books = t.Books(ctx, {})
+        return books, t.deny_payment(books, _payment(cmds, payment_id))
+
+    return _run(cmds, decide)
+
+
+# -- fines ----------------------------------------------------------------------------------------
+
+
+def sanction_fine(cmds: Commands, ctx: Context, cid: str, amount: int, memo: str | None, ref: str | None = None) -> Outcome:
+    def decide():
+        books = _books(cmds, ctx, [t.wallet_key(cid)])
+        return books, t.sanction_fine(books, cid, amount, memo, ref)
+
+    return _run(cmds, decide)
+
+
+def manual_fine(cmds: Commands, ctx: Context, cid: str, amount: int, memo: str | None) -> Outcome:
+    def decide():
+        books = _books(cmds, ctx, [t.wallet_key(cid)])
+        t.manual_fine(books, cid, amount, memo)
+        return books, None
+
+    return _run(cmds, decide)
+
+
+def fine(cmds: Commands, ctx: Context, cid: str, amount: int, memo: str | None, *, sanction: bool = False,
+         ref: str | None = None) -> Outcome:
+    return sanction_fine(cmds, ctx, cid, amount, memo, ref) if sanction else manual_fine(cmds, ctx, cid, amount, memo)
+
+
+# -- reading the aggregates (for checks, not screens) ------------------------------------------------
+
+
+def wallet(cmds: Commands, cid: str) -> t.Wallet | None:
+    return _load(cmds, t.wallet_key(cid))
+
+
+def escrow(cmds: Commands, task: str) -> t.Escrow | None:
+    return _load(cmds, t.escrow_key(task))
+
+
+def budget(cmds: Commands) -> t.Budget | None:
+    return _load(cmds, t.BUDGET)

@@ -1,0 +1,202 @@
+"""Snapshots on real guests (TCG here). Few on purpose: each boot takes seconds.
+
+A counter process in the guest writes an increasing number to /tmp/count (a
+tmpfs: guest memory only). If it keeps counting from where it was after a
+wake or a restore, the guest's memory survived; a reboot would lose the file.
+"""
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from vmm import MachineBusy, VMError
+from vmm.backend import MachineSpec
+from vmm.move import move
+from vmm.qemu import QemuMachine
+from vmm.templates import Templates
+
+pytestmark = pytest.mark.vm
+
+COUNTER = ("(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count;"
+           " sleep 0.05; done) >/dev/null 2>&1 </dev/null &")
+
+
+def start_counter(m):
+    assert m.exec(["/bin/sh", "-c", COUNTER])[0] == 0
+    assert wait_count(m, 1) >= 1
+
+
+def count(m) -> int:
+    rc, out = m.exec(["cat", "/tmp/count"])
+    assert rc == 0, out
+    return int(out)
+
+
+def wait_count(m, above: int) -> int:
+    """The counter's value once it is past ``above`` (it is running)."""
+    for _ in range(400):
+        try:
+            n = count(m)
+        except (AssertionError, ValueError):
+            n = -1
+        if n > above:
+            return n
+        time.sleep(0.05)
+    raise AssertionError(f"counter not past {above}")
+
+
+def guest_file(m, path):
+    rc, out = m.exec(["cat", path])
+    return out.decode() if rc == 0 else None
+
+
+def qemu_pid(m) -> int:
+    if m.jailed:
+        kids = Path(f"/proc/{m.proc.pid}/task/{m.proc.pid}/children").read_text().split()
+        return int(kids[0])
+    return m.proc.pid
+
+
+def test_sleep_wake_keeps_memory_and_files_then_moves(make_machine, tmp_path):
+    m = make_machine("sleeper")
+    m.boot()
+    start_counter(m)
+    assert m.exec(["/bin/sh", "-c", "echo before-sleep > /workspace/note"])[0] == 0
+    n = count(m)
+    man = m.sleep()
+    assert not m.running() and m.sleeping and m.rss_bytes() == 0
+    assert man.memory and man.format == 1 and man.backend == "qemu-microvm"
+    assert man.memory_bytes < (m.spec.memory_mib << 20) // 2    # unused memory takes no space
+    time.sleep(2)        # asleep for a while: the guest's clock stood still meanwhile
+    host_before = time.time()
+    m.wake()
+    assert m.booted_from == "snapshot:sleep" and m.phase == "running"
+    after = count(m)
+    assert after >= n            # not a reboot: /tmp (guest memory) kept the count
+    assert wait_count(m, after) > after          # and the process still counts
+    assert guest_file(m, "/workspace/note") == "before-sleep\n"
+    rc, out = m.exec(["date", "+%s"])
+    assert int(out) >= int(host_before) - 1     # clock set from the host on wake
+    # a second sleep and a wake via boot(); then a move to another base folder
+    m.sleep()
+    assert m.disks.layers == ["base.ext4", "L0001.qcow2"]    # the wake's layer merged: no growth
+    other = tmp_path / "node2"
+    moved = move(m, other)
+    assert not m.dir.exists() and moved.sleeping
+    f = moved.move_figures
+    assert f["bytes_sent"] < f["apparent_bytes"] / 5       # holes were not sent
+    try:
+        moved.boot()
+        n2 = count(moved)
+        assert n2 >= after and wait_count(moved, n2) > n2
+        assert guest_file(moved, "/workspace/note") == "before-sleep\n"
+    finally:
+        moved.kill()
+
+
+def test_checkpoint_rollback_and_undo(make_machine):
+    m = make_machine("cp")
+    m.boot()
+    start_counter(m)
+    cp = m.checkpoint(label="before upgrade")
+    assert cp == "snap-1"
+    at_cp = count(m)
+    assert m.exec(["/bin/sh", "-c", "echo risky > /workspace/after"])[0] == 0
+    later = wait_count(m, at_cp + 20)
+    disk = m.checkpoint(label="files only", disk_only=True)
+    safety = m.restore(cp)
+    got = {c["name"]: c for c in m.checkpoints()}
+    assert got[safety]["label"] == "before-restore" and got[safety]["memory"]
+    assert got[cp]["label"] == "before upgrade" and not got[disk]["memory"]
+    assert guest_file(m, "/workspace/after") is None             # file written after cp: gone
+    back = count(m)
+    assert at_cp <= back < later                                  # memory of the checkpoint
+    assert wait_count(m, back) > back
+    m.restore(safety)                                             # undo the rollback
+    assert guest_file(m, "/workspace/after") == "risky\n"
+    assert count(m) >= later
+    m.delete_checkpoint(disk)
+    assert disk not in {c["name"] for c in m.checkpoints()}
+    with pytest.raises(VMError):
+        m.restore("snap-99")
+    m.kill()
+
+
+def test_forks_diverge(make_machine, vm_dir):
+    src = make_machine("src")
+    src.boot()
+    start_counter(src)
+    assert src.exec(["/bin/sh", "-c", "echo shared > /workspace/base"])[0] == 0
+    name, forks = src.fork([MachineSpec("fork-a", image=src.spec.image, cid=101),
+                            MachineSpec("fork-b", image=src.spec.image, cid=102)])
+    try:
+        a, b = forks
+        assert a.booted_from == f"snapshot:{name}" and b.running()
+        assert a.disks.dir != b.disks.dir != src.disks.dir
+        assert a.exec(["/bin/sh", "-c", "echo A > /workspace/mine"])[0] == 0
+        assert b.exec(["/bin/sh", "-c", "echo B > /workspace/mine"])[0] == 0
+        assert guest_file(a, "/workspace/mine") == "A\n" and guest_file(b, "/workspace/mine") == "B\n"
+        assert guest_file(src, "/workspace/mine") is None
+        assert guest_file(a, "/workspace/base") == "shared\n"
+        assert count(a) >= 1 and wait_count(b, count(b)) > 0     # the counter came along
+        ra = a.exec(["head", "-c", "16", "/dev/urandom"])[1]
+        rb = b.exec(["head", "-c", "16", "/dev/urandom"])[1]
+        assert ra != rb                                          # fresh entropy each
+    finally:
+        for f in forks:
+            f.kill()
+        src.kill()
+
+
+def test_template_restore_reaches_ready(guest_image, vm_dir, tmp_path):
+    tpl = Templates(tmp_path / "templates")
+    spec = dict(image=guest_image, memory_mib=192)
+    first = QemuMachine(MachineSpec("t1", **spec), vm_dir, templates=tpl)
+    second = QemuMachine(MachineSpec("t2", **spec), vm_dir, templates=tpl)
+    try:
+        first.boot()
+        assert first.booted_from == "cold"
+        listed = tpl.list()
+        assert len(listed) == 1 and listed[0]["memory_mib"] == 192
+        assert first.exec(["/bin/sh", "-c", "echo first > /workspace/x"])[0] == 0
+        second.boot()
+        assert second.booted_from == f"template:{listed[0]['key']}"
+        assert second.exec(["echo", "ready"]) == (0, b"ready\n")
+        assert guest_file(second, "/workspace/x") is None            # its own workspace copy
+        assert tpl.remove(listed[0]["key"]) and tpl.list() == []
+        assert second.exec(["/bin/sh", "-c", "echo ok > /workspace/y && cat /workspace/y"]) == (0, b"ok\n")
+    finally:
+        first.kill()
+        second.kill()
+
+
+def test_crash_recovery_from_checkpoint_then_stays_exited(guest_image, vm_dir):
+    m = QemuMachine(MachineSpec("crashy", image=guest_image), vm_dir, keep_alive=True)
+    try:
+        m.boot()
+        start_counter(m)
+        m.checkpoint()
+        assert m.exec(["/bin/sh", "-c", "echo lost > /workspace/after"])[0] == 0
+        for i in range(3):
+            old = m.proc
+            os.kill(qemu_pid(m), signal.SIGKILL)
+            for _ in range(600):
+                if m.proc is not old and m.phase == "running":
+                    break
+                time.sleep(0.05)
+            assert m.phase == "running" and len(m.recoveries) == i + 1
+            assert m.recoveries[-1][1] == "snap-1"
+            assert guest_file(m, "/workspace/after") is None      # back at the checkpoint
+            assert wait_count(m, 0) > 0                            # its memory, counting
+        os.kill(qemu_pid(m), signal.SIGKILL)                       # the fourth in ten minutes
+        for _ in range(600):
+            if m.phase == "exited":
+                break
+            time.sleep(0.05)
+        assert m.phase == "exited" and not m.running() and len(m.recoveries) == 3
+        with pytest.raises((MachineBusy, VMError)):
+            m.exec(["true"])
+    finally:
+        m.kill()
