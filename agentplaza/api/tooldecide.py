@@ -1,9 +1,8 @@
 """Where an agent's tool calls meet the laws, and its model calls meet the gateway.
 
 ``decide_tool`` builds the ``jhrl.Call`` from the plaza's own record of the agent (its role, tier and
-permission mode; never the guest's word) and decides it with the built-in laws. When the hub's law
-service lands (issue 4: the owner's rules, approvals of exact calls, violations recorded), this is the
-one place that calls it instead.
+permission mode; never the guest's word) and decides it with the laws in force (the built-ins and the
+owner's rules) through ``events.laws.decide_call``, which records the decision as an event.
 
 ``model_turn`` is the seam to the model gateway (issue 7). Until the gateway is in the hub, a model
 call answers ``no_gateway`` and the harness reports the work item as failed.
@@ -11,21 +10,16 @@ call answers ``no_gateway`` and the harness reports the work item as failed.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jhrl
 from jhrl.catalog import TOOLS
 
-
-@functools.lru_cache(maxsize=1)
-def _builtin() -> jhrl.LawSet:
-    return jhrl.builtin_lawset()
+from ..events import laws
 
 
 def lawset(hub: Any) -> jhrl.LawSet:
-    book = getattr(hub, "rule_book", None)
-    return book.lawset if book is not None else _builtin()
+    return laws.book_in_force(hub.commands).lawset
 
 
 def decide_tool(hub: Any, agent: Any, tool: str, args: dict) -> jhrl.Decision:
@@ -34,7 +28,7 @@ def decide_tool(hub: Any, agent: Any, tool: str, args: dict) -> jhrl.Decision:
         return jhrl.Decision("deny", "default_deny")
     call = jhrl.Call(role=agent.role, action=tool, risk=risk, tier=agent.tier, mode=agent.permission_mode,
                      args={k: v for k, v in args.items() if isinstance(v, (str, int, bool, float))})
-    return jhrl.decide(lawset(hub), call)
+    return laws.decide_call(hub.commands, call, str(agent.cid)).decision
 
 
 def offered(hub: Any, agent: Any, tools: tuple) -> list[str]:

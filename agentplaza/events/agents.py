@@ -55,6 +55,14 @@ def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | 
         return made
 
     cmds.run(decide)
+    from . import treasury
+
+    for cid in out:  # each new agent's wallet, at zero
+        try:
+            treasury.open_wallet(cmds, ctx, str(cid), f"agent-{cid}", role)
+        except Refusal as r:
+            if r.code != "wallet_exists":  # a CID freed by a delete keeps its wallet (keyed by CID)
+                raise
     return out
 
 

@@ -56,6 +56,8 @@ def test_spawn_takes_the_lowest_free_cids_of_n0_and_the_roster_shows_them(plaza)
     assert r[cids[0]]["permission_mode"] == "autonomous"
     node = ac.node(cmds)
     assert (node.name, node.cid_first, node.cid_last, len(node.cids)) == ("n0", 3, 102, 3)
+    wallets = [(r.data["cid"], r.data["role"]) for r in cmds.store.read(0) if r.kind == "Wallet.Created"]
+    assert wallets == [("3", "builder"), ("4", "builder"), ("5", "reviewer")]  # each spawn opens a wallet
 
 
 @pytest.mark.parametrize("role,count,model,code", [

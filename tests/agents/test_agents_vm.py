@@ -165,6 +165,8 @@ def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
     calls = [(e["tool"], e["detail"]["effect"]) for e in entries if e["kind"] == "tool_call"]
     assert ("plaza_agent_spawn", "deny") in calls and ("vm.read_file", "deny") in calls
     assert any(e["kind"] == "note" and e["detail"].get("claimed") == {"role": "orchestrator", "cid": b} for e in entries)
+    decided = [r.data for r in hub.store.read(0) if r.kind.startswith("ToolCall.")]
+    assert len(decided) >= 3  # every decision is also the law book's event (issue 4's decide_call)
     egress = [e for e in entries if e["kind"] == "egress"]
     assert len(egress) == 8 and all(e["detail"]["verdict"] == "refused" for e in egress)
 
