@@ -63,6 +63,7 @@ class AgentRuntime:
         self.applied: dict[int, tuple] = {}      # cid -> (agent_id, generation, wipes) running now
         self.failed: dict[int, tuple] = {}       # cid -> (key, when) of a failed boot
         self.busy: set[int] = set()              # cids with a node request in flight
+        self.asleep: set[int] = set()            # cids whose machine is saved and stopped
         self._kick = threading.Event()
         self._work = threading.Condition()
         self._stop = threading.Event()
@@ -128,6 +129,10 @@ class AgentRuntime:
                         continue
                     fresh = have is None or have[0] != r["agent_id"] or have[2] != key[2]
                     self._spawn(self._boot, cid, key, have is not None, fresh)
+                elif r["run"] == "running" and r["status"] == "asleep" and cid not in self.asleep:
+                    self._spawn(self._sleep_wake, cid, "sleep")
+                elif r["run"] == "running" and r["status"] != "asleep" and cid in self.asleep:
+                    self._spawn(self._sleep_wake, cid, "wake")
                 elif r["run"] != "running" and have is not None:
                     self._spawn(self._halt, cid, "stop")
             for cid in list(self.applied):
@@ -164,6 +169,17 @@ class AgentRuntime:
         self._entry(cid, "note", f"VM booted in {answer.get('boot_s')} s", actor=f"node:{LOCAL_NODE}",
                     detail={"boot_s": answer.get("boot_s"), "jailed": answer.get("jailed")})
 
+    def _sleep_wake(self, cid: int, how: str) -> None:
+        try:
+            answer = self.link.request(how, cid=cid)
+        except NodeError as e:
+            self._entry(cid, "error", f"{how} failed: {e}", actor=f"node:{LOCAL_NODE}")
+            return
+        with self.lock:
+            (self.asleep.add if how == "sleep" else self.asleep.discard)(cid)
+        self._entry(cid, "note", "VM saved and stopped" if how == "sleep" else f"VM woke in {answer.get('wake_s')} s",
+                    actor=f"node:{LOCAL_NODE}", detail={k: v for k, v in answer.items() if k != "ok"})
+
     def _halt(self, cid: int, how: str) -> None:
         try:
             self.link.request(how, cid=cid)
@@ -171,6 +187,7 @@ class AgentRuntime:
             log.warning("node %s of cid %s failed: %s", how, cid, e)
         with self.lock:
             self.applied.pop(cid, None)
+            self.asleep.discard(cid)
         if how == "stop":
             self._safely(ac.disconnected, self.ctx_node(), cid, "stopped")
 
@@ -255,6 +272,10 @@ class HarnessSession:
         self.rt, self.cid, self.st = rt, cid, st
         self.buf = b""
         self.said_hello = False
+        self.taken: str | None = None
+
+    def gone(self) -> bool:
+        return self.st._reset is not None or self.st.channel.closed or self.st._remote_closed
 
     def run(self) -> None:
         try:
@@ -273,6 +294,9 @@ class HarnessSession:
         except (ChannelClosed, StreamReset):
             pass
         finally:
+            if self.taken is not None:  # the harness went mid-item: the item is cancelled, not lost
+                self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, self.taken, "cancelled",
+                                "the harness went away during this item")
             if self.said_hello:
                 self.rt._safely(ac.disconnected, self.rt.ctx_node(), self.cid, "the harness disconnected")
 
@@ -327,9 +351,12 @@ class HarnessSession:
         wait = min(float(wait), MAX_NEXT_WAIT_S) if isinstance(wait, (int, float)) else 0.0
         end = time.monotonic() + wait
         while True:
+            if self.gone():  # never hand work to a stream that is already dead (e.g. a VM that slept)
+                raise StreamReset("the harness stream is gone")
             if not self.rt.held():
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
                 if item is not None:
+                    self.taken = item["item"]
                     return {"ok": True, "item": item}
             left = end - time.monotonic()
             if left <= 0 or self.rt._stop.is_set():
@@ -433,6 +460,8 @@ class HarnessSession:
             return _err("bad_request", "done takes an item and an outcome")
         ac.finish_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, item, outcome,
                        str(req.get("text")) if req.get("text") is not None else None)
+        if item == self.taken:
+            self.taken = None
         return {"ok": True}
 
 

@@ -218,6 +218,18 @@ class Agent(PlazaAggregate):
             if a.status == "working":
                 a.status = "idle"
 
+    class Slept(PlazaAggregate.Event):
+        """Its VM was saved and stopped; its memory is free."""
+
+        def apply(self, a: "Agent") -> None:
+            a.status = "asleep"
+
+    class Woke(PlazaAggregate.Event):
+        """Its VM is restored where it was (by the owner, or because work came for it)."""
+
+        def apply(self, a: "Agent") -> None:
+            a.status = "idle"
+
     class Stopped(PlazaAggregate.Event):
         def apply(self, a: "Agent") -> None:
             a.run = "stopped"
@@ -324,7 +336,26 @@ class Agent(PlazaAggregate):
             raise Refusal("empty_message", "the message is empty", 422)
         if len(text) > MAX_TELL_CHARS:
             raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters", 422)
+        if self.status == "asleep":  # work wakes a sleeping agent first
+            self.record(self.Woke, ctx)
         self.record(self.Told, ctx, item=item, text=text)
+
+    def sleep(self, ctx: Context) -> None:
+        """Only an idle agent with nothing queued sleeps."""
+        self._not_retired("sleep")
+        if self.status == "asleep":
+            raise Refusal("agent_asleep", f"agent {self.cid} is already asleep")
+        if self.run != "running" or self.status == "offline":
+            raise Refusal("agent_offline", f"agent {self.cid} is not running")
+        if self.working is not None or self.queue:
+            raise Refusal("agent_busy", f"agent {self.cid} has work; it sleeps only when its queue is empty")
+        self.record(self.Slept, ctx)
+
+    def wake(self, ctx: Context) -> None:
+        self._not_retired("wake")
+        if self.status != "asleep":
+            raise Refusal("agent_awake", f"agent {self.cid} is not asleep")
+        self.record(self.Woke, ctx)
 
     def stop(self, ctx: Context) -> None:
         self._not_retired("stop")
@@ -365,7 +396,7 @@ class Agent(PlazaAggregate):
             self.record(self.Connected, ctx)
 
     def disconnected(self, ctx: Context, why: str) -> None:
-        if self.status != "offline" and not self.deleted:
+        if self.status not in ("offline", "asleep") and not self.deleted:
             self.record(self.Disconnected, ctx, why=cut(why, 200))
 
     def take_work(self, ctx: Context) -> dict | None:

@@ -131,6 +131,8 @@ def _lifecycle(name: str):
     return command
 
 
+sleep = _lifecycle("sleep")
+wake = _lifecycle("wake")
 stop = _lifecycle("stop")
 restart = _lifecycle("restart")
 wipe = _lifecycle("wipe")

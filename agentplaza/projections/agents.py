@@ -123,6 +123,12 @@ class AgentsProjection(Projection):
         if row is not None:
             self._put(rows, row, working_on=None, status="idle" if row["status"] == "working" else row["status"])
 
+    def on_Agent_Slept(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), status="asleep")
+
+    def on_Agent_Woke(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), status="idle")
+
     def on_Agent_Stopped(self, e: EventRecord, rows: Rows) -> None:
         self._put(rows, self._row(e, rows), run="stopped", status="offline", working_on=None)
 

@@ -205,3 +205,31 @@ def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_u
         assert ac.node(cold).free_cids()[0] == LOCAL_CID_FIRST + 1
     finally:
         fresh.close()
+
+
+def test_sleep_only_when_idle_and_work_wakes_it(plaza):
+    cmds, rm = plaza
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    with pytest.raises(Refusal) as e:
+        ac.sleep(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_offline"
+    ac.connected(cmds, cmds.context(f"agent:{cid}"), cid)
+    ac.tell(cmds, owner(cmds), cid, "queued")
+    with pytest.raises(Refusal) as e:
+        ac.sleep(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_busy"
+    item = ac.take_work(cmds, cmds.context(f"agent:{cid}"), cid)["item"]
+    ac.finish_work(cmds, cmds.context(f"agent:{cid}"), cid, item, "done")
+    ac.sleep(cmds, owner(cmds), cid)
+    assert roster(rm)[cid]["status"] == "asleep"
+    ac.disconnected(cmds, cmds.context("node:n0"), cid, "the harness stream ended with the VM")
+    assert roster(rm)[cid]["status"] == "asleep"
+    with pytest.raises(Refusal) as e:
+        ac.sleep(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_asleep"
+    ac.tell(cmds, owner(cmds), cid, "wake up")
+    r = roster(rm)[cid]
+    assert (r["status"], r["queue"]) == ("idle", 1)
+    with pytest.raises(Refusal) as e:
+        ac.wake(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_awake"

@@ -189,6 +189,19 @@ def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
     assert kinds == [("told", "Introduce yourself in one line."), ("error", NO_GATEWAY), ("done", NO_GATEWAY)]
     assert wait_for("idle again", lambda: roster(hub)[b]["status"] == "idle", 30)
 
+    # Sleep: the VM is saved and stopped; work wakes it where it was and the loop runs again.
+    ac.sleep(hub.commands, owner, b)
+    kick(hub, rt)
+    wait_for("asleep", lambda: b in rt.asleep and not node.runs[b].machine.running())
+    assert roster(hub)[b]["status"] == "asleep"
+    ac.tell(hub.commands, owner, b, "Again, please.")
+    kick(hub, rt)
+    rt.work_for(b)
+    wait_for("the second item done", lambda: sum(e["kind"] == "done" for e in transcript(hub, b)) == 2, 120,
+             diag=lambda: (rt.asleep, [(e["kind"], e["actor"], (e["text"] or "")[:80]) for e in transcript(hub, b)][-8:],
+                           roster(hub)[b], node.runs[b].harness_log.read_text()[-1500:]))
+    assert b not in rt.asleep and node.runs[b].machine.running()
+
     # Wipe: the workspace is made new and the agent comes back.
     guest(node, b, "open('/workspace/keep.txt','w').write('x')")
     ac.wipe(hub.commands, owner, b)

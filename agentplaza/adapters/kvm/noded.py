@@ -5,8 +5,8 @@ OS, the VM backend and the isolation level the probe found), and carries each gu
 hub. It listens on a unix socket (mode 0600); the hub connects to it and the two speak the channel
 protocol of ``vmm.channel`` over it (the hub is the "host" end):
 
-- streams the hub opens are requests: ``facts``, ``start`` (cid, generation, wipe), ``stop``,
-  ``delete``, ``list``, ``events`` (a long-lived stream of JSON lines: machine exits, harness exits);
+- streams the hub opens are requests: ``facts``, ``start`` (cid, wipe), ``stop``, ``wipe``,
+  ``delete``, ``sleep``, ``wake``, ``list``, ``events`` (a long-lived stream of JSON lines: machine exits, harness exits);
 - streams a guest opens (through its channeld) become streams noded opens to the hub, with the
   service name (only ``harness``, ``egress``, ``gateway``) and the CID *noded* knows the guest by.
   Nothing else the guest says about itself crosses.
@@ -87,12 +87,31 @@ class Run:
         self.node, self.cid, self.machine = node, cid, machine
         self.harness_log = Path(machine.dir) / "harness.log"
         self.stopping = False
+        self.sleeping = False
 
     def start(self) -> None:
         self.machine.boot(timeout=BOOT_TIMEOUT_S)
+        self._attach()
+
+    def _attach(self) -> None:
+        """Carry the (new) channel's guest streams, run the harness, watch the process."""
         threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
         self._start_harness()
         threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
+
+    def sleep(self) -> dict:
+        self.sleeping = True
+        man = self.machine.sleep()
+        return {"ok": True, "memory_bytes": getattr(man, "memory_bytes", None)}
+
+    def wake(self) -> dict:
+        t0 = time.monotonic()
+        self.machine.wake()
+        self.sleeping = False
+        # The restored guest's old streams belong to the old process; its harness is started anew
+        # (the old one ends at its next write to a stream the new host does not know).
+        self._attach()
+        return {"ok": True, "wake_s": round(time.monotonic() - t0, 3)}
 
     def _start_harness(self) -> None:
         st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
@@ -109,7 +128,7 @@ class Run:
                         f.flush()
                 except (ChannelClosed, StreamReset, OSError):
                     pass
-            if not self.stopping:
+            if not self.stopping and not self.sleeping and st.channel is self.machine._channel:
                 self.node.event({"cid": self.cid, "event": "harness_exited", "exit": st.close_info.get("exit")})
 
         threading.Thread(target=pump, daemon=True, name=f"harness-{self.cid}").start()
@@ -144,7 +163,7 @@ class Run:
         if proc is None:
             return
         proc.wait()
-        if not self.stopping:
+        if not self.stopping and not self.sleeping and proc is self.machine.proc:
             self.node.event({"cid": self.cid, "event": "exited", "exit": proc.returncode})
             self.node.forget(self.cid, self)
 
@@ -216,8 +235,8 @@ class Node:
                 return
             st.read_all(timeout=30)
             result = getattr(self, f"op_{op}")(st.meta) if op in OPS else {"ok": False, "error": f"no op {op!r}"}
-        except (VMError, ValueError, OSError, TimeoutError) as e:
-            result = {"ok": False, "error": str(e)}
+        except Exception as e:  # noqa: BLE001 - every request gets an answer that says why
+            result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         try:
             st.write(json.dumps(result).encode())
             st.close()
@@ -261,6 +280,19 @@ class Node:
         run.stopping = True
         rc = run.machine.stop(timeout=float(meta.get("timeout") or 20))
         return {"ok": True, "exit": rc}
+
+    def _run(self, meta: dict) -> Run:
+        with self.lock:
+            run = self.runs.get(int(meta["cid"]))
+        if run is None:
+            raise VMError(f"no machine for cid {meta['cid']}")
+        return run
+
+    def op_sleep(self, meta: dict) -> dict:
+        return self._run(meta).sleep()
+
+    def op_wake(self, meta: dict) -> dict:
+        return self._run(meta).wake()
 
     def op_wipe(self, meta: dict) -> dict:
         self.op_stop(meta)
@@ -313,7 +345,7 @@ class Node:
         srv.close()
 
 
-OPS = ("facts", "list", "start", "stop", "wipe", "delete")
+OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,7 +197,7 @@ def routes(api: Api) -> list:
         Route("/v1/agents/{cid}", api.endpoint(delete), methods=["DELETE"]),
         Route("/v1/agents/{cid}/tell", api.endpoint(tell), methods=["POST"]),
         *[Route(f"/v1/agents/{{cid}}/{n}", api.endpoint(action(n)), methods=["POST"])
-          for n in ("stop", "restart", "wipe", "retire")],
+          for n in ("stop", "restart", "wipe", "retire", "sleep", "wake")],
         Route("/v1/agents/{cid}/logs", api.endpoint(logs)),
         Route("/v1/society/roles", api.endpoint(society_roles)),
         Route("/v1/nodes", api.endpoint(list_nodes)),

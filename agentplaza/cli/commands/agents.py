@@ -43,6 +43,9 @@ def register(sub) -> None:
         x.add_argument("cid", type=int)
         x.add_argument("--reason")
         x.add_argument("--yes", action="store_true", help="do not ask to confirm")
+    for name in ("sleep", "wake"):
+        x = s.add_parser(name, help=f"put the agent to sleep (VM saved and stopped)" if name == "sleep" else "wake it where it was")
+        x.add_argument("cid", type=int)
     m = s.add_parser("model", help="set the agent's model, or `default` to use its role's")
     m.add_argument("cid", type=int)
     m.add_argument("model")
@@ -106,6 +109,9 @@ def run(env: Env) -> int:
         body = {"reason": a.reason} if a.reason else {}
         return env.show(c.post(f"/v1/agents/{a.cid}/{a.action}", body),
                         lambda d: f"agent {d['agent']['cid']}: {d['agent']['run']}, {d['agent']['status']}")
+    if a.action in ("sleep", "wake"):
+        return env.show(c.post(f"/v1/agents/{a.cid}/{a.action}", {}),
+                        lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
     if a.action == "model":
         model = None if a.model == "default" else a.model
         return env.show(c.request("PATCH", f"/v1/agents/{a.cid}", json={"model": model}), render_page)
