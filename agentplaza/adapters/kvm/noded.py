@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vmm import Channel, ChannelClosed, MachineSpec, QemuBackend, StreamReset, VMError, probe
+from vmm import Channel, ChannelClosed, MachineSpec, QemuBackend, StreamReset, Templates, VMError, probe
 from vmm.image.build import Image, ensure_image
 
 log = logging.getLogger("noded")
@@ -192,12 +192,15 @@ def splice_streams(a, b) -> None:
 
 
 class Node:
-    def __init__(self, name: str, vms_dir: Path, image: Image | None = None, images_dir: str | None = None) -> None:
+    def __init__(self, name: str, vms_dir: Path, image: Image | None = None, images_dir: str | None = None,
+                 templates_dir: Path | None = None) -> None:
         self.name = name
         self.vms_dir = Path(vms_dir)
         self.vms_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.vms_dir, 0o711)  # the jailed QEMU (an unprivileged uid) must pass through
-        self.backend = QemuBackend()
+        # With a templates folder, a new agent restores from its shape's warm template (the first
+        # boots cold and is saved as the template once ready).
+        self.backend = QemuBackend(templates=Templates(templates_dir) if templates_dir else None)
         self._image = image
         self._images_dir = images_dir
         self.runs: dict[int, Run] = {}
@@ -269,7 +272,9 @@ class Node:
         except BaseException:
             self.forget(cid, run)
             raise
-        return {"ok": True, "boot_s": round(m.boot_seconds or 0, 3), "jailed": m.jailed, "notes": m.notes}
+        took = m.boot_seconds or getattr(m, "restore_seconds", None) or 0
+        return {"ok": True, "boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
+                "jailed": m.jailed, "notes": m.notes}
 
     def op_stop(self, meta: dict) -> dict:
         cid = int(meta["cid"])
@@ -357,10 +362,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vms", default=str(f.data / "vms"), help="folder of the machines' files")
     p.add_argument("--images", default=os.environ.get("APZ_IMAGE_DIR") or None, help="guest image cache")
     p.add_argument("--name", default="n0")
+    p.add_argument("--templates", default=str(f.data / "templates"), help="warm templates folder")
+    p.add_argument("--no-templates", action="store_true", help="every new agent boots cold")
     p.add_argument("--exit-with-parent", action="store_true", help="stop every machine when the parent exits")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="noded: %(message)s")
-    node = Node(args.name, Path(args.vms), images_dir=args.images)
+    node = Node(args.name, Path(args.vms), images_dir=args.images,
+                templates_dir=None if args.no_templates else Path(args.templates))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
