@@ -62,6 +62,7 @@ def folders(tmp_path, monkeypatch):
     monkeypatch.delenv("APZ_DATABASE_URL", raising=False)
     monkeypatch.delenv("APZ_HUB", raising=False)
     monkeypatch.delenv("APZ_TOKEN", raising=False)
+    monkeypatch.setenv("APZ_PRICE_FETCH", "off")  # tests never reach the network
     return f
 
 

@@ -8,12 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Folders, database_url as env_database_url
+from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
+from ..events import models as model_commands
 from ..events import plaza as plaza_commands
 from ..events.bus import Bus
 from ..events.commands import Clock, Commands, utc_now
 from ..events.store import EventStore
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
+from ..vault import VaultService
+from ..vault.files import check_key_file
+from ..vault.service import KEY_FILE
 from .auth import ensure_owner_token
 
 VERSION = "0.1.0"
@@ -28,6 +33,7 @@ class Hub:
     owner_token_sha256: str
     new_owner_token: str | None
     database_url: str | None
+    vault: VaultService | None = None
     bus: Bus = field(default_factory=Bus)
     started: float = field(default_factory=time.time)
     address: str = ""
@@ -37,16 +43,24 @@ class Hub:
     @classmethod
     def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> "Hub":
         folders.make()
+        check_key_file(folders.config / KEY_FILE)  # a key file others can read stops the hub here
         url = database_url if database_url is not None else env_database_url()
         token_hash, new_token = ensure_owner_token(folders.state)
         store = EventStore.open(state_dir=folders.state, database_url=url)
         commands = Commands(store, clock)
         plaza_commands.ensure_founded(commands)
+        model_commands.ensure_models(commands, [config_from_preset(p) for p in STARTING_PROVIDERS])
         engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
         read_models = ReadModels(engine, store, all_projections())
         read_models.setup()
+        try:
+            vault = VaultService.open(folders, commands)
+        except BaseException:
+            store.close()
+            engine.dispose()
+            raise
         read_models.catch_up()
-        return cls(folders, store, read_models, commands, token_hash, new_token, url)
+        return cls(folders, store, read_models, commands, token_hash, new_token, url, vault)
 
     def info(self) -> dict:
         return {
@@ -62,5 +76,7 @@ class Hub:
     def close(self) -> None:
         if self.runtime is not None:
             self.runtime.close()
+        if self.vault is not None:
+            self.vault.close()
         self.store.close()
         self.read_models.engine.dispose()

@@ -36,7 +36,15 @@ def _agents_counts(hub: Hub) -> dict:
     return overview_counts(hub)
 
 
+def models_overview(hub: Hub) -> dict:
+    from .routes.models import overview_counts
+
+    return overview_counts(hub)
+
+
 def overview(hub: Hub) -> dict:
+    from .routes.vault import vault_overview
+
     counts = hub.read_models.rows(event_counts)
     families: dict[str, int] = {}
     for row in counts:
@@ -46,6 +54,8 @@ def overview(hub: Hub) -> dict:
         "plaza": plaza_state_view(hub),
         "agents": _agents_counts(hub),
         "rules": rules_counts(hub),
+        "vault": vault_overview(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
         "treasury": treasury_overview(hub),
+        "models": models_overview(hub),
     }

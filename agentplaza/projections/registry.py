@@ -5,9 +5,12 @@ from __future__ import annotations
 from .framework import Projection
 from .agents import AgentsProjection, TranscriptProjection
 from .laws import LawsProjection
+from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .treasury import TreasuryProjection
+from .vault import VaultProjection
 
 
 def all_projections() -> list[Projection]:
-    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), AgentsProjection(), TranscriptProjection()]
+    return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
+            ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection()]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import agents, plaza, rules, system, treasury
+from . import agents, gateway, models, plaza, rules, system, treasury, usage, vault
 
-AREAS = [system, plaza, rules, treasury, agents]
+AREAS = [system, plaza, rules, treasury, vault, models, usage, gateway, agents]

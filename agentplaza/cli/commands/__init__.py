@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from . import agents, audit, events, hub, overview, plaza, replay, rules, society, treasury
+from . import agents, audit, events, hub, models, overview, plaza, replay, rules, society, treasury, usage, vault
 
-AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, agents, society)}
+AREAS = {m.NAME: m for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, models, usage,
+                             agents, society)}

@@ -25,6 +25,7 @@ def render(d: dict) -> str:
         "store": f"{hub['store']['backend']} {hub['store']['where']}",
         "position": hub["position"],
         "plaza": plaza_line(plaza),
+        "vault": f"{d['vault']['state']}, {d['vault']['entries']} entries" if "vault" in d else "-",
         "events": ev["total"],
         **({"rules": "{laws} laws, {owner_rules} owner rules; {calls} calls decided, {refused} refused, "
                      "{violations} violations".format(**d["rules"])} if "rules" in d else {}),

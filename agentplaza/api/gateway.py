@@ -1,0 +1,453 @@
+"""The model gateway: the only path from an agent to a model provider.
+
+A caller reaches it at ``/v1/gateway/<token>/<wire>/...``, the base URL its
+SDK or coding engine is given, and presents the placeholder key ``plaza``.
+Who the caller is (agent, role, task) comes from the hub's connection table,
+found by the hash of the gateway token in that path; nothing in the request
+body can change it.  Each call, in order:
+
+1. STOP ALL: while the plaza is held every call is refused.
+2. The policy for the caller's tier: a model not on the list, a refused
+   contributor model, or a provider the plaza lacks is refused, and nothing
+   reaches a provider (fail closed).  An effort pin is written into the call.
+3. The payer: refused before the call when it has no credits.
+4. The provider's key, from the key source (the vault, the hub's environment ...).
+5. Forwarded; metered (tokens in, out, cache; latency; time to first token);
+   recorded as one ``Usage.ModelCalled`` event and charged, in one commit.
+
+Two small interfaces keep the gateway apart from the areas that hold keys and
+money: ``KeySource`` and ``Charger``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, AsyncIterator, Protocol
+
+import anyio
+import httpx
+import orjson
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ..adapters.providers.client import Answer, Upstream
+from ..adapters.providers.presets import GEMINI, OPENAI, ProviderConfig
+from ..adapters.providers.prices import CREDITS_PER_USD, MICRO, PriceBook, snapshots
+from ..adapters.providers.wire import PASSED_HEADERS, Meter, error_body, read_ask, rewrite
+from ..domain.base import Context, Refusal
+from ..domain.models import Permit, permit, tier_of
+from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
+from ..events import models as model_commands
+from .hub import Hub
+
+#: The key every gateway caller presents: useless outside the hub.
+PLACEHOLDER_KEY = "plaza"
+#: Gateway tokens: a prefix, then random bytes; the hub keeps only their SHA-256.
+GATEWAY_TOKEN_PREFIX = "apz_gw_"
+GATEWAY_TOKEN_BYTES = 24
+#: The largest request the gateway forwards (model requests carry whole conversations).
+MAX_GATEWAY_BODY_BYTES = 32 * 1024 * 1024
+#: STOP ALL answers with this status: a 4xx that SDKs do not retry.
+HELD_STATUS = 423
+#: How long a key printed by --command is reused before the command runs again.
+COMMAND_KEY_TTL_S = 300.0
+COMMAND_TIMEOUT_S = 30.0
+#: Threads that record and charge answered calls.
+RECORD_WORKERS = 8
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A gateway caller as the hub knows it."""
+
+    cid: str
+    role: str
+    tier: str
+    task: str | None
+    model: str | None  # the agent's own model, if it has one
+
+    @property
+    def actor(self) -> str:
+        return f"agent:{self.cid}"
+
+
+class KeySource(Protocol):
+    """Where a provider's key comes from. Returns None when there is none ("Key missing")."""
+
+    def key(self, provider: ProviderConfig, caller: Caller | None) -> str | None: ...
+
+    def status(self, provider: ProviderConfig) -> str: ...
+
+
+class Charger(Protocol):
+    """The treasury's gateway rules, as the gateway needs them."""
+
+    def check(self, caller: Caller) -> None:
+        """Before a call: raise ``Refusal`` (402) when the payer has no credits."""
+
+    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str) -> tuple[list, dict]:
+        """Inside the call's command: the aggregates changed and {"charged", "shortfall", "payer", "entry"}."""
+
+
+class HubKeys:
+    """Keys the hub reads itself: its environment (--env) and commands (--command).
+
+    Keys kept in the vault (the default, and --secret) are read by the vault
+    key source; until the vault is part of the hub they are "Key missing".
+    """
+
+    def __init__(self, environ: dict[str, str] | None = None):
+        self.environ = os.environ if environ is None else environ
+        self._command_cache: dict[str, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+
+    def key(self, provider: ProviderConfig, caller: Caller | None) -> str | None:
+        kind = provider.key.get("kind")
+        if kind == "none":
+            return None
+        if kind == "env":
+            return self.environ.get(provider.key["name"]) or None
+        if kind == "command":
+            return self._command(provider.key["command"])
+        return None
+
+    def _command(self, command: str) -> str | None:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._command_cache.get(command)
+            if hit and now - hit[0] < COMMAND_KEY_TTL_S:
+                return hit[1]
+        try:
+            out = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None
+        token = out.stdout.strip() if out.returncode == 0 else ""
+        if not token:
+            return None
+        with self._lock:
+            self._command_cache[command] = (now, token)
+        return token
+
+    def status(self, provider: ProviderConfig) -> str:
+        kind = provider.key.get("kind")
+        if kind == "none":
+            return "No key needed"
+        if kind == "env":
+            name = provider.key["name"]
+            return f"Key from env {name}" if self.environ.get(name) else f"Key missing (env {name} is not set)"
+        if kind == "command":
+            return "Key from command"
+        return "Key missing"
+
+
+class Unmetered:
+    """No treasury yet: calls are metered and priced but nobody is charged."""
+
+    def check(self, caller: Caller) -> None:
+        return None
+
+    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str) -> tuple[list, dict]:
+        return [], {"charged": 0, "shortfall": 0, "payer": None, "entry": None}
+
+
+class Recorder:
+    """Records and charges answered calls on worker threads, off every caller's path.
+
+    The workers' commits meet in the store's group commit, so many calls share
+    one transaction.  A call is recorded once its answer has been sent; a hub
+    killed in between loses that call's record (and its charge).
+    """
+
+    def __init__(self, workers: int = RECORD_WORKERS, on_recorded: Any = None):
+        self.queue: queue.Queue = queue.Queue()
+        self.on_recorded = on_recorded or (lambda: None)
+        self.pending = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._threads = [threading.Thread(target=self._work, daemon=True, name=f"apz-record-{i}") for i in range(workers)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, ref: str, record: Any) -> None:
+        with self._lock:
+            self.pending += 1
+        self.queue.put((ref, record))
+
+    def _work(self) -> None:
+        while True:
+            ref, record = self.queue.get()
+            try:
+                record()
+                self.on_recorded()
+            except Exception as e:  # noqa: BLE001 - the answer is sent; say why its record failed
+                print(f"apid: model call {ref} not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+            finally:
+                with self._lock:
+                    self.pending -= 1
+                    if self.pending == 0:
+                        self._idle.notify_all()
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until every submitted call is recorded."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self.pending == 0, timeout)
+
+
+class GatewayRefusal(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+class Gateway:
+    def __init__(self, hub: Hub, keys: KeySource, charger: Charger, upstream: Upstream | None = None,
+                 on_recorded: Any = None):
+        self.hub = hub
+        self.keys = keys
+        self.charger = charger
+        self.upstream = upstream or Upstream()
+        self.recorder = Recorder(on_recorded=on_recorded)
+        self._book: tuple[Any, PriceBook] | None = None
+        self._snapshots: dict | None = None
+
+    # -- what the hub knows, from its read models (in memory) -----------------------------
+
+    def _rows(self, projection: str):
+        return self.hub.read_models.states[projection].rows
+
+    def held(self) -> bool:
+        row = self._rows("plaza").get("rm_plaza", PLAZA_ID.hex)
+        return bool(row and row["held"])
+
+    def policy(self) -> dict:
+        row = self._rows("models").get("rm_model_policy", "policy")
+        if row is None:
+            raise GatewayRefusal(503, "no_policy", "the model policy is not loaded yet")
+        return row["policy"]
+
+    def provider(self, pid: str) -> ProviderConfig | None:
+        row = self._rows("models").get("rm_model_providers", pid)
+        return ProviderConfig.from_row(row) if row else None
+
+    def caller(self, token: str) -> Caller:
+        rows = self._rows("models")
+        hit = rows.get("rm_gateway_tokens", token_sha256(token))
+        link = rows.get("rm_gateway_links", hit["link"]) if hit else None
+        if link is None or link["revoked"]:
+            raise GatewayRefusal(401, "unknown_gateway_token", "this gateway address names no agent the hub knows")
+        return Caller(link["cid"], link["role"], tier_of(link["role"]), link["task"], link["model"])
+
+    def price_book(self) -> PriceBook:
+        rows = self._rows("models")
+        policy_row = rows.get("rm_model_policy", "policy")
+        lists = {r["source"]: r for r in rows.all("rm_price_lists")}
+        stamp = (id(policy_row), tuple(sorted((s, r["digest"]) for s, r in lists.items())))
+        if self._book is None or self._book[0] != stamp:
+            if self._snapshots is None:
+                self._snapshots = snapshots()
+            merged = {}
+            for source, (day, prices) in self._snapshots.items():
+                merged[source] = prices
+            for source, r in lists.items():
+                snap = self._snapshots.get(source)
+                if snap is None or r["day"] >= snap[0]:
+                    merged[source] = r["prices"]
+            owner = policy_row["policy"]["prices"] if policy_row else {}
+            self._book = (stamp, PriceBook(owner, merged))
+        return self._book[1]
+
+    # -- one call ------------------------------------------------------------------------------
+
+    def _check_key(self, wire: str, request: Request) -> None:
+        h = request.headers
+        presented = h.get("x-api-key") or h.get("x-goog-api-key") or request.query_params.get("key")
+        auth = h.get("authorization", "")
+        if not presented and auth.lower().startswith("bearer "):
+            presented = auth[7:].strip()
+        if presented != PLACEHOLDER_KEY:
+            raise GatewayRefusal(401, "placeholder_key", "present the placeholder key plaza; the hub holds the real keys")
+
+    async def _body(self, request: Request) -> dict:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > MAX_GATEWAY_BODY_BYTES:
+            raise GatewayRefusal(413, "body_too_large", f"a model request is at most {MAX_GATEWAY_BODY_BYTES} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_GATEWAY_BODY_BYTES:
+                raise GatewayRefusal(413, "body_too_large", f"a model request is at most {MAX_GATEWAY_BODY_BYTES} bytes")
+            chunks.append(chunk)
+        try:
+            data = orjson.loads(b"".join(chunks) or b"{}")
+        except orjson.JSONDecodeError as e:
+            raise GatewayRefusal(400, "bad_json", f"the body is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise GatewayRefusal(400, "invalid_request", "the body must be a JSON object")
+        return data
+
+    async def handle(self, wire: str, token: str, request: Request, path_model: str | None = None,
+                     path_stream: bool = False) -> Response:
+        start = time.perf_counter()
+        try:
+            self._check_key(wire, request)
+            caller = self.caller(token)
+            if self.held():
+                raise GatewayRefusal(HELD_STATUS, "plaza_held", HELD_MESSAGE)
+            body = await self._body(request)
+            ask = read_ask(wire, body, path_model, path_stream)
+            policy = self.policy()
+            try:
+                allowed = permit(policy, caller.tier, ask.model or (caller.model or ""), ask.effort)
+            except Refusal as r:
+                raise GatewayRefusal(400 if r.code == "invalid_effort" else 403, r.code, r.message) from None
+            provider = self.provider(allowed.provider)
+            if provider is None or not provider.enabled:
+                raise GatewayRefusal(403, "no_provider",
+                                     f"the plaza has no provider {allowed.provider}; nothing was sent to a provider")
+            if provider.endpoint(wire) is None:
+                raise GatewayRefusal(400, "wire_unsupported",
+                                     f"provider {provider.id} does not serve the {wire} shape; "
+                                     f"call it on its {', '.join(provider.wires)} route")
+            try:
+                await anyio.to_thread.run_sync(self.charger.check, caller)
+            except Refusal as r:
+                raise GatewayRefusal(402, r.code, r.message) from None
+            key = None
+            if provider.key.get("kind") != "none" and not provider.is_mock:
+                try:
+                    key = await anyio.to_thread.run_sync(self.keys.key, provider, caller)
+                except Refusal as r:
+                    raise GatewayRefusal(503 if r.code == "vault_sealed" else 403, r.code, r.message) from None
+                if key is None:
+                    raise GatewayRefusal(403, "key_missing", f"provider {provider.id} has no key: Key missing")
+        except GatewayRefusal as g:
+            return _error(wire, g.status, g.code, g.message)
+        call_id = uuid.uuid4()
+        forwarded = rewrite(wire, body, allowed.model, allowed.effort, ask.stream)
+        passed = {k: v for k, v in request.headers.items() if k.lower() in PASSED_HEADERS}
+        call = _Call(self, wire, caller, allowed, provider, ask.stream, call_id, start)
+        try:
+            answer = await self.upstream.call(provider, wire, forwarded, allowed.model, ask.stream, key, passed,
+                                              allowed.effort, call_id.hex[:12])
+        except httpx.HTTPError as e:
+            await call.finish(502)
+            return _error(wire, 502, "provider_unreachable", f"provider {provider.id} did not answer: {type(e).__name__}")
+        if answer.chunks is None:
+            call.first_byte()
+            call.end = time.perf_counter()
+            try:
+                data = orjson.loads(answer.body or b"null")
+            except orjson.JSONDecodeError:
+                data = None
+            call.meter.body(data)
+            # Recorded and charged right after the answer is sent, off the caller's path.
+            return Response(answer.body, status_code=answer.status, headers=answer.headers,
+                            background=BackgroundTask(call.finish, answer.status))
+        return StreamingResponse(call.relay(answer), status_code=answer.status, headers=answer.headers,
+                                 background=BackgroundTask(call.finish_stream))
+
+
+class _Call:
+    """One forwarded call: its meter, its timings, and its record."""
+
+    def __init__(self, gw: Gateway, wire: str, caller: Caller, allowed: Permit, provider: ProviderConfig,
+                 stream: bool, call_id: uuid.UUID, start: float):
+        self.gw, self.wire, self.caller, self.allowed, self.provider = gw, wire, caller, allowed, provider
+        self.stream, self.call_id, self.start = stream, call_id, start
+        self.meter = Meter(wire)
+        self.ttft: float | None = None
+        self.end: float | None = None
+        self.stream_status = 200
+        self.done = False
+
+    def first_byte(self) -> None:
+        if self.ttft is None:
+            self.ttft = time.perf_counter()
+
+    async def relay(self, answer: Answer) -> AsyncIterator[bytes]:
+        self.stream_status = answer.status
+        complete = False
+        try:
+            async for chunk in answer.chunks:  # type: ignore[union-attr]
+                self.first_byte()
+                self.meter.feed(chunk)
+                yield chunk
+            complete = True
+        except httpx.HTTPError:
+            self.stream_status = 502
+            complete = True
+        finally:
+            self.end = time.perf_counter()
+            with anyio.CancelScope(shield=True):
+                if answer.close is not None:
+                    await answer.close()  # type: ignore[misc]
+                if not complete:  # the caller went away: record what passed, now
+                    await self.finish(499)
+
+    async def finish_stream(self) -> None:
+        await self.finish(self.stream_status)
+
+    async def finish(self, http_status: int) -> None:
+        if self.done:
+            return
+        self.done = True
+        end = self.end or time.perf_counter()
+        t = self.meter.tokens
+        gw, caller, allowed = self.gw, self.caller, self.allowed
+        reported = None
+        if t.cost_usd is not None:
+            reported = _ceil(t.cost_usd * CREDITS_PER_USD * MICRO)
+            cost, source = reported, "reported"
+        else:
+            price = gw.price_book().lookup(allowed.provider, allowed.model)
+            if price is None:
+                cost, source = 0, "unpriced"
+            else:
+                cost, source = price.cost_micro(t.input, t.output, t.cache_read, t.cache_write), price.source
+        fields = {
+            "route": "gateway", "wire": self.wire, "cid": caller.cid, "role": caller.role, "tier": caller.tier,
+            "task": caller.task, "provider": allowed.provider, "model": allowed.model, "effort": allowed.effort,
+            "stream": self.stream, "status": "ok" if http_status < 400 else "error", "http_status": http_status,
+            "input_tokens": t.input, "output_tokens": t.output, "cache_read_tokens": t.cache_read,
+            "cache_write_tokens": t.cache_write, "latency_us": int((end - self.start) * 1e6),
+            "ttft_us": int((self.ttft - self.start) * 1e6) if self.ttft is not None and self.stream else None,
+            "reported_cost_micro": reported, "cost_micro": cost, "cost_source": source,
+        }
+        ref = self.call_id.hex
+
+        def charge(ctx: Context, credits: int) -> tuple[list, dict]:
+            return gw.charger.charge(ctx, caller, credits, ref)
+
+        def record() -> None:
+            cmds = gw.hub.commands
+            ctx = cmds.context(caller.actor, None, ref)
+            model_commands.record_call(cmds, ctx, self.call_id, fields, charge)
+
+        gw.recorder.submit(ref, record)
+
+
+def _ceil(x: Fraction) -> int:
+    return -(-x.numerator // x.denominator)
+
+
+def _error(wire: str, status: int, code: str, message: str) -> Response:
+    return Response(orjson.dumps(error_body(wire, status, code, message)), status_code=status,
+                    media_type="application/json")
+
+
+__all__ = ["Gateway", "Caller", "KeySource", "Charger", "HubKeys", "Unmetered", "PLACEHOLDER_KEY",
+           "GATEWAY_TOKEN_PREFIX", "token_sha256", "GEMINI", "OPENAI"]

@@ -1,0 +1,357 @@
+"""/v1/models: presets, providers and their keys, the policy, prices, decision models, gateway tokens."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from typing import Any
+
+import anyio
+import httpx
+from starlette.requests import Request
+from starlette.routing import Route
+
+from ...adapters.providers import prices as price_lists
+from ...adapters.providers.client import test_call
+from ...adapters.providers.presets import PRESETS, STARTING_PROVIDERS, ProviderConfig, config_from_preset
+from ...domain.models import EFFORTS, check_effort, is_contributor, parse_entry, resolve, tier_of
+from ...events import models as model_commands
+from ..errors import ApiError, Body, read_body
+from ..gateway import GATEWAY_TOKEN_BYTES, GATEWAY_TOKEN_PREFIX, token_sha256
+from ..kit import Api
+from .gateway import base_urls, gateway_of
+
+#: Set APZ_PRICE_FETCH=off to keep the hub from fetching the public price lists.
+PRICE_FETCH_ENV = "APZ_PRICE_FETCH"
+#: The first daily fetch waits this long after the hub starts.
+FIRST_FETCH_DELAY_S = 60.0
+
+
+class KeyBody(Body):
+    kind: str
+    name: str | None = None
+    command: str | None = None
+
+
+class AddBody(Body):
+    id: str
+    preset: str | None = None
+    base_url: str | None = None
+    models: list[str] | None = None
+    key: KeyBody | None = None
+
+
+class EditBody(Body):
+    base_url: str | None = None
+    models: list[str] | None = None
+    key: KeyBody | None = None
+    enabled: bool | None = None
+
+
+class KeyValueBody(Body):
+    value: str
+
+
+class TestBody(Body):
+    model: str | None = None
+
+
+class PolicyBody(Body):
+    orchestrator: list[str] | None = None
+    worker: list[str] | None = None
+    effort: str | None = None
+    clear_effort: bool = False
+    default_model: str | None = None
+    orchestrator_model: str | None = None
+    role_models: dict[str, str] | None = None  # an empty model clears that role's model
+    allow_training_models: bool | None = None
+    prices: dict[str, list[int] | None] | None = None  # None removes a price of your own
+    idle_sleep_min: int | None = None
+    sleep_never_roles: list[str] | None = None
+    decision_models: list[str] | None = None
+
+
+class TokenBody(Body):
+    cid: str
+    role: str
+    model: str | None = None
+    task: str | None = None
+
+
+def _key(k: KeyBody | None) -> dict | None:
+    if k is None:
+        return None
+    out: dict[str, Any] = {"kind": k.kind}
+    if k.name is not None:
+        out["name"] = k.name
+    if k.command is not None:
+        out["command"] = k.command
+    return out
+
+
+def provider_view(api: Api, row: dict) -> dict:
+    cfg = ProviderConfig.from_row(row)
+    return {
+        "id": row["id"], "preset": row["preset"], "endpoint": cfg.wires[cfg.wire], "wires": row["wires"],
+        "auth": row["auth"], "models": row["models"], "key": row["key"],
+        "key_status": gateway_of(api).keys.status(cfg), "enabled": row["enabled"],
+        "added_at": row["added_at"], "changed_at": row["changed_at"],
+    }
+
+
+def policy_changes(body: PolicyBody, current: dict) -> dict:
+    changes: dict[str, Any] = {}
+    for f in ("orchestrator", "worker", "default_model", "orchestrator_model", "allow_training_models",
+              "idle_sleep_min", "sleep_never_roles", "decision_models"):
+        v = getattr(body, f)
+        if v is not None:
+            changes[f] = v
+    if body.clear_effort:
+        changes["effort"] = None
+    elif body.effort is not None:
+        changes["effort"] = check_effort(body.effort)
+    if body.role_models is not None:
+        roles = dict(current["role_models"])
+        for role, model in body.role_models.items():
+            if model:
+                roles[role] = model
+            else:
+                roles.pop(role, None)
+        changes["role_models"] = roles
+    if body.prices is not None:
+        prices = dict(current["prices"])
+        for model, price in body.prices.items():
+            if price is None:
+                prices.pop(model, None)
+            else:
+                prices[model] = price
+        changes["prices"] = prices
+    return changes
+
+
+def routes(api: Api) -> list:
+    hub = api.hub
+    gw = gateway_of(api)
+
+    def rows(table: str) -> list[dict]:
+        return hub.read_models.states["models"].rows.all(table)
+
+    def policy() -> dict:
+        return gw.policy()
+
+    def provider_row(pid: str) -> dict:
+        row = hub.read_models.states["models"].rows.get("rm_model_providers", pid)
+        if row is None:
+            raise ApiError(404, "no_provider", f"no provider {pid}; see agentplaza models providers")
+        return row
+
+    async def presets(request: Request) -> dict:
+        return {"presets": [dict(p.public(), starts=p.id in STARTING_PROVIDERS) for p in PRESETS.values()]}
+
+    async def providers(request: Request) -> dict:
+        return {"providers": [provider_view(api, r) for r in sorted(rows("rm_model_providers"), key=lambda r: r["id"])]}
+
+    async def add(request: Request) -> dict:
+        body = await read_body(request, AddBody)
+        cfg = config_from_preset(body.preset or body.id, id=body.id, base_url=body.base_url, key=_key(body.key),
+                                 models=body.models)
+        ctx = api.context(request, f"add provider {body.id}")
+        await api.command(lambda: model_commands.add_provider(hub.commands, ctx, cfg))
+        return provider_view(api, provider_row(body.id))
+
+    async def edit(request: Request) -> dict:
+        pid = request.path_params["pid"]
+        body = await read_body(request, EditBody)
+        old = provider_row(pid)
+        changes: dict[str, Any] = {}
+        if body.base_url is not None:
+            changes["wires"] = config_from_preset(old["preset"], base_url=body.base_url)["wires"]
+        if body.models is not None:
+            changes["models"] = body.models
+        if body.key is not None:
+            changes["key"] = _key(body.key)
+        if body.enabled is not None:
+            changes["enabled"] = body.enabled
+        ctx = api.context(request, f"edit provider {pid}")
+        await api.command(lambda: model_commands.edit_provider(hub.commands, ctx, pid, changes))
+        return provider_view(api, provider_row(pid))
+
+    async def remove(request: Request) -> dict:
+        pid = request.path_params["pid"]
+        ctx = api.context(request, f"remove provider {pid}")
+        await api.command(lambda: model_commands.remove_provider(hub.commands, ctx, pid))
+        return {"removed": pid}
+
+    async def store_key(request: Request) -> dict:
+        pid = request.path_params["pid"]
+        await read_body(request, KeyValueBody)
+        provider_row(pid)
+        raise ApiError(503, "vault_unavailable",
+                       "the vault is not part of this hub yet; use models edit ID --env NAME for now")
+
+    async def test(request: Request) -> dict:
+        pid = request.path_params["pid"]
+        body = await read_body(request, TestBody)
+        cfg = ProviderConfig.from_row(provider_row(pid))
+        model = body.model or (cfg.models[0] if cfg.models else None)
+        if not model:
+            raise ApiError(422, "invalid_request", f"provider {pid} lists no model; name one with --model")
+        key = None
+        if cfg.key.get("kind") != "none" and not cfg.is_mock:
+            key = await anyio.to_thread.run_sync(gw.keys.key, cfg, None)
+            if key is None:
+                return {"provider": pid, "model": model, "ok": False, "status": None, "latency_ms": None,
+                        "message": "Key missing"}
+        return await test_call(gw.upstream, cfg, model, key)
+
+    async def list_models(request: Request) -> dict:
+        pol = policy()
+        book = gw.price_book()
+        tiers = {t: {parse_entry(e).name: str(parse_entry(e)) for e in pol[t]} for t in ("orchestrator", "worker")}
+        out = []
+        for r in sorted(rows("rm_model_providers"), key=lambda r: r["id"]):
+            for m in r["models"]:
+                name = f"{r['id']}/{m}"
+                price = book.lookup(r["id"], m)
+                out.append({
+                    "model": name, "provider": r["id"], "contributor": is_contributor(name),
+                    "orchestrator": tiers["orchestrator"].get(name), "worker": tiers["worker"].get(name),
+                    "price": price.public() if price else "unpriced",
+                })
+        return {"models": out}
+
+    async def get_policy(request: Request) -> dict:
+        row = hub.read_models.states["models"].rows.get("rm_model_policy", "policy")
+        return {"policy": row["policy"], "changed_at": row["changed_at"], "by": row["by"], "efforts": list(EFFORTS)}
+
+    async def set_policy(request: Request) -> dict:
+        body = await read_body(request, PolicyBody)
+        changes = policy_changes(body, policy())
+        ctx = api.context(request, "model policy")
+        await api.command(lambda: model_commands.set_policy(hub.commands, ctx, changes))
+        return await get_policy(request)
+
+    async def resolve_model(request: Request) -> dict:
+        role = request.query_params.get("role") or None
+        own = request.query_params.get("model") or None
+        r = resolve(policy(), role, own)
+        return {"model": r.model, "source": r.source, "tier": r.tier}
+
+    async def decision(request: Request) -> dict:
+        pol = policy()
+        return {"decision_models": [{"model": m, "held": gw.held()} for m in pol["decision_models"]]}
+
+    async def get_prices(request: Request) -> dict:
+        book = gw.price_book()
+        model = request.query_params.get("model")
+        lists = {r["source"]: {"day": r["day"], "count": r["count"], "kept_at": r["at"]}
+                 for r in rows("rm_price_lists")}
+        shipped = {s: {"day": d, "count": len(p)} for s, (d, p) in (gw._snapshots or price_lists.snapshots()).items()}
+        out: dict[str, Any] = {"lists": lists, "snapshots": shipped, "unit": "credits per million tokens"}
+        if model:
+            provider, _, name = model.partition("/")
+            if not name:
+                raise ApiError(422, "invalid_request", "name the model as provider/model")
+            price = book.lookup(provider, name)
+            out["price"] = price.public() if price else "unpriced"
+        return out
+
+    async def refresh_prices(request: Request) -> dict:
+        return {"sources": await anyio.to_thread.run_sync(fetch_prices, api)}
+
+    async def tokens(request: Request) -> dict:
+        return {"tokens": [
+            {k: v for k, v in r.items() if k not in ("id", "token_sha256")}
+            for r in sorted(rows("rm_gateway_links"), key=lambda r: r["cid"])
+        ]}
+
+    async def issue(request: Request) -> dict:
+        body = await read_body(request, TokenBody)
+        token = GATEWAY_TOKEN_PREFIX + secrets.token_urlsafe(GATEWAY_TOKEN_BYTES)
+        ctx = api.context(request, f"gateway token for agent {body.cid}")
+        await api.command(lambda: model_commands.issue_link(hub.commands, ctx, body.cid, body.role,
+                                                            token_sha256(token), body.model, body.task))
+        hub_url = hub.address or f"{request.url.scheme}://{request.url.netloc}"
+        return {"cid": body.cid, "role": body.role, "tier": tier_of(body.role), "token": token,
+                "base_urls": base_urls(hub_url, token), "api_key": "plaza"}
+
+    async def revoke(request: Request) -> dict:
+        cid = request.path_params["cid"]
+        ctx = api.context(request, f"revoke the gateway token of agent {cid}")
+        await api.command(lambda: model_commands.revoke_link(hub.commands, ctx, cid))
+        return {"revoked": cid}
+
+    return [
+        Route("/v1/models", api.endpoint(list_models)),
+        Route("/v1/models/presets", api.endpoint(presets)),
+        Route("/v1/models/providers", api.endpoint(providers)),
+        Route("/v1/models/providers", api.endpoint(add), methods=["POST"]),
+        Route("/v1/models/providers/{pid}", api.endpoint(edit), methods=["PATCH"]),
+        Route("/v1/models/providers/{pid}", api.endpoint(remove), methods=["DELETE"]),
+        Route("/v1/models/providers/{pid}/key", api.endpoint(store_key), methods=["PUT"]),
+        Route("/v1/models/providers/{pid}/test", api.endpoint(test), methods=["POST"]),
+        Route("/v1/models/policy", api.endpoint(get_policy)),
+        Route("/v1/models/policy", api.endpoint(set_policy), methods=["PATCH"]),
+        Route("/v1/models/resolve", api.endpoint(resolve_model)),
+        Route("/v1/models/decision", api.endpoint(decision)),
+        Route("/v1/models/prices", api.endpoint(get_prices)),
+        Route("/v1/models/prices/refresh", api.endpoint(refresh_prices), methods=["POST"]),
+        Route("/v1/models/gateway-tokens", api.endpoint(tokens)),
+        Route("/v1/models/gateway-tokens", api.endpoint(issue), methods=["POST"]),
+        Route("/v1/models/gateway-tokens/{cid}", api.endpoint(revoke), methods=["DELETE"]),
+    ]
+
+
+def fetch_prices(api: Api, client: httpx.Client | None = None) -> dict:
+    """Fetch each public list once; keep it when it changed; a failure leaves the last good copy in use."""
+    hub = api.hub
+    kept = {r["source"]: r for r in hub.read_models.states["models"].rows.all("rm_price_lists")}
+    day = hub.commands.clock().date().isoformat()
+    out: dict[str, Any] = {}
+    own = client is None
+    client = client or httpx.Client(follow_redirects=True)
+    try:
+        for source in price_lists.SOURCES:
+            try:
+                got = price_lists.fetch(source, client)
+            except (httpx.HTTPError, ValueError) as e:
+                last = kept.get(source)
+                out[source] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300],
+                               "in_use": last["day"] if last else "snapshot"}
+                continue
+            digest = price_lists.digest(got)
+            ctx = hub.commands.context("hub", f"daily fetch of the {source} price list")
+            positions = model_commands.store_price_list(hub.commands, ctx, source, day, got, digest,
+                                                        kept[source]["digest"] if source in kept else None)
+            out[source] = {"ok": True, "count": len(got), "day": day, "stored": bool(positions)}
+    finally:
+        if own:
+            client.close()
+    hub.read_models.catch_up()
+    return out
+
+
+async def background(api: Api) -> None:
+    """The daily fetch of the public price lists, when the network allows."""
+    if os.environ.get(PRICE_FETCH_ENV, "").lower() in ("off", "0", "no", "false"):
+        return
+    await anyio.sleep(FIRST_FETCH_DELAY_S)
+    while True:
+        try:
+            result = await anyio.to_thread.run_sync(fetch_prices, api)
+            failed = [s for s, r in result.items() if not r["ok"]]
+            if failed:
+                print(f"apid: price lists not fetched ({', '.join(failed)}); the last good copy stays in use",
+                      file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - a failed fetch never stops the hub
+            print(f"apid: price fetch failed: {e}", file=sys.stderr)
+        await anyio.sleep(price_lists.FETCH_EVERY_S)
+
+
+def overview_counts(hub) -> dict:
+    rows = hub.read_models.states["models"].rows
+    meta = hub.read_models.states["usage"].rows.get("rm_usage_meta", "calls")
+    return {"providers": len(rows.all("rm_model_providers")), "model_calls": meta["value"] if meta else 0}
+
+

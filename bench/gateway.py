@@ -1,0 +1,127 @@
+"""The gateway's cost: a call through the hub against the same call straight to the provider.
+
+  python bench/gateway.py [--quick]
+
+A real apid (SQLite in a temporary folder) forwards OpenAI Chat Completions to
+a local fake upstream (tests/support/fake_upstream.py).  The baseline is the
+same request, on the same kind of kept-alive connection, sent straight to
+that upstream in the same run.
+
+1. added latency, one caller: p50 and p99 of (through the gateway) - (direct)
+   (goal: p50 <= 2 ms added).  Every call through the gateway is checked
+   against the policy, metered, and committed as a ``ModelCalled`` event
+   before the answer returns.
+2. calls per second with CONCURRENCY callers: through the gateway, and direct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from support.fake_upstream import KEYS, FakeUpstream  # noqa: E402
+from support.hubproc import HubProcess  # noqa: E402
+
+from agentplaza.config import Folders  # noqa: E402
+
+CONCURRENCY = 16
+BODY = {"model": "gpt-6-luna", "messages": [{"role": "user", "content": "hello"}]}
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def timed(client: httpx.Client, url: str, headers: dict, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = client.post(url, json=BODY, headers=headers)
+        out.append(time.perf_counter() - t0)
+        assert r.status_code == 200, r.text
+    return out
+
+
+def throughput(url: str, headers: dict, seconds: float) -> float:
+    done = [0] * CONCURRENCY
+    stop = time.perf_counter() + seconds
+
+    def worker(i: int) -> None:
+        with httpx.Client(timeout=30) as c:
+            while time.perf_counter() < stop:
+                r = c.post(url, json=BODY, headers=headers)
+                assert r.status_code == 200
+                done[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONCURRENCY)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    n, secs = (200, 2.0) if args.quick else (2000, 8.0)
+    tmp = Path(tempfile.mkdtemp(prefix="apz-bench-gw-"))
+    folders = Folders(tmp / "state", tmp / "config", tmp / "data").make()
+    os.environ["APZ_PRICE_FETCH"] = "off"
+    with FakeUpstream() as up:
+        hub = HubProcess(folders)
+        hub.env["APZ_BENCH_OPENAI_KEY"] = KEYS["openai"]
+        hub.env["APZ_PRICE_FETCH"] = "off"
+        hub.start()
+        try:
+            with hub.client() as c:
+                c.patch("/v1/models/providers/openai", json={"base_url": up.url + "/v1",
+                                                             "key": {"kind": "env", "name": "APZ_BENCH_OPENAI_KEY"}})
+                c.patch("/v1/models/policy", json={"worker": ["deepseek/deepseek-flash", "openai/gpt-6-luna"]})
+                tok = c.post("/v1/models/gateway-tokens", json={"cid": "1", "role": "builder"}).json()
+            via = tok["base_urls"]["openai"] + "/chat/completions"
+            direct = up.url + "/v1/chat/completions"
+            hv, hd = {"authorization": "Bearer plaza"}, {"authorization": f"Bearer {KEYS['openai']}"}
+            with httpx.Client(timeout=30) as cv, httpx.Client(timeout=30) as cd:
+                timed(cv, via, hv, 50)
+                timed(cd, direct, hd, 50)  # warm both paths
+                gw, base = [], []
+                for _ in range(4):  # interleave so both see the same machine
+                    gw += timed(cv, via, hv, n // 4)
+                    base += timed(cd, direct, hd, n // 4)
+            up.requests.clear()
+            added50 = (statistics.median(gw) - statistics.median(base)) * 1000
+            added99 = (pct(gw, 99) - pct(base, 99)) * 1000
+            print(f"direct:  p50 {statistics.median(base) * 1000:.2f} ms  p99 {pct(base, 99) * 1000:.2f} ms  ({n} calls)")
+            print(f"gateway: p50 {statistics.median(gw) * 1000:.2f} ms  p99 {pct(gw, 99) * 1000:.2f} ms")
+            print(f"added:   p50 {added50:+.2f} ms (goal <= 2 ms)  p99 {added99:+.2f} ms")
+            rate_gw = throughput(via, hv, secs)
+            up.requests.clear()
+            rate_direct = throughput(direct, hd, secs)
+            print(f"{CONCURRENCY} callers: gateway {rate_gw:,.0f} calls/s, direct {rate_direct:,.0f} calls/s "
+                  f"({rate_gw / rate_direct:.2f}x)")
+            with hub.client() as c:
+                recorded = c.get("/v1/usage/summary").json()["totals"]["calls"]
+            print(f"calls recorded as events: {recorded:,}")
+            print(f"gateway: +{added50:.2f} ms p50, +{added99:.2f} ms p99 added; {rate_gw:,.0f} calls/s "
+                  f"= {rate_gw / rate_direct:.2f}x direct with {CONCURRENCY} callers")
+        finally:
+            hub.stop()
+
+
+if __name__ == "__main__":
+    main()
