@@ -1,7 +1,7 @@
 """The agents' runtime in the hub: node n0, the guests' streams, and each harness's requests.
 
 - **Node n0.** For a local plaza the hub starts ``noded`` as its child and connects to it
-  (``adapters.kvm.link``). The node's facts go into the Node aggregate.
+  (``adapters.kvm.link``). The node's facts are kept live (``/v1/nodes``), not as events.
 - **Reconcile.** A thread keeps the node's machines where the owner's commands put the agents: a
   running agent has a machine (booted anew after a restart; with a new workspace after a wipe or when
   its CID names a new agent); a stopped or retired agent has none; a deleted agent's files go.
@@ -11,7 +11,7 @@
   refused.
 - **The harness.** One JSON request, one JSON answer, a line each (see ``vmm/guest/harness.py``):
   hello, name, next, model, decide, result, tool, share, done. Every tool call is decided by the laws
-  before it runs and recorded in the transcript with the decision.
+  (``events.laws.decide_call``) before it runs and recorded in the transcript with the decision.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 

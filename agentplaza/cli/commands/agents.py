@@ -44,7 +44,7 @@ def register(sub) -> None:
         x.add_argument("--reason")
         x.add_argument("--yes", action="store_true", help="do not ask to confirm")
     for name in ("sleep", "wake"):
-        x = s.add_parser(name, help=f"put the agent to sleep (VM saved and stopped)" if name == "sleep" else "wake it where it was")
+        x = s.add_parser(name, help="put the agent to sleep (VM saved and stopped)" if name == "sleep" else "wake it where it was")
         x.add_argument("cid", type=int)
     m = s.add_parser("model", help="set the agent's model, or `default` to use its role's")
     m.add_argument("cid", type=int)
