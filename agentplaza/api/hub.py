@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import Folders, database_url as env_database_url
 from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
@@ -36,6 +37,8 @@ class Hub:
     bus: Bus = field(default_factory=Bus)
     started: float = field(default_factory=time.time)
     address: str = ""
+    #: The agents' runtime (node n0 and the guests' channels); None when the hub runs without a node.
+    runtime: Any = None
 
     @classmethod
     def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> "Hub":
@@ -71,6 +74,8 @@ class Hub:
         }
 
     def close(self) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
         if self.vault is not None:
             self.vault.close()
         self.store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -18,6 +19,9 @@ from .hub import VERSION, Hub
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="apid", description="The AgentPlaza hub.")
     p.add_argument("--bind", default=DEFAULT_BIND, help=f"address:port to listen on (default {DEFAULT_BIND})")
+    p.add_argument("--node", default=os.environ.get("APZ_NODE", "local"),
+                   help="local: start node n0 (noded) for this machine's agents; off: no node; "
+                        "or the path of a running noded's socket (default: APZ_NODE or local)")
     p.add_argument("--version", action="version", version=f"apid {VERSION}")
     return p.parse_args(argv)
 
@@ -40,6 +44,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {hub.new_owner_token}")
     if not hub.database_url:
         print("no APZ_DATABASE_URL; state stays in files")
+    if args.node != "off":
+        from ..adapters.kvm.link import NodeError
+        from .runtime import AgentRuntime
+
+        try:
+            hub.runtime = AgentRuntime(hub, node=args.node, images_dir=os.environ.get("APZ_IMAGE_DIR") or None).start()
+            print(f"apid: node n0 connected ({args.node})")
+        except (NodeError, OSError) as e:
+            hub.runtime = None
+            print(f"apid: no node, agents cannot boot: {e}", file=sys.stderr)
     config = Config()
     config.bind = [args.bind]
     config.accesslog = None

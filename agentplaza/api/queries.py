@@ -32,6 +32,12 @@ def plaza_history(hub: Hub, limit: int) -> list[dict]:
     return hub.read_models.rows(plaza_holds, order_by=sa.desc(plaza_holds.c.position), limit=limit)
 
 
+def _agents_counts(hub: Hub) -> dict:
+    from .routes.agents import overview_counts
+
+    return overview_counts(hub)
+
+
 def models_overview(hub: Hub) -> dict:
     from .routes.models import overview_counts
 
@@ -48,6 +54,7 @@ def overview(hub: Hub) -> dict:
     return {
         "hub": hub.info(),
         "plaza": plaza_state_view(hub),
+        "agents": _agents_counts(hub),
         "rules": rules_counts(hub),
         "vault": vault_overview(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},

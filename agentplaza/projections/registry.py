@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .framework import Projection
+from .agents import AgentsProjection, TranscriptProjection
 from .laws import LawsProjection
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
@@ -13,4 +14,4 @@ from .work import WorkProjection
 
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
-            WorkProjection(), ModelsProjection(), UsageProjection()]
+            WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection()]

@@ -6,7 +6,8 @@
   the LZ4 stream inside the bzImage.
 - Initramfs: busybox-static, the virtio modules and ``init.sh``.
 - Root: ``debootstrap --variant=minbase --include=python3`` plus the guest
-  side of the channel (``/opt/apz/channeld.py`` and ``channel.py``), as an
+  side of the channel (``/opt/apz/channeld.py`` and ``channel.py``) and the agent
+  harness (``/opt/apz/harness.py``, started by the node over ``exec``), as an
   ext4 image made with ``mkfs.ext4 -d`` (no mount needed).
 
 Images are content-addressed: the key is the sha256 over the three
@@ -42,7 +43,8 @@ MODULES = ("virtio_ring", "virtio", "virtio_mmio", "vsock", "vmw_vsock_virtio_tr
            "vmw_vsock_virtio_transport", "virtio_console", "virtio_blk")
 HERE = Path(__file__).resolve().parent
 GUEST_FILES = {"channeld.py": HERE.parent / "guest" / "channeld.py",
-               "channel.py": HERE.parent / "channel.py"}
+               "channel.py": HERE.parent / "channel.py",
+               "harness.py": HERE.parent / "guest" / "harness.py"}
 INIT = HERE / "init.sh"
 BUSYBOX = Path("/bin/busybox")
 TOOLS = {"apt-get": "apt", "dpkg": "dpkg", "debootstrap": "debootstrap", "lz4": "lz4",

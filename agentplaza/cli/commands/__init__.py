@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (
+    agents,
     approvals,
     audit,
     conduct,
@@ -13,6 +14,7 @@ from . import (
     plaza,
     replay,
     rules,
+    society,
     tasks,
     treasury,
     usage,
@@ -21,5 +23,6 @@ from . import (
 
 AREAS = {
     m.NAME: m
-    for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, tasks, approvals, conduct, models, usage)
+    for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, tasks, approvals, conduct,
+              models, usage, agents, society)
 }

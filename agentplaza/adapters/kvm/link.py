@@ -1,0 +1,121 @@
+"""The hub's end of its link to a node daemon: requests out, the guests' streams in.
+
+The link is one unix-socket connection carrying ``vmm.channel`` frames. ``request(op, **meta)``
+opens a stream, waits for the node's JSON answer and returns it. Streams the node opens carry a
+guest's service and the CID the node knows the guest by; ``on_stream(service, cid, stream)`` gets
+them. ``events()`` yields the node's event lines (machine and harness exits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from vmm.channel import Channel, ChannelClosed, Stream, StreamReset
+
+#: How long the hub waits for a node daemon it started to listen.
+NODE_START_TIMEOUT_S = 30.0
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+class NodeLink:
+    def __init__(self, sock_path: Path, on_stream: Callable[[str, int, Stream], None]):
+        self.sock_path = Path(sock_path)
+        self.on_stream = on_stream
+        self.channel: Channel | None = None
+
+    def connect(self, timeout: float = NODE_START_TIMEOUT_S) -> "NodeLink":
+        end = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(str(self.sock_path))
+                break
+            except OSError as e:
+                s.close()
+                if time.monotonic() > end:
+                    raise NodeError(f"no node daemon at {self.sock_path}: {e}") from None
+                time.sleep(0.05)
+        self.channel = Channel.over_socket(s, role="host", on_open=self._opened).start()
+        return self
+
+    @property
+    def up(self) -> bool:
+        return self.channel is not None and not self.channel.closed
+
+    def _opened(self, st: Stream) -> None:
+        service, cid = st.meta.get("service"), st.meta.get("cid")
+        if not isinstance(cid, int) or not isinstance(service, str):
+            st.reset("a guest stream needs a service and a cid")
+            return
+        self.on_stream(service, cid, st)
+
+    def request(self, op: str, timeout: float = 120.0, **meta) -> dict:
+        if not self.up:
+            raise NodeError("the node is not connected")
+        try:
+            st = self.channel.open(op, **meta)
+            st.close()
+            raw = st.read_all(timeout)
+        except (ChannelClosed, StreamReset, TimeoutError) as e:
+            raise NodeError(f"node request {op} failed: {e}") from None
+        answer = json.loads(raw or b"{}")
+        if not answer.get("ok"):
+            raise NodeError(answer.get("error") or f"node request {op} failed")
+        return answer
+
+    def events(self) -> Iterator[dict]:
+        st = self.channel.open("events")
+        buf = b""
+        while True:
+            try:
+                data = st.read()
+            except (ChannelClosed, StreamReset):
+                return
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                yield json.loads(line)
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+
+
+def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = None) -> tuple[subprocess.Popen, Path]:
+    """Start noded as the hub's child (node n0); its machines stop when the hub goes."""
+    sock = Path(state_dir) / "node.sock"
+    argv = [sys.executable, "-m", "agentplaza.adapters.kvm.noded", "--socket", str(sock),
+            "--vms", str(Path(data_dir) / "vms"), "--exit-with-parent"]
+    if images_dir:
+        argv += ["--images", images_dir]
+    log = open(Path(state_dir) / "noded.log", "ab")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ), start_new_session=True)
+    log.close()
+    return proc, sock
+
+
+def wait_gone(proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+__all__ = ["NodeLink", "NodeError", "start_local_node", "wait_gone", "threading"]

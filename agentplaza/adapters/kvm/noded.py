@@ -1,0 +1,396 @@
+"""noded: the node daemon. On the hub's machine it is node n0.
+
+It starts and stops the agents' microVMs through ``vmm``, reports the machine's facts (CPU, memory,
+OS, the VM backend and the isolation level the probe found), and carries each guest's channel to the
+hub. It listens on a unix socket (mode 0600); the hub connects to it and the two speak the channel
+protocol of ``vmm.channel`` over it (the hub is the "host" end):
+
+- streams the hub opens are requests: ``facts``, ``start`` (cid, wipe), ``stop``, ``wipe``,
+  ``delete``, ``sleep``, ``wake``, ``list``, ``events`` (a long-lived stream of JSON lines: machine exits, harness exits);
+- streams a guest opens (through its channeld) become streams noded opens to the hub, with the
+  service name (only ``harness``, ``egress``, ``gateway``) and the CID *noded* knows the guest by.
+  Nothing else the guest says about itself crosses.
+
+The hub starts it for a local plaza (``--exit-with-parent``: its machines stop when the hub goes);
+it also runs on its own (``noded``), keeping its machines across hub reconnects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from vmm import Channel, ChannelClosed, MachineSpec, QemuBackend, StreamReset, Templates, VMError, probe
+from vmm.image.build import Image, ensure_image
+
+log = logging.getLogger("noded")
+
+#: The services a guest may open towards the hub; anything else is reset at the node.
+GUEST_SERVICES = ("harness", "egress", "gateway")
+#: Each agent's microVM, unless the hub asks otherwise.
+DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
+HARNESS_ARGV = ["/usr/bin/python3", "-u", "-B", "/opt/apz/harness.py"]
+BOOT_TIMEOUT_S = 90.0
+
+
+def machine_name(cid: int) -> str:
+    return f"agent-{cid}"
+
+
+def machine_facts(platform_info=None) -> dict:
+    p = platform_info or probe()
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    os_name = platform.system()
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                os_name = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return {
+        "hostname": socket.gethostname(), "cpus": os.cpu_count() or 1, "cpu_model": cpu_model,
+        "memory_mib": mem_kib // 1024, "os": os_name, "kernel": platform.release(), "arch": platform.machine(),
+        "backend": QemuBackend.name, "kvm": p.kvm, "accel": p.accel, "channel": p.channel,
+        "isolation": p.isolation, "reasons": list(p.reasons), "qemu": p.qemu is not None,
+    }
+
+
+class Run:
+    """One agent's machine on this node, its harness and its guest streams."""
+
+    def __init__(self, node: "Node", cid: int, machine) -> None:
+        self.node, self.cid, self.machine = node, cid, machine
+        self.harness_log = Path(machine.dir) / "harness.log"
+        self.stopping = False
+        self.sleeping = False
+
+    def start(self) -> None:
+        self.machine.boot(timeout=BOOT_TIMEOUT_S)
+        self._attach()
+
+    def _attach(self) -> None:
+        """Carry the (new) channel's guest streams, run the harness, watch the process."""
+        threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
+        self._start_harness()
+        threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
+
+    def sleep(self) -> dict:
+        self.sleeping = True
+        man = self.machine.sleep()
+        return {"ok": True, "memory_bytes": getattr(man, "memory_bytes", None)}
+
+    def wake(self) -> dict:
+        t0 = time.monotonic()
+        self.machine.wake()
+        self.sleeping = False
+        # The restored guest's old streams belong to the old process; its harness is started anew
+        # (the old one ends at its next write to a stream the new host does not know).
+        self._attach()
+        return {"ok": True, "wake_s": round(time.monotonic() - t0, 3)}
+
+    def _start_harness(self) -> None:
+        st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
+        st.close()  # no stdin
+
+        def pump() -> None:
+            with open(self.harness_log, "ab") as f:
+                try:
+                    while True:
+                        data = st.read()
+                        if not data:
+                            break
+                        f.write(data)
+                        f.flush()
+                except (ChannelClosed, StreamReset, OSError):
+                    pass
+            if not self.stopping and not self.sleeping and st.channel is self.machine._channel:
+                self.node.event({"cid": self.cid, "event": "harness_exited", "exit": st.close_info.get("exit")})
+
+        threading.Thread(target=pump, daemon=True, name=f"harness-{self.cid}").start()
+
+    def _accept_loop(self) -> None:
+        ch = self.machine.channel
+        while True:
+            try:
+                st = ch.accept()
+            except (ChannelClosed, OSError, Exception):
+                return
+            threading.Thread(target=self._carry, args=(st,), daemon=True).start()
+
+    def _carry(self, guest) -> None:
+        service = guest.meta.get("service")
+        if service not in GUEST_SERVICES:
+            guest.reset(f"no service {service!r}")
+            return
+        hub = self.node.hub
+        if hub is None or hub.closed:
+            guest.reset("the hub is not connected")
+            return
+        try:
+            up = hub.open(service, cid=self.cid)  # the CID is the node's word, not the guest's
+        except ChannelClosed:
+            guest.reset("the hub is not connected")
+            return
+        splice_streams(guest, up)
+
+    def _watch(self) -> None:
+        proc = self.machine.proc
+        if proc is None:
+            return
+        proc.wait()
+        if not self.stopping and not self.sleeping and proc is self.machine.proc:
+            self.node.event({"cid": self.cid, "event": "exited", "exit": proc.returncode})
+            self.node.forget(self.cid, self)
+
+
+def splice_streams(a, b) -> None:
+    """Carry bytes both ways between two channel streams until both sides closed."""
+
+    def pump(src, dst) -> None:
+        try:
+            while True:
+                data = src.read()
+                if not data:
+                    break
+                dst.write(data)
+            dst.close()
+        except (ChannelClosed, StreamReset, OSError, TimeoutError) as e:
+            try:
+                dst.reset(str(e) or "closed")
+            except Exception:
+                pass
+
+    t = threading.Thread(target=pump, args=(b, a), daemon=True)
+    t.start()
+    pump(a, b)
+    t.join()
+
+
+class Node:
+    def __init__(self, name: str, vms_dir: Path, image: Image | None = None, images_dir: str | None = None,
+                 templates_dir: Path | None = None) -> None:
+        self.name = name
+        self.vms_dir = Path(vms_dir)
+        self.vms_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.vms_dir, 0o711)  # the jailed QEMU (an unprivileged uid) must pass through
+        # With a templates folder, a new agent restores from its shape's warm template (the first
+        # boots cold and is saved as the template once ready).
+        self.backend = QemuBackend(templates=Templates(templates_dir) if templates_dir else None)
+        self._image = image
+        self._images_dir = images_dir
+        self.runs: dict[int, Run] = {}
+        self.lock = threading.Lock()
+        self.hub: Channel | None = None
+        self._events: list = []
+        self._events_cond = threading.Condition()
+        self._event_streams: list = []
+
+    def image(self) -> Image:
+        if self._image is None:
+            self._image = ensure_image(self._images_dir)
+        return self._image
+
+    # -- events to the hub -----------------------------------------------------------------------
+    def event(self, ev: dict) -> None:
+        line = (json.dumps(ev) + "\n").encode()
+        for st in list(self._event_streams):
+            try:
+                st.write(line)
+            except Exception:
+                self._event_streams.remove(st)
+
+    def forget(self, cid: int, run: Run) -> None:
+        with self.lock:
+            if self.runs.get(cid) is run:
+                del self.runs[cid]
+
+    # -- requests from the hub -------------------------------------------------------------------
+    def handle(self, st) -> None:
+        op = st.meta.get("service")
+        try:
+            if op == "events":
+                self._event_streams.append(st)
+                return
+            st.read_all(timeout=30)
+            result = getattr(self, f"op_{op}")(st.meta) if op in OPS else {"ok": False, "error": f"no op {op!r}"}
+        except Exception as e:  # noqa: BLE001 - every request gets an answer that says why
+            result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        try:
+            st.write(json.dumps(result).encode())
+            st.close()
+        except (ChannelClosed, StreamReset):
+            pass
+
+    def op_facts(self, meta: dict) -> dict:
+        return {"ok": True, "node": self.name, "facts": machine_facts(self.backend.platform)}
+
+    def op_list(self, meta: dict) -> dict:
+        with self.lock:
+            return {"ok": True, "machines": [{"cid": c, "running": r.machine.running()} for c, r in self.runs.items()]}
+
+    def op_start(self, meta: dict) -> dict:
+        cid = int(meta["cid"])
+        with self.lock:
+            old = self.runs.get(cid)
+        if old is not None and old.machine.running():
+            return {"ok": True, "already": True}
+        spec = MachineSpec(machine_name(cid), vcpus=int(meta.get("vcpus") or DEFAULT_VCPUS),
+                           memory_mib=int(meta.get("memory_mib") or DEFAULT_MEMORY_MIB), image=self.image(), cid=cid)
+        m = self.backend.machine(spec, self.vms_dir)
+        if meta.get("wipe"):
+            m.wipe()
+        run = Run(self, cid, m)
+        with self.lock:
+            self.runs[cid] = run
+        try:
+            run.start()
+        except BaseException:
+            self.forget(cid, run)
+            raise
+        took = m.boot_seconds or getattr(m, "restore_seconds", None) or 0
+        return {"ok": True, "boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
+                "jailed": m.jailed, "notes": m.notes}
+
+    def op_stop(self, meta: dict) -> dict:
+        cid = int(meta["cid"])
+        with self.lock:
+            run = self.runs.pop(cid, None)
+        if run is None:
+            return {"ok": True, "running": False}
+        run.stopping = True
+        rc = run.machine.stop(timeout=float(meta.get("timeout") or 20))
+        return {"ok": True, "exit": rc}
+
+    def _run(self, meta: dict) -> Run:
+        with self.lock:
+            run = self.runs.get(int(meta["cid"]))
+        if run is None:
+            raise VMError(f"no machine for cid {meta['cid']}")
+        return run
+
+    def op_sleep(self, meta: dict) -> dict:
+        return self._run(meta).sleep()
+
+    def op_wake(self, meta: dict) -> dict:
+        return self._run(meta).wake()
+
+    def op_wipe(self, meta: dict) -> dict:
+        self.op_stop(meta)
+        m = self.backend.machine(MachineSpec(machine_name(int(meta["cid"])), image=self.image()), self.vms_dir)
+        m.wipe()
+        return {"ok": True}
+
+    def op_delete(self, meta: dict) -> dict:
+        self.op_stop(meta)
+        d = self.vms_dir / machine_name(int(meta["cid"]))
+        if d.exists():
+            shutil.rmtree(d)
+        return {"ok": True}
+
+    def stop_all(self) -> None:
+        with self.lock:
+            cids = list(self.runs)
+        threads = [threading.Thread(target=self.op_stop, args=({"cid": c, "timeout": 10},)) for c in cids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    # -- the hub's connection --------------------------------------------------------------------
+    def serve(self, sock_path: Path, stop: threading.Event) -> None:
+        sock_path = Path(sock_path)
+        sock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            sock_path.unlink()
+        except FileNotFoundError:
+            pass
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            srv.bind(str(sock_path))
+        finally:
+            os.umask(old)
+        srv.listen(4)
+        srv.settimeout(0.5)
+        print(f"noded: node {self.name} listening on {sock_path}", flush=True)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except socket.timeout:
+                continue
+            if self.hub is not None and not self.hub.closed:
+                self.hub.close()  # the newest hub connection wins
+            self._event_streams = []
+            self.hub = Channel.over_socket(conn, role="guest", on_open=self.handle).start()
+        srv.close()
+
+
+OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ...config import folders
+
+    f = folders()
+    p = argparse.ArgumentParser(prog="noded", description="The AgentPlaza node daemon (node n0 on the hub's machine).")
+    p.add_argument("--socket", default=str(f.state / "node.sock"), help="unix socket the hub connects to")
+    p.add_argument("--vms", default=str(f.data / "vms"), help="folder of the machines' files")
+    p.add_argument("--images", default=os.environ.get("APZ_IMAGE_DIR") or None, help="guest image cache")
+    p.add_argument("--name", default="n0")
+    p.add_argument("--templates", default=str(f.data / "templates"), help="warm templates folder")
+    p.add_argument("--no-templates", action="store_true", help="every new agent boots cold")
+    p.add_argument("--exit-with-parent", action="store_true", help="stop every machine when the parent exits")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="noded: %(message)s")
+    node = Node(args.name, Path(args.vms), images_dir=args.images,
+                templates_dir=None if args.no_templates else Path(args.templates))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.exit_with_parent:
+        parent = os.getppid()
+
+        def watch_parent() -> None:
+            while not stop.is_set():
+                if os.getppid() != parent:
+                    stop.set()
+                time.sleep(0.5)
+
+        threading.Thread(target=watch_parent, daemon=True).start()
+    try:
+        node.serve(Path(args.socket), stop)
+    finally:
+        node.stop_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__: list[Any] = ["Node", "main", "machine_facts", "GUEST_SERVICES"]

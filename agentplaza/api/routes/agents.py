@@ -1,0 +1,204 @@
+"""/v1/agents: spawn, the roster, the agent page, tell, the lifecycle, logs; /v1/society/roles; /v1/nodes."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from starlette.requests import Request
+from starlette.routing import Route
+
+from ...domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, LOCAL_NODE, roles, transcript_id
+from ...events import agents as agent_commands
+from ...projections.agents import agents_table, transcript_table
+from ..errors import ApiError, Body, read_body
+from ..hub import Hub
+from ..kit import MAX_LIST_LIMIT, Api
+
+#: Transcript entries the agent page shows.
+PAGE_TRANSCRIPT = 50
+ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "generation", "queue",
+                  "working_on", "entries", "created_at", "changed_at")
+
+
+class SpawnBody(Body):
+    role: str
+    count: int = 1
+    model: str | None = None
+
+
+class PatchBody(Body):
+    name: str | None = None
+    model: str | None = None
+    permission_mode: str | None = None
+
+
+class TellBody(Body):
+    text: str
+
+
+class ActionBody(Body):
+    reason: str | None = None
+
+
+def agent_view(row: dict) -> dict:
+    view = {k: row[k] for k in ROSTER_COLUMNS}
+    # The model's source: the agent's own, else its role's model or the plaza's default (model policy).
+    view["model_source"] = "agent" if row["model"] else "default"
+    return view
+
+
+def roster(hub: Hub, role: str | None = None) -> list[dict]:
+    where = [agents_table.c.role == role] if role else []
+    return [agent_view(r) for r in hub.read_models.rows(agents_table, *where, order_by=agents_table.c.cid)]
+
+
+def agent_row(hub: Hub, cid: int) -> dict:
+    rows = hub.read_models.rows(agents_table, agents_table.c.cid == cid)
+    if not rows:
+        raise ApiError(404, "unknown_agent", f"no agent with cid {cid}")
+    return rows[0]
+
+
+def transcript(hub: Hub, cid: int, after: int = 0, limit: int = PAGE_TRANSCRIPT, tail: bool = False) -> list[dict]:
+    row = agent_row(hub, cid)
+    import uuid
+
+    tid = transcript_id(uuid.UUID(hex=row["agent_id"])).hex
+    t = transcript_table
+    if tail:
+        rows = hub.read_models.rows(t, t.c.transcript_id == tid, order_by=sa.desc(t.c.seq), limit=limit)
+        rows.reverse()
+    else:
+        rows = hub.read_models.rows(t, t.c.transcript_id == tid, t.c.seq > after, order_by=t.c.seq, limit=limit)
+    return [{k: r[k] for k in ("seq", "at", "actor", "kind", "tool", "text", "detail")} for r in rows]
+
+
+def agent_page(hub: Hub, cid: int) -> dict:
+    row = agent_row(hub, cid)
+    return {"agent": agent_view(row), "transcript": transcript(hub, cid, tail=True)}
+
+
+def nodes(hub: Hub) -> list[dict]:
+    """Node n0: its CID range and agents from the records, its facts live from its daemon."""
+    rt = hub.runtime
+    count = len(hub.read_models.rows(agents_table, agents_table.c.node == LOCAL_NODE))
+    return [{"name": LOCAL_NODE, "cid_first": LOCAL_CID_FIRST, "cid_last": LOCAL_CID_FIRST + CID_RANGE_SIZE - 1,
+             "agents": count, "online": bool(rt is not None and rt.link is not None and rt.link.up),
+             "facts": dict(rt.facts) if rt is not None else {}}]
+
+
+def overview_counts(hub: Hub) -> dict:
+    """The overview's agents line: how many, by status."""
+    by: dict[str, int] = {}
+    for r in hub.read_models.rows(agents_table):
+        by[r["status"]] = by.get(r["status"], 0) + 1
+    return {"total": sum(by.values()), "by_status": dict(sorted(by.items()))}
+
+
+def routes(api: Api) -> list:
+    hub = api.hub
+
+    def cid_of(request: Request) -> int:
+        raw = request.path_params["cid"]
+        if not raw.isdigit() or len(raw) > 9:
+            raise ApiError(422, "invalid_request", "a cid is a number")
+        return int(raw)
+
+    def kick() -> None:
+        if hub.runtime is not None:
+            hub.runtime.kick()
+
+    async def create(request: Request) -> dict:
+        body = await read_body(request, SpawnBody)
+        ctx = api.context(request, f"spawn {body.count} {body.role}")
+        cids: list[int] = []
+
+        def run() -> list[int]:
+            cids[:] = agent_commands.spawn(hub.commands, ctx, body.role, body.count, body.model)
+            return [hub.store.max_position()]
+
+        await api.command(run)
+        kick()
+        return {"agents": [agent_view(agent_row(hub, c)) for c in cids]}
+
+    async def list_(request: Request) -> dict:
+        return {"agents": await api.query(roster, hub, request.query_params.get("role") or None)}
+
+    async def show(request: Request) -> dict:
+        return await api.query(agent_page, hub, cid_of(request))
+
+    async def patch(request: Request) -> dict:
+        cid = cid_of(request)
+        body = await read_body(request, PatchBody)
+        changes = body.model_dump(exclude_unset=True)
+        if not changes:
+            raise ApiError(422, "invalid_request", "nothing to change: send name, model or permission_mode")
+        if "name" in changes and changes["name"] is None:
+            raise ApiError(422, "invalid_request", "name: a name cannot be cleared")
+        if "permission_mode" in changes and changes["permission_mode"] is None:
+            raise ApiError(422, "invalid_request", "permission_mode: one of autonomous, ask, read-only")
+        ctx = api.context(request)
+        await api.command(lambda: agent_commands.update(hub.commands, ctx, cid, changes))
+        return await api.query(agent_page, hub, cid)
+
+    async def tell(request: Request) -> dict:
+        cid = cid_of(request)
+        body = await read_body(request, TellBody)
+        ctx = api.context(request)
+        items: list[str] = []
+
+        def run() -> list[int]:
+            items.append(agent_commands.tell(hub.commands, ctx, cid, body.text))
+            return [hub.store.max_position()]
+
+        await api.command(run)
+        if hub.runtime is not None:
+            hub.runtime.work_for(cid)
+        return {"item": items[0], "agent": agent_view(await api.query(agent_row, hub, cid))}
+
+    def action(name: str):
+        command = getattr(agent_commands, name)
+
+        async def act(request: Request) -> dict:
+            cid = cid_of(request)
+            body = await read_body(request, ActionBody)
+            ctx = api.context(request, body.reason)
+            await api.command(lambda: command(hub.commands, ctx, cid))
+            kick()
+            return {"agent": agent_view(await api.query(agent_row, hub, cid))}
+
+        act.__name__ = name
+        return act
+
+    async def delete(request: Request) -> dict:
+        cid = cid_of(request)
+        ctx = api.context(request)
+        await api.query(agent_row, hub, cid)
+        await api.command(lambda: agent_commands.delete(hub.commands, ctx, cid))
+        kick()
+        return {"deleted": cid}
+
+    async def logs(request: Request) -> dict:
+        cid = cid_of(request)
+        after = api.int_param(request, "after", 0, 0)
+        limit = api.int_param(request, "limit", 200, 1, MAX_LIST_LIMIT)
+        return {"cid": cid, "transcript": await api.query(transcript, hub, cid, after, limit)}
+
+    async def society_roles(request: Request) -> dict:
+        return {"roles": roles()}
+
+    async def list_nodes(request: Request) -> dict:
+        return {"nodes": await api.query(nodes, hub)}
+
+    return [
+        Route("/v1/agents", api.endpoint(create), methods=["POST"]),
+        Route("/v1/agents", api.endpoint(list_), methods=["GET"]),
+        Route("/v1/agents/{cid}", api.endpoint(show), methods=["GET"]),
+        Route("/v1/agents/{cid}", api.endpoint(patch), methods=["PATCH"]),
+        Route("/v1/agents/{cid}", api.endpoint(delete), methods=["DELETE"]),
+        Route("/v1/agents/{cid}/tell", api.endpoint(tell), methods=["POST"]),
+        *[Route(f"/v1/agents/{{cid}}/{n}", api.endpoint(action(n)), methods=["POST"])
+          for n in ("stop", "restart", "wipe", "retire", "sleep", "wake")],
+        Route("/v1/agents/{cid}/logs", api.endpoint(logs)),
+        Route("/v1/society/roles", api.endpoint(society_roles)),
+        Route("/v1/nodes", api.endpoint(list_nodes)),
+    ]

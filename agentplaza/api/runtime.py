@@ -1,0 +1,468 @@
+"""The agents' runtime in the hub: node n0, the guests' streams, and each harness's requests.
+
+- **Node n0.** For a local plaza the hub starts ``noded`` as its child and connects to it
+  (``adapters.kvm.link``). The node's facts are kept live (``/v1/nodes``), not as events.
+- **Reconcile.** A thread keeps the node's machines where the owner's commands put the agents: a
+  running agent has a machine (booted anew after a restart; with a new workspace after a wipe or when
+  its CID names a new agent); a stopped or retired agent has none; a deleted agent's files go.
+- **Roles come from the hub.** A guest stream carries the CID the *node* knows the guest by. The
+  agent, its role, tier and mode are looked up from the plaza's own records by that CID; whatever the
+  guest says about itself is ignored. A CID the plaza never gave out has no role, and its streams are
+  refused.
+- **The harness.** One JSON request, one JSON answer, a line each (see ``vmm/guest/harness.py``):
+  hello, name, next, model, decide, result, tool, share, done. Every tool call is decided by the laws
+  (``events.laws.decide_call``) before it runs and recorded in the transcript with the decision.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from vmm.channel import ChannelClosed, Stream, StreamReset
+
+from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
+from ..domain.agents import LOCAL_NODE, node_id
+from ..domain.base import Refusal
+from ..domain.plaza import HELD_MESSAGE
+from ..events import agents as ac
+from ..events import plaza as plaza_commands
+from ..projections.agents import agents_table
+from . import tooldecide
+from .egress import EgressPolicy, EgressProxy, Refused
+
+log = logging.getLogger("apid.runtime")
+
+#: After a machine failed to boot, wait this long before trying again.
+BOOT_RETRY_S = 30.0
+#: The longest a harness's ``next`` waits for work before it asks again.
+MAX_NEXT_WAIT_S = 30.0
+#: Largest file an agent shares.
+MAX_SHARE_BYTES = 1 << 20
+#: The host tools the hub runs for agents today (the laws decide each call first).
+HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message")
+GUEST_TOOLS = ("vm.shell", "vm.read_file", "vm.list_dir", "vm.write_file", "vm.edit_file", "vm.share_file")
+
+
+class AgentRuntime:
+    def __init__(self, hub: Any, *, node: str = "local", images_dir: str | None = None,
+                 egress: EgressPolicy | None = None):
+        self.hub = hub
+        self.mode = node
+        self.images_dir = images_dir
+        self.proc = None
+        self.link: NodeLink | None = None
+        self.applied: dict[int, tuple] = {}      # cid -> (agent_id, generation, wipes) running now
+        self.failed: dict[int, tuple] = {}       # cid -> (key, when) of a failed boot
+        self.busy: set[int] = set()              # cids with a node request in flight
+        self.asleep: set[int] = set()            # cids whose machine is saved and stopped
+        self._kick = threading.Event()
+        self._work = threading.Condition()
+        self._stop = threading.Event()
+        self.lock = threading.Lock()
+        self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
+        self.shared_dir = Path(hub.folders.state) / "shared"
+        self.facts: dict = {}
+
+    # -- life -------------------------------------------------------------------------------------
+    def start(self) -> "AgentRuntime":
+        if self.mode == "local":
+            self.proc, sock = start_local_node(self.hub.folders.state, self.hub.folders.data, self.images_dir)
+        else:
+            sock = Path(self.mode)
+        self.link = NodeLink(sock, self._on_stream).connect()
+        self.facts = self.link.request("facts", timeout=30)["facts"]
+        threading.Thread(target=self._events, daemon=True, name="node-events").start()
+        self._reconcile_thread = threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile")
+        self._reconcile_thread.start()
+        self.kick()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self.kick()
+        with self._work:
+            self._work.notify_all()
+        if self.link is not None:
+            self.link.close()
+        if self.proc is not None:
+            wait_gone(self.proc, 60)
+
+    def kick(self) -> None:
+        self._kick.set()
+
+    def work_for(self, cid: int) -> None:
+        with self._work:
+            self._work.notify_all()
+
+    # -- reconcile --------------------------------------------------------------------------------
+    def _reconcile_loop(self) -> None:
+        while not self._stop.is_set():
+            self._kick.wait(5.0)
+            self._kick.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.reconcile()
+            except Exception:  # noqa: BLE001 - the loop must live; the log says why
+                log.exception("reconcile failed")
+
+    def reconcile(self) -> None:
+        rows = {r["cid"]: r for r in self.hub.read_models.rows(agents_table)}
+        with self.lock:
+            for cid, r in rows.items():
+                key = (r["agent_id"], r["generation"], r.get("wipes", 0))
+                have = self.applied.get(cid)
+                if cid in self.busy:
+                    continue
+                if r["run"] == "running" and have != key:
+                    f = self.failed.get(cid)
+                    if f and f[0] == key and time.monotonic() - f[1] < BOOT_RETRY_S:
+                        continue
+                    fresh = have is None or have[0] != r["agent_id"] or have[2] != key[2]
+                    self._spawn(self._boot, cid, key, have is not None, fresh)
+                elif r["run"] == "running" and r["status"] == "asleep" and cid not in self.asleep:
+                    self._spawn(self._sleep_wake, cid, "sleep")
+                elif r["run"] == "running" and r["status"] != "asleep" and cid in self.asleep:
+                    self._spawn(self._sleep_wake, cid, "wake")
+                elif r["run"] != "running" and have is not None:
+                    self._spawn(self._halt, cid, "stop")
+            for cid in list(self.applied):
+                if cid not in rows and cid not in self.busy:
+                    self._spawn(self._halt, cid, "delete")
+
+    def _spawn(self, fn, cid: int, *args) -> None:
+        self.busy.add(cid)
+
+        def run() -> None:
+            try:
+                fn(cid, *args)
+            finally:
+                with self.lock:
+                    self.busy.discard(cid)
+                self.kick()
+
+        threading.Thread(target=run, daemon=True, name=f"node-{cid}").start()
+
+    def _boot(self, cid: int, key: tuple, running: bool, fresh: bool) -> None:
+        try:
+            if running:
+                self.link.request("stop", cid=cid)
+            answer = self.link.request("start", timeout=180, cid=cid, wipe=fresh)
+        except NodeError as e:
+            with self.lock:
+                self.failed[cid] = (key, time.monotonic())
+                self.applied.pop(cid, None)
+            self._entry(cid, "error", f"the VM did not start: {e}", actor=f"node:{LOCAL_NODE}")
+            return
+        with self.lock:
+            self.applied[cid] = key
+            self.failed.pop(cid, None)
+        self._entry(cid, "note", f"VM booted in {answer.get('boot_s')} s", actor=f"node:{LOCAL_NODE}",
+                    detail={"boot_s": answer.get("boot_s"), "jailed": answer.get("jailed")})
+
+    def _sleep_wake(self, cid: int, how: str) -> None:
+        try:
+            answer = self.link.request(how, cid=cid)
+        except NodeError as e:
+            self._entry(cid, "error", f"{how} failed: {e}", actor=f"node:{LOCAL_NODE}")
+            return
+        with self.lock:
+            (self.asleep.add if how == "sleep" else self.asleep.discard)(cid)
+        self._entry(cid, "note", "VM saved and stopped" if how == "sleep" else f"VM woke in {answer.get('wake_s')} s",
+                    actor=f"node:{LOCAL_NODE}", detail={k: v for k, v in answer.items() if k != "ok"})
+
+    def _halt(self, cid: int, how: str) -> None:
+        try:
+            self.link.request(how, cid=cid)
+        except NodeError as e:
+            log.warning("node %s of cid %s failed: %s", how, cid, e)
+        with self.lock:
+            self.applied.pop(cid, None)
+            self.asleep.discard(cid)
+        if how == "stop":
+            self._safely(ac.disconnected, self.ctx_node(), cid, "stopped")
+
+    def _events(self) -> None:
+        for ev in self.link.events():
+            cid = ev.get("cid")
+            if ev.get("event") == "exited":
+                with self.lock:
+                    self.applied.pop(cid, None)
+                self._safely(ac.disconnected, self.ctx_node(), cid, f"the VM exited ({ev.get('exit')})")
+                self._entry(cid, "error", f"the VM exited ({ev.get('exit')})", actor=f"node:{LOCAL_NODE}")
+                self.kick()
+            elif ev.get("event") == "harness_exited":
+                self._safely(ac.disconnected, self.ctx_node(), cid, "the harness exited")
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @property
+    def cmds(self):
+        return self.hub.commands
+
+    def ctx_node(self):
+        return self.cmds.context(f"node:{LOCAL_NODE}")
+
+    def ctx_agent(self, cid: int):
+        return self.cmds.context(f"agent:{cid}")
+
+    def _safely(self, fn, *args) -> Any:
+        try:
+            return fn(self.cmds, *args)
+        except Refusal as r:
+            log.info("%s refused: %s", getattr(fn, "__name__", fn), r.message)
+            return None
+
+    def _entry(self, cid: int, kind: str, text: str | None = None, tool: str | None = None,
+               detail: dict | None = None, actor: str | None = None) -> None:
+        ctx = self.cmds.context(actor or f"agent:{cid}")
+        self._safely(ac.add_entry, ctx, cid, kind, text, tool, detail)
+
+    def agent_of(self, cid: int):
+        """The plaza's own record of the agent with this CID, or None: a CID never given out."""
+        n = self.cmds.store.get(node_id(LOCAL_NODE))
+        if n is None or not n.holds(cid):
+            return None
+        a = self.cmds.store.get(n.agent_of(cid))
+        return None if a is None or a.deleted else a
+
+    def held(self) -> bool:
+        p = plaza_commands.load(self.cmds)
+        return bool(p and p.held)
+
+    # -- streams from guests ----------------------------------------------------------------------
+    def _on_stream(self, service: str, cid: int, st: Stream) -> None:
+        if self.agent_of(cid) is None:
+            st.reset(f"cid {cid} was not started by the plaza; it has no role")
+            return
+        if service == "harness":
+            HarnessSession(self, cid, st).run()
+        elif service == "egress":
+            self.egress.handle(cid, st)
+        else:
+            st.reset(f"no service {service!r} on this hub")
+
+    def _decide_egress(self, cid: int, host: str, port: int) -> None:
+        a = self.agent_of(cid)
+        if a is None:
+            raise Refused(f"cid {cid} has no role")
+        d = tooldecide.decide_tool(self.hub, a, "egress.connect", {"host": host, "port": port})
+        if d.effect != "allow":
+            raise Refused(f"the laws refuse egress.connect to {host}:{port} ({d.reason}"
+                          + (f", {d.forbidding}" if d.forbidding else "") + ")")
+
+    def _record_egress(self, cid: int, detail: dict) -> None:
+        where = f"{detail.get('host')}:{detail.get('port')}" if detail.get("host") else "(bad request)"
+        self._entry(cid, "egress", f"{detail['verdict']} {where}" + (f": {detail['why']}" if detail.get("why") else ""),
+                    tool="egress.connect", detail=detail)
+
+
+class HarnessSession:
+    """One harness connection: the CID is the node's word; everything else is looked up here."""
+
+    def __init__(self, rt: AgentRuntime, cid: int, st: Stream):
+        self.rt, self.cid, self.st = rt, cid, st
+        self.buf = b""
+        self.said_hello = False
+        self.taken: str | None = None
+
+    def gone(self) -> bool:
+        return self.st._reset is not None or self.st.channel.closed or self.st._remote_closed
+
+    def run(self) -> None:
+        try:
+            while True:
+                line = self._readline()
+                if line is None:
+                    break
+                try:
+                    req = json.loads(line)
+                    if not isinstance(req, dict):
+                        raise ValueError("not an object")
+                except ValueError:
+                    self._send({"ok": False, "error": {"code": "bad_request", "message": "one JSON object a line"}})
+                    continue
+                self._send(self.handle(req))
+        except (ChannelClosed, StreamReset):
+            pass
+        finally:
+            if self.taken is not None:  # the harness went mid-item: the item is cancelled, not lost
+                self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, self.taken, "cancelled",
+                                "the harness went away during this item")
+            if self.said_hello:
+                self.rt._safely(ac.disconnected, self.rt.ctx_node(), self.cid, "the harness disconnected")
+
+    def _readline(self) -> bytes | None:
+        while b"\n" not in self.buf:
+            data = self.st.read()
+            if not data:
+                return None
+            self.buf += data
+            if len(self.buf) > 4 << 20:
+                raise StreamReset("request too long")
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def _send(self, obj: dict) -> None:
+        self.st.write(json.dumps(obj).encode() + b"\n")
+
+    def handle(self, req: dict) -> dict:
+        op = req.get("op")
+        agent = self.rt.agent_of(self.cid)
+        if agent is None:
+            return _err("no_role", f"cid {self.cid} is not an agent of this plaza; it has no role")
+        if op != "hello" and not self.said_hello:
+            return _err("hello_first", "say hello first")
+        fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+        if fn is None:
+            return _err("unknown_op", f"no op {op!r}")
+        try:
+            return fn(agent, req)
+        except Refusal as r:
+            return _err(r.code, r.message)
+
+    # -- ops --------------------------------------------------------------------------------------
+    def op_hello(self, agent, req: dict) -> dict:
+        # Whatever the guest claims (a role, a name, a cid) is ignored: the plaza's record decides.
+        claimed = {k: req[k] for k in ("role", "cid", "tier") if k in req}
+        self.said_hello = True
+        ac.connected(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+        if claimed:
+            self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
+                           actor=f"node:{LOCAL_NODE}")
+        return {"ok": True, "cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
+                "permission_mode": agent.permission_mode, "tools": tooldecide.offered(self.rt.hub, agent,
+                                                                                   GUEST_TOOLS + HOST_TOOLS)}
+
+    def op_name(self, agent, req: dict) -> dict:
+        ac.name_self(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, str(req.get("name") or ""))
+        return {"ok": True}
+
+    def op_next(self, agent, req: dict) -> dict:
+        wait = req.get("wait", 0)
+        wait = min(float(wait), MAX_NEXT_WAIT_S) if isinstance(wait, (int, float)) else 0.0
+        end = time.monotonic() + wait
+        while True:
+            if self.gone():  # never hand work to a stream that is already dead (e.g. a VM that slept)
+                raise StreamReset("the harness stream is gone")
+            if not self.rt.held():
+                item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+                if item is not None:
+                    self.taken = item["item"]
+                    return {"ok": True, "item": item}
+            left = end - time.monotonic()
+            if left <= 0 or self.rt._stop.is_set():
+                return {"ok": True, "item": None}
+            with self.rt._work:
+                self.rt._work.wait(min(left, 1.0))
+
+    def op_model(self, agent, req: dict) -> dict:
+        if self.rt.held():
+            self.rt._entry(self.cid, "error", HELD_MESSAGE, tool="model")
+            return _err("plaza_held", HELD_MESSAGE)
+        result = tooldecide.model_turn(self.rt.hub, agent, req.get("messages") or [], req.get("tools") or [])
+        if not result.get("ok"):
+            err = result["error"]
+            self.rt._entry(self.cid, "error", err["message"], tool="model", detail={"code": err["code"]})
+            return result
+        reply = result["reply"]
+        self.rt._entry(self.cid, "model", reply.get("text"), detail={
+            "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
+        return result
+
+    def _decide(self, agent, tool: str, args: dict, call_id: Any) -> dict:
+        d = tooldecide.decide_tool(self.rt.hub, agent, tool, args)
+        detail = {"effect": d.effect, "reason": d.reason, "law": d.forbidding, "violation": d.violation,
+                  "call_id": call_id, "args": json.dumps(args, sort_keys=True, default=str)[:500]}
+        self.rt._entry(self.cid, "tool_call", None, tool=tool, detail=detail)
+        msg = {"allow": None, "deny": f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")",
+               "ask": f"{tool} waits for the owner's approval"}[d.effect]
+        return {"ok": True, "effect": d.effect, "reason": d.reason, "law": d.forbidding, "message": msg}
+
+    def op_decide(self, agent, req: dict) -> dict:
+        tool, args = req.get("tool"), req.get("args")
+        if not isinstance(tool, str) or not tool.startswith("vm.") or not isinstance(args, dict):
+            return _err("bad_request", "decide takes a guest tool (vm.*) and its args")
+        return self._decide(agent, tool, args, req.get("call_id"))
+
+    def op_result(self, agent, req: dict) -> dict:
+        self.rt._entry(self.cid, "tool_result", str(req.get("output") or ""), tool=str(req.get("tool")),
+                       detail={"ok": bool(req.get("ok")), "call_id": req.get("call_id")})
+        return {"ok": True}
+
+    def op_tool(self, agent, req: dict) -> dict:
+        tool, args = req.get("tool"), req.get("args")
+        if not isinstance(tool, str) or not isinstance(args, dict):
+            return _err("bad_request", "tool takes a name and args")
+        d = self._decide(agent, tool, args, req.get("call_id"))
+        if d["effect"] != "allow":
+            return _err("refused", d["message"])
+        try:
+            result = self._host_tool(agent, tool, args)
+        except Refusal as r:
+            result = None
+            err = _err(r.code, r.message)
+        if result is None:
+            self.rt._entry(self.cid, "tool_result", err["error"]["message"], tool=tool, detail={"ok": False})
+            return err
+        self.rt._entry(self.cid, "tool_result", json.dumps(result, default=str)[:2000], tool=tool, detail={"ok": True})
+        return {"ok": True, "result": result}
+
+    def _host_tool(self, agent, tool: str, args: dict) -> Any:
+        hub = self.rt.hub
+        if tool == "plaza_status":
+            return {"held": self.rt.held(), "cid": self.cid, "role": agent.role, "name": agent.name}
+        if tool == "plaza_roster":
+            return [{k: r[k] for k in ("cid", "name", "role", "status")}
+                    for r in hub.read_models.rows(agents_table, order_by=agents_table.c.cid)]
+        if tool == "plaza_toolbox":
+            return {"vm": [t for t in tooldecide.offered(hub, agent, GUEST_TOOLS)],
+                    "plaza": [t for t in tooldecide.offered(hub, agent, HOST_TOOLS)]}
+        if tool == "plaza_message":
+            to, text = args.get("to"), args.get("text")
+            if not isinstance(to, int) or not isinstance(text, str):
+                raise Refusal("bad_request", "plaza_message takes to (a cid) and text", 422)
+            item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text)
+            self.rt.work_for(to)
+            return {"sent": True, "item": item}
+        raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def op_share(self, agent, req: dict) -> dict:
+        path, content = req.get("path"), req.get("content")
+        if not isinstance(path, str) or not isinstance(content, str):
+            return _err("bad_request", "share takes a path and base64 content")
+        d = self._decide(agent, "vm.share_file", {"path": path}, None)
+        if d["effect"] != "allow":
+            return _err("refused", d["message"])
+        data = base64.b64decode(content, validate=True)
+        if len(data) > MAX_SHARE_BYTES:
+            return _err("too_large", f"a shared file is at most {MAX_SHARE_BYTES} bytes")
+        digest = hashlib.sha256(data).hexdigest()
+        name = f"{digest[:16]}-{os.path.basename(path)[:80]}"
+        folder = self.rt.shared_dir / str(self.cid)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (folder / name).write_bytes(data)
+        self.rt._entry(self.cid, "note", f"shared {path}", tool="vm.share_file",
+                       detail={"name": name, "bytes": len(data), "sha256": digest})
+        return {"ok": True, "name": name}
+
+    def op_done(self, agent, req: dict) -> dict:
+        item, outcome = req.get("item"), req.get("outcome", "done")
+        if not isinstance(item, str) or not isinstance(outcome, str):
+            return _err("bad_request", "done takes an item and an outcome")
+        ac.finish_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, item, outcome,
+                       str(req.get("text")) if req.get("text") is not None else None)
+        if item == self.taken:
+            self.taken = None
+        return {"ok": True}
+
+
+def _err(code: str, message: str) -> dict:
+    return {"ok": False, "error": {"code": code, "message": message}}

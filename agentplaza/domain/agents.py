@@ -1,0 +1,490 @@
+"""Agents, the node that runs them, and each agent's transcript.
+
+- ``Node``: a machine that runs agents' microVMs. The hub's own machine is node ``n0``; it owns a
+  range of 100 CIDs and is the registry of which CID names which agent (a CID is unique across the
+  plaza; a deleted agent's CID is free again). It is made with the first spawn. The machine's facts
+  (CPU, memory, OS, the VM backend and the isolation the probe found) are live observations of its
+  daemon, not events.
+- ``Agent``: one worker. Its role is given by the owner's spawn and never changes; its name is chosen
+  once by the agent and changed only by the owner; its model is its own override or none (then the
+  role's model or the plaza's default); its permission mode is ``autonomous``, ``ask`` or
+  ``read-only``. Status (offline, idle, working, asleep) follows what its harness does; the run state
+  (running, stopped, retired) follows the owner's lifecycle commands.
+- ``Transcript``: what the agent did, in order (told, model replies, tool calls with the decision on
+  each, results, egress lines, errors). A separate aggregate so that lifecycle commands never load it.
+
+Pure: no I/O, no clock; every rule refuses before it records.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from jhrl.call import MODES
+from jhrl.catalog import ROLES, tier_of
+
+from .base import Context, PlazaAggregate, Refusal, fixed_id
+
+#: The hub's machine is node n0.
+LOCAL_NODE = "n0"
+#: Every machine owns a range of this many CIDs.
+CID_RANGE_SIZE = 100
+#: n0's range starts at the first CID a vsock guest may have (0-2 are the hypervisor, loopback, host).
+LOCAL_CID_FIRST = 3
+#: The first joined node gets 1000-1099, the second 1100-1199 ...
+JOINED_CID_FIRST = 1000
+#: One spawn starts 1 to 16 agents.
+MIN_SPAWN, MAX_SPAWN = 1, 16
+#: A name: 1-40 characters, letters, digits, space, '-', '_', '.'; starts with a letter or digit.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}$")
+#: A model is provider/model.
+MODEL_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}/[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+#: The longest message the owner or an agent can tell.
+MAX_TELL_CHARS = 16_000
+#: Transcript text and detail are cut to this many characters.
+MAX_ENTRY_CHARS = 4_000
+DEFAULT_MODE = "autonomous"
+
+STATUSES = ("offline", "idle", "working", "asleep")
+RUN_STATES = ("running", "stopped", "retired")
+ENTRY_KINDS = ("told", "model", "tool_call", "tool_result", "egress", "error", "done", "note")
+
+
+def node_id(name: str) -> uuid.UUID:
+    return fixed_id(f"node:{name}")
+
+
+def transcript_id(agent_id: uuid.UUID) -> uuid.UUID:
+    return fixed_id(f"transcript:{agent_id}")
+
+
+def cut(text: str | None, limit: int = MAX_ENTRY_CHARS) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def check_role(role: str) -> None:
+    if role not in ROLES:
+        raise Refusal("unknown_role", f"no role {role!r}; run `agentplaza society roles` for the {len(ROLES)} roles", 422)
+
+
+def check_model(model: str | None) -> None:
+    if model is not None and not MODEL_RE.match(model):
+        raise Refusal("invalid_model", f"a model is named provider/model, not {model!r}", 422)
+
+
+def check_name(name: str) -> str:
+    name = name.strip()
+    if not NAME_RE.match(name):
+        raise Refusal("invalid_name", "a name is 1 to 40 letters, digits, spaces, '.', '-' or '_', starting with a letter or digit", 422)
+    return name
+
+
+class Node(PlazaAggregate):
+    """A machine that runs agents; the registry of its CID range."""
+
+    family = "node"
+
+    class Created(PlazaAggregate.Created):
+        name: str
+        cid_first: int
+        cid_last: int
+
+    class CidAssigned(PlazaAggregate.Event):
+        cid: int
+        agent_id: str
+
+        def apply(self, node: "Node") -> None:
+            node.cids[str(self.cid)] = self.agent_id
+
+    class CidReleased(PlazaAggregate.Event):
+        cid: int
+
+        def apply(self, node: "Node") -> None:
+            node.cids.pop(str(self.cid), None)
+
+    def __init__(self, name: str, cid_first: int, cid_last: int):
+        self.name = name
+        self.cid_first = cid_first
+        self.cid_last = cid_last
+        self.cids: dict[str, str] = {}  # str(cid) -> agent id (str keys: snapshots are JSON)
+
+    @classmethod
+    def found_local(cls, ctx: Context) -> "Node":
+        return cls.start(ctx, id=node_id(LOCAL_NODE), name=LOCAL_NODE, cid_first=LOCAL_CID_FIRST,
+                         cid_last=LOCAL_CID_FIRST + CID_RANGE_SIZE - 1)
+
+    def free_cids(self) -> list[int]:
+        return [c for c in range(self.cid_first, self.cid_last + 1) if str(c) not in self.cids]
+
+    def assign(self, ctx: Context, agent_ids: list[str]) -> list[int]:
+        """The lowest free CIDs, one per agent; refused whole if the range cannot hold them all."""
+        free = self.free_cids()
+        if len(free) < len(agent_ids):
+            raise Refusal("no_free_cid", f"node {self.name} has {len(free)} free CIDs of {CID_RANGE_SIZE}; "
+                          f"{len(agent_ids)} asked for")
+        out = []
+        for cid, agent_id in zip(free, agent_ids):
+            self.record(self.CidAssigned, ctx, cid=cid, agent_id=agent_id)
+            out.append(cid)
+        return out
+
+    def holds(self, cid: int) -> bool:
+        return str(cid) in self.cids
+
+    def release(self, ctx: Context, cid: int) -> None:
+        if str(cid) in self.cids:
+            self.record(self.CidReleased, ctx, cid=cid)
+
+    def agent_of(self, cid: int) -> uuid.UUID:
+        found = self.cids.get(str(cid))
+        if found is None:
+            raise Refusal("unknown_agent", f"no agent with cid {cid}", 404)
+        return uuid.UUID(found)
+
+
+class Agent(PlazaAggregate):
+    family = "agent"
+
+    class Created(PlazaAggregate.Created):
+        cid: int
+        role: str
+        node: str
+        model: str | None
+        permission_mode: str
+
+    class Named(PlazaAggregate.Event):
+        """The agent chose its own name (once)."""
+        name: str
+
+        def apply(self, a: "Agent") -> None:
+            a.name = self.name
+
+    class Renamed(PlazaAggregate.Event):
+        """The owner renamed it."""
+        name: str
+
+        def apply(self, a: "Agent") -> None:
+            a.name = self.name
+
+    class ModelSet(PlazaAggregate.Event):
+        model: str | None
+
+        def apply(self, a: "Agent") -> None:
+            a.model = self.model
+
+    class ModeSet(PlazaAggregate.Event):
+        permission_mode: str
+
+        def apply(self, a: "Agent") -> None:
+            a.permission_mode = self.permission_mode
+
+    class Connected(PlazaAggregate.Event):
+        """Its harness said hello over the channel: ready for work."""
+
+        def apply(self, a: "Agent") -> None:
+            a.status = "idle" if a.working is None else "working"
+
+    class Disconnected(PlazaAggregate.Event):
+        why: str
+
+        def apply(self, a: "Agent") -> None:
+            a.status = "offline"
+
+    class Told(PlazaAggregate.Event):
+        """Work for it: a message (from the owner, or another agent)."""
+        item: str
+        text: str
+
+        def apply(self, a: "Agent") -> None:
+            a.queue.append({"item": self.item, "text": self.text})
+
+    class WorkStarted(PlazaAggregate.Event):
+        item: str
+
+        def apply(self, a: "Agent") -> None:
+            a.queue = [q for q in a.queue if q["item"] != self.item]
+            a.working = self.item
+            a.status = "working"
+
+    class WorkFinished(PlazaAggregate.Event):
+        item: str
+        outcome: str  # done, failed, cancelled
+
+        def apply(self, a: "Agent") -> None:
+            a.working = None
+            if a.status == "working":
+                a.status = "idle"
+
+    class Slept(PlazaAggregate.Event):
+        """Its VM was saved and stopped; its memory is free."""
+
+        def apply(self, a: "Agent") -> None:
+            a.status = "asleep"
+
+    class Woke(PlazaAggregate.Event):
+        """Its VM is restored where it was (by the owner, or because work came for it)."""
+
+        def apply(self, a: "Agent") -> None:
+            a.status = "idle"
+
+    class Stopped(PlazaAggregate.Event):
+        def apply(self, a: "Agent") -> None:
+            a.run = "stopped"
+            a.status = "offline"
+            a.working = None
+
+    class Restarted(PlazaAggregate.Event):
+        generation: int
+
+        def apply(self, a: "Agent") -> None:
+            a.run = "running"
+            a.status = "offline"
+            a.working = None
+            a.generation = self.generation
+
+    class Wiped(PlazaAggregate.Event):
+        generation: int
+
+        def apply(self, a: "Agent") -> None:
+            a.run = "running"
+            a.status = "offline"
+            a.working = None
+            a.queue = []
+            a.generation = self.generation
+            a.wipes += 1
+
+    class Retired(PlazaAggregate.Event):
+        def apply(self, a: "Agent") -> None:
+            a.run = "retired"
+            a.status = "offline"
+            a.working = None
+            a.queue = []
+
+    class Deleted(PlazaAggregate.Event):
+        def apply(self, a: "Agent") -> None:
+            a.deleted = True
+            a.status = "offline"
+            a.working = None
+            a.queue = []
+
+    def __init__(self, cid: int, role: str, node: str, model: str | None, permission_mode: str):
+        self.cid = cid
+        self.role = role
+        self.node = node
+        self.model = model
+        self.permission_mode = permission_mode
+        self.name: str | None = None
+        self.status = "offline"
+        self.run = "running"
+        self.generation = 0
+        self.wipes = 0
+        self.queue: list[dict] = []  # {"item", "text"}, oldest first
+        self.working: str | None = None
+        self.deleted = False
+
+    @property
+    def tier(self) -> str:
+        return tier_of(self.role)
+
+    # -- the owner ------------------------------------------------------------------------------
+    @classmethod
+    def spawn(cls, ctx: Context, *, agent_id: uuid.UUID, cid: int, role: str, node: str,
+              model: str | None) -> "Agent":
+        if ctx.actor != "owner":
+            raise Refusal("owner_only", "only the owner starts agents (C-005)", 403)
+        check_role(role)
+        check_model(model)
+        return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model,
+                         permission_mode=DEFAULT_MODE)
+
+    def _alive(self) -> None:
+        if self.deleted:
+            raise Refusal("unknown_agent", f"agent {self.cid} was deleted", 404)
+
+    def _not_retired(self, what: str) -> None:
+        self._alive()
+        if self.run == "retired":
+            raise Refusal("agent_retired", f"agent {self.cid} is retired; it cannot {what}")
+
+    def rename(self, ctx: Context, name: str) -> None:
+        self._alive()
+        name = check_name(name)
+        if name != self.name:
+            self.record(self.Renamed, ctx, name=name)
+
+    def set_model(self, ctx: Context, model: str | None) -> None:
+        self._alive()
+        check_model(model)
+        if model != self.model:
+            self.record(self.ModelSet, ctx, model=model)
+
+    def set_mode(self, ctx: Context, mode: str) -> None:
+        self._alive()
+        if mode not in MODES:
+            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}", 422)
+        if mode != self.permission_mode:
+            self.record(self.ModeSet, ctx, permission_mode=mode)
+
+    def tell(self, ctx: Context, item: str, text: str) -> None:
+        self._not_retired("take work")
+        if self.run == "stopped":
+            raise Refusal("agent_stopped", f"agent {self.cid} is stopped; restart it first")
+        if not text.strip():
+            raise Refusal("empty_message", "the message is empty", 422)
+        if len(text) > MAX_TELL_CHARS:
+            raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters", 422)
+        if self.status == "asleep":  # work wakes a sleeping agent first
+            self.record(self.Woke, ctx)
+        self.record(self.Told, ctx, item=item, text=text)
+
+    def sleep(self, ctx: Context) -> None:
+        """Only an idle agent with nothing queued sleeps."""
+        self._not_retired("sleep")
+        if self.status == "asleep":
+            raise Refusal("agent_asleep", f"agent {self.cid} is already asleep")
+        if self.run != "running" or self.status == "offline":
+            raise Refusal("agent_offline", f"agent {self.cid} is not running")
+        if self.working is not None or self.queue:
+            raise Refusal("agent_busy", f"agent {self.cid} has work; it sleeps only when its queue is empty")
+        self.record(self.Slept, ctx)
+
+    def wake(self, ctx: Context) -> None:
+        self._not_retired("wake")
+        if self.status != "asleep":
+            raise Refusal("agent_awake", f"agent {self.cid} is not asleep")
+        self.record(self.Woke, ctx)
+
+    def stop(self, ctx: Context) -> None:
+        self._not_retired("stop")
+        if self.run == "stopped":
+            raise Refusal("agent_stopped", f"agent {self.cid} is already stopped")
+        self.record(self.Stopped, ctx)
+
+    def restart(self, ctx: Context) -> None:
+        """Stop (if running) and boot again; the workspace is kept."""
+        self._not_retired("restart")
+        self.record(self.Restarted, ctx, generation=self.generation + 1)
+
+    def wipe(self, ctx: Context) -> None:
+        """Stop, make the workspace new, boot again; its queue is dropped."""
+        self._not_retired("be wiped")
+        self.record(self.Wiped, ctx, generation=self.generation + 1)
+
+    def retire(self, ctx: Context) -> None:
+        """Stop for good. The record (transcript, wallet, reputation) stays; it never runs again."""
+        self._not_retired("retire again")
+        self.record(self.Retired, ctx)
+
+    def delete(self, ctx: Context) -> None:
+        """Stop and delete its VM run; its CID is free again."""
+        self._alive()
+        self.record(self.Deleted, ctx)
+
+    # -- its harness, through the hub -----------------------------------------------------------
+    def name_self(self, ctx: Context, name: str) -> None:
+        self._alive()
+        if self.name is not None:
+            raise Refusal("already_named", f"agent {self.cid} already has its name ({self.name}); only the owner renames it")
+        self.record(self.Named, ctx, name=check_name(name))
+
+    def connected(self, ctx: Context) -> None:
+        self._alive()
+        if self.run == "running" and self.status in ("offline", "asleep"):
+            self.record(self.Connected, ctx)
+
+    def disconnected(self, ctx: Context, why: str) -> None:
+        if self.status not in ("offline", "asleep") and not self.deleted:
+            self.record(self.Disconnected, ctx, why=cut(why, 200))
+
+    def take_work(self, ctx: Context) -> dict | None:
+        """The next queued item ({"item", "text"}), now running; None if there is none or one runs."""
+        if self.deleted or self.run != "running" or self.working is not None or not self.queue:
+            return None
+        item = dict(self.queue[0])
+        self.record(self.WorkStarted, ctx, item=item["item"])
+        return item
+
+    def finish_work(self, ctx: Context, item: str, outcome: str) -> None:
+        if self.working != item:
+            raise Refusal("not_working_on", f"agent {self.cid} is not working on {item}")
+        if outcome not in ("done", "failed", "cancelled"):
+            raise Refusal("invalid_outcome", "outcome is done, failed or cancelled", 422)
+        self.record(self.WorkFinished, ctx, item=item, outcome=outcome)
+
+
+class Transcript(PlazaAggregate):
+    """One agent's transcript: every entry an event, in order."""
+
+    family = "agent"
+
+    class Created(PlazaAggregate.Created):
+        agent_id: str
+        cid: int
+
+    class Entry(PlazaAggregate.Event):
+        cid: int
+        seq: int
+        kind: str
+        text: str | None
+        tool: str | None
+        detail: dict
+
+        def apply(self, t: "Transcript") -> None:
+            t.count = self.seq
+
+    def __init__(self, agent_id: str, cid: int):
+        self.agent_id = agent_id
+        self.cid = cid
+        self.count = 0
+
+    @classmethod
+    def open(cls, ctx: Context, agent_id: uuid.UUID, cid: int) -> "Transcript":
+        return cls.start(ctx, id=transcript_id(agent_id), agent_id=agent_id.hex, cid=cid)
+
+    def add(self, ctx: Context, kind: str, text: str | None = None, tool: str | None = None,
+            detail: dict | None = None) -> int:
+        if kind not in ENTRY_KINDS:
+            raise ValueError(f"unknown transcript entry kind {kind!r}")
+        seq = self.count + 1
+        self.record(self.Entry, ctx, cid=self.cid, seq=seq, kind=kind, text=cut(text), tool=tool,
+                    detail=_cut_detail(detail or {}))
+        return seq
+
+
+def _cut_detail(detail: dict) -> dict:
+    out = {}
+    for k, v in detail.items():
+        if isinstance(v, str):
+            v = cut(v)
+        out[str(k)] = v
+    return out
+
+
+#: The 17 built-in roles, grouped by what they do (``agentplaza society roles``).
+ROLE_INFO: dict[str, tuple[str, str]] = {
+    "orchestrator": ("plans and offices", "plans the work, posts and assigns tasks, proposes agents only when the owner asks"),
+    "mayor": ("plans and offices", "approves project plans and merges; holds a council seat"),
+    "finance": ("council seats", "head of Finance: reports on the books; a council seat"),
+    "counsel": ("council seats", "Legal, the agents' counsel: defends agents in cases; a council seat"),
+    "incident": ("council seats", "head of Incident response: opens incidents, steers harnesses; a council seat"),
+    "judge": ("courts", "rules on cases; never sits on the council"),
+    "prosecutor": ("courts", "files cases; never sits on the council"),
+    "architect": ("project work", "designs, researches, plans, builds and reviews"),
+    "planner": ("project work", "writes a project's proposal and tasks document"),
+    "researcher": ("project work", "attaches approaches, references and tools"),
+    "builder": ("project work", "writes code, runs engines, uses workstations"),
+    "reviewer": ("project work", "reviews and merges pull requests"),
+    "tester": ("project work", "tests, runs engines, uses workstations"),
+    "writer": ("project work", "writes documents and deliverables"),
+    "designer": ("project work", "images and design work; uses workstations"),
+    "breeder": ("Foundry", "exports data, writes and submits training jobs, asks for shadow mode"),
+    "sandbox": ("outside", "an E2B sandbox: its own party; its only tool is an outbound connection"),
+}
+assert tuple(ROLE_INFO) == ROLES, "ROLE_INFO must list jhrl's 17 roles in order"
+
+
+def roles() -> list[dict]:
+    return [{"role": r, "tier": tier_of(r), "group": g, "what": w} for r, (g, w) in ROLE_INFO.items()]

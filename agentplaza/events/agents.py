@@ -1,0 +1,202 @@
+"""The agents' commands: spawn, the owner's lifecycle actions, and what their harnesses report.
+
+Each command loads node n0 (the CID registry), the agent and, where it writes one, the agent's
+transcript, and commits them together.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, Agent, Node, Transcript, node_id, transcript_id
+from ..domain.base import Context, Refusal
+from .commands import Commands
+
+
+def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
+    found = cmds.store.get(node_id(name))
+    if found is None:
+        raise Refusal("unknown_agent", "no agent has been started yet", 404)
+    return found
+
+
+def node_or_new(cmds: Commands, ctx: Context) -> Node:
+    """Node n0, made with its CID range by the plaza's first spawn."""
+    found = cmds.store.get(node_id(LOCAL_NODE))
+    return found if found is not None else Node.found_local(ctx)
+
+
+def agent(cmds: Commands, cid: int) -> Agent:
+    n = node(cmds)
+    return cmds.store.get(n.agent_of(cid))
+
+
+def transcript_of(cmds: Commands, a: Agent) -> Transcript:
+    return cmds.store.get(transcript_id(a.id))
+
+
+def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None) -> list[int]:
+    """Start ``count`` agents of ``role`` (1-16); returns their CIDs."""
+    if not MIN_SPAWN <= count <= MAX_SPAWN:
+        raise Refusal("invalid_count", f"you can start {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+    ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
+    out: list[int] = []
+
+    def decide():
+        n = node_or_new(cmds, ctx)
+        cids = n.assign(ctx, [i.hex for i in ids])
+        made: list[Any] = [n]
+        for agent_id, cid in zip(ids, cids):
+            a = Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model)
+            t = Transcript.open(ctx, agent_id, cid)
+            made += [a, t]
+        out[:] = cids
+        return made
+
+    cmds.run(decide)
+    from . import treasury
+
+    for cid in out:  # each new agent's wallet, at zero
+        try:
+            treasury.open_wallet(cmds, ctx, str(cid), f"agent-{cid}", role)
+        except Refusal as r:
+            if r.code != "wallet_exists":  # a CID freed by a delete keeps its wallet (keyed by CID)
+                raise
+    return out
+
+
+def _on_agent(cmds: Commands, cid: int, act) -> list[int]:
+    def decide():
+        a = agent(cmds, cid)
+        act(a)
+        return [a]
+
+    return cmds.run(decide)
+
+
+def rename(cmds: Commands, ctx: Context, cid: int, name: str) -> list[int]:
+    return _on_agent(cmds, cid, lambda a: a.rename(ctx, name))
+
+
+def set_model(cmds: Commands, ctx: Context, cid: int, model: str | None) -> list[int]:
+    return _on_agent(cmds, cid, lambda a: a.set_model(ctx, model))
+
+
+def set_mode(cmds: Commands, ctx: Context, cid: int, mode: str) -> list[int]:
+    return _on_agent(cmds, cid, lambda a: a.set_mode(ctx, mode))
+
+
+def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
+    """PATCH: name, model (None clears it), permission_mode, in one commit."""
+
+    def act(a: Agent) -> None:
+        if "name" in changes:
+            a.rename(ctx, changes["name"])
+        if "model" in changes:
+            a.set_model(ctx, changes["model"])
+        if "permission_mode" in changes:
+            a.set_mode(ctx, changes["permission_mode"])
+
+    return _on_agent(cmds, cid, act)
+
+
+def tell(cmds: Commands, ctx: Context, cid: int, text: str) -> str:
+    item = "w-" + cmds.new_id()[:12]
+
+    def decide():
+        a = agent(cmds, cid)
+        a.tell(ctx, item, text)
+        t = transcript_of(cmds, a)
+        t.add(ctx, "told", text=text, detail={"item": item, "from": ctx.actor})
+        return [a, t]
+
+    cmds.run(decide)
+    return item
+
+
+def _lifecycle(name: str):
+    def command(cmds: Commands, ctx: Context, cid: int) -> list[int]:
+        def decide():
+            a = agent(cmds, cid)
+            getattr(a, name)(ctx)
+            t = transcript_of(cmds, a)
+            t.add(ctx, "note", text=f"{name} by {ctx.actor}" + (f": {ctx.reason}" if ctx.reason else ""),
+                  detail={"action": name})
+            return [a, t]
+
+        return cmds.run(decide)
+
+    command.__name__ = name
+    return command
+
+
+sleep = _lifecycle("sleep")
+wake = _lifecycle("wake")
+stop = _lifecycle("stop")
+restart = _lifecycle("restart")
+wipe = _lifecycle("wipe")
+retire = _lifecycle("retire")
+
+
+def delete(cmds: Commands, ctx: Context, cid: int) -> list[int]:
+    def decide():
+        n = node(cmds)
+        a = cmds.store.get(n.agent_of(cid))
+        a.delete(ctx)
+        n.release(ctx, cid)
+        return [a, n]
+
+    return cmds.run(decide)
+
+
+# -- what the hub records for a harness -------------------------------------------------------------
+def connected(cmds: Commands, ctx: Context, cid: int) -> list[int]:
+    return _on_agent(cmds, cid, lambda a: a.connected(ctx))
+
+
+def disconnected(cmds: Commands, ctx: Context, cid: int, why: str) -> list[int]:
+    return _on_agent(cmds, cid, lambda a: a.disconnected(ctx, why))
+
+
+def name_self(cmds: Commands, ctx: Context, cid: int, name: str) -> list[int]:
+    return _on_agent(cmds, cid, lambda a: a.name_self(ctx, name))
+
+
+def take_work(cmds: Commands, ctx: Context, cid: int) -> dict | None:
+    """The next work item for the agent ({"item", "kind", "text"}), marked as running; None if none."""
+    got: list = []
+
+    def decide():
+        got.clear()
+        a = agent(cmds, cid)
+        item = a.take_work(ctx)
+        if item is None:
+            return []
+        got.append(dict(item, kind="tell"))
+        return [a]
+
+    cmds.run(decide)
+    return got[0] if got else None
+
+
+def finish_work(cmds: Commands, ctx: Context, cid: int, item: str, outcome: str, text: str | None = None) -> list[int]:
+    def decide():
+        a = agent(cmds, cid)
+        a.finish_work(ctx, item, outcome)
+        t = transcript_of(cmds, a)
+        t.add(ctx, "done", text=text, detail={"item": item, "outcome": outcome})
+        return [a, t]
+
+    return cmds.run(decide)
+
+
+def add_entry(cmds: Commands, ctx: Context, cid: int, kind: str, text: str | None = None,
+              tool: str | None = None, detail: dict | None = None) -> list[int]:
+    def decide():
+        a = agent(cmds, cid)
+        t = transcript_of(cmds, a)
+        t.add(ctx, kind, text=text, tool=tool, detail=detail)
+        return [t]
+
+    return cmds.run(decide)

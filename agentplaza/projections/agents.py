@@ -1,0 +1,168 @@
+"""Read models of the agents: the roster (one row per agent) and each transcript."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..events.records import EventRecord
+from .framework import Projection, Rows, append_only, metadata
+
+agents_table = sa.Table(
+    "rm_agents",
+    metadata,
+    sa.Column("cid", sa.Integer, primary_key=True),
+    sa.Column("agent_id", sa.String(36), nullable=False),
+    sa.Column("name", sa.String(80)),
+    sa.Column("role", sa.String(40), nullable=False),
+    sa.Column("node", sa.String(40), nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("run", sa.String(10), nullable=False),
+    sa.Column("model", sa.String(200)),
+    sa.Column("permission_mode", sa.String(12), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("wipes", sa.Integer, nullable=False),
+    sa.Column("queue", sa.Integer, nullable=False),
+    sa.Column("working_on", sa.String(40)),
+    sa.Column("entries", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("changed_at", sa.String(40), nullable=False),
+)
+
+transcript_table = append_only(sa.Table(
+    "rm_transcript",
+    metadata,
+    sa.Column("transcript_id", sa.String(36), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("cid", sa.Integer, nullable=False, index=True),
+    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("actor", sa.String(80), nullable=False),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("tool", sa.String(120)),
+    sa.Column("text", sa.Text),
+    sa.Column("detail", sa.JSON, nullable=False),
+))
+
+#: Which agent (and CID) an agent or transcript aggregate belongs to: O(1) lookups in the folds.
+agent_index = sa.Table(
+    "rm_agent_index",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("agent_id", sa.String(36), nullable=False),
+    sa.Column("cid", sa.Integer, nullable=False),
+)
+
+class AgentsProjection(Projection):
+    """The roster, keyed by CID (a deleted agent's row goes; its CID may name a new agent later)."""
+
+    name = "agents"
+    version = 1
+    tables = (agents_table, agent_index)
+
+    def _row(self, e: EventRecord, rows: Rows) -> dict | None:
+        idx = rows.get("rm_agent_index", e.originator_id)
+        if idx is None:
+            return None
+        row = rows.get("rm_agents", idx["cid"])
+        if row is None or row["agent_id"] != idx["agent_id"]:
+            return None
+        return dict(row, changed_at=e.at)
+
+    @staticmethod
+    def _put(rows: Rows, row: dict | None, **changes) -> None:
+        if row is not None:
+            row.update(changes)
+            rows.put("rm_agents", row)
+
+    def on_Agent_Created(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        rows.put("rm_agent_index", {"id": e.originator_id, "agent_id": e.originator_id, "cid": d["cid"]})
+        rows.put("rm_agents", {
+            "cid": d["cid"], "agent_id": e.originator_id, "name": None, "role": d["role"], "node": d["node"],
+            "status": "offline", "run": "running", "model": d["model"], "permission_mode": d["permission_mode"],
+            "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0, "created_at": e.at, "changed_at": e.at,
+        })
+
+    def on_Transcript_Created(self, e: EventRecord, rows: Rows) -> None:
+        rows.put("rm_agent_index", {"id": e.originator_id, "agent_id": e.data["agent_id"], "cid": e.data["cid"]})
+
+    def on_Transcript_Entry(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), entries=e.data["seq"])
+
+    def on_Agent_Named(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), name=e.data["name"])
+
+    on_Agent_Renamed = on_Agent_Named
+
+    def on_Agent_ModelSet(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), model=e.data["model"])
+
+    def on_Agent_ModeSet(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), permission_mode=e.data["permission_mode"])
+
+    def on_Agent_Connected(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, status="working" if row["working_on"] else "idle")
+
+    def on_Agent_Disconnected(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), status="offline")
+
+    def on_Agent_Told(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, queue=row["queue"] + 1)
+
+    def on_Agent_WorkStarted(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, queue=max(0, row["queue"] - 1), working_on=e.data["item"], status="working")
+
+    def on_Agent_WorkFinished(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, working_on=None, status="idle" if row["status"] == "working" else row["status"])
+
+    def on_Agent_Slept(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), status="asleep")
+
+    def on_Agent_Woke(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), status="idle")
+
+    def on_Agent_Stopped(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), run="stopped", status="offline", working_on=None)
+
+    def on_Agent_Restarted(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), run="running", status="offline", working_on=None,
+                  generation=e.data["generation"])
+
+    def on_Agent_Wiped(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, run="running", status="offline", working_on=None, queue=0,
+                      generation=e.data["generation"], wipes=row["wipes"] + 1)
+
+    def on_Agent_Retired(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), run="retired", status="offline", working_on=None, queue=0)
+
+    def on_Agent_Deleted(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is None:
+            return
+        rows.delete("rm_agents", row["cid"])
+
+
+class TranscriptProjection(Projection):
+    """Every agent's transcript, entry by entry."""
+
+    name = "transcript"
+    version = 1
+    tables = (transcript_table,)
+
+    def on_Transcript_Entry(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        rows.put("rm_transcript", {
+            "transcript_id": e.originator_id, "seq": d["seq"], "cid": d["cid"],
+            "position": e.position, "at": e.at, "actor": e.actor, "kind": d["kind"], "tool": d["tool"],
+            "text": d["text"], "detail": d["detail"],
+        })

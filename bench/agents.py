@@ -1,0 +1,115 @@
+"""Time from `agents create` to idle (its harness said hello to the hub), as ratios against the bare
+VM boot of bench/vmm.py (qemu-system-x86_64 on the same image to the guest's HELLO), all in one run.
+
+    python bench/agents.py
+
+One agent cold; one agent from a warm template (the template is made by an earlier spawn, not timed);
+four agents at once from the warm template. In process: a hub's store and runtime, node n0, real guests.
+The last line is the headline.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main() -> int:
+    from vmm.backend import MachineSpec
+    from vmm.image import ensure_image
+    from vmm.qemu import QemuMachine, make_workspace
+    from vmm import probe
+    import vmm as _vmm  # noqa: F401
+
+    images = os.environ.get("APZ_IMAGE_DIR") or str(Path.home() / ".local/share/agentplaza/images")
+    img = ensure_image(images)
+    work = Path(tempfile.mkdtemp(prefix="apz-bench-agents-"))
+    os.chmod(work, 0o755)
+    os.environ.update(APZ_STATE_DIR=str(work / "state"), APZ_CONFIG_DIR=str(work / "config"),
+                      APZ_DATA_DIR=str(work / "data"))
+    os.environ.pop("APZ_DATABASE_URL", None)
+
+    from vmm_bench import bare_boot  # bench/vmm.py, imported under another name below
+
+    m = QemuMachine(MachineSpec("bare", image=img), work / "vms-bare", probe())
+    make_workspace(work / "bare-ws.ext4", 1024)
+    bare = min(bare_boot(m, img, work) for _ in range(2))
+
+    from agentplaza.adapters.kvm.noded import Node
+    from agentplaza.api.hub import Hub
+    from agentplaza.api.runtime import AgentRuntime
+    from agentplaza.config import folders
+    from agentplaza.events import agents as ac
+    from agentplaza.projections.agents import agents_table
+
+    f = folders().make()
+    hub = Hub.open(f)
+    results = {}
+
+    def run_node(templates: bool):
+        node = Node("n0", f.data / "vms", image=img, templates_dir=(f.data / "templates") if templates else None)
+        stop = threading.Event()
+        sock = f.state / ("node-t.sock" if templates else "node-c.sock")
+        threading.Thread(target=node.serve, args=(sock, stop), daemon=True).start()
+        while not sock.exists():
+            time.sleep(0.01)
+        rt = AgentRuntime(hub, node=str(sock))
+        hub.runtime = rt
+        rt.start()
+        return node, stop, rt
+
+    def spawn_to_idle(rt, n: int) -> float:
+        t0 = time.monotonic()
+        cids = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", n)
+        hub.read_models.catch_up()
+        rt.kick()
+        while True:
+            hub.read_models.catch_up()
+            rows = {r["cid"]: r for r in hub.read_models.rows(agents_table)}
+            if all(rows[c]["status"] == "idle" for c in cids):
+                took = time.monotonic() - t0
+                break
+            time.sleep(0.05)
+        for c in cids:
+            ac.delete(hub.commands, hub.commands.context("owner"), c)
+        hub.read_models.catch_up()
+        rt.kick()
+        while any(c in rt.applied for c in cids):
+            time.sleep(0.1)
+        return took
+
+    node, stop, rt = run_node(templates=False)
+    results["cold, 1 agent"] = spawn_to_idle(rt, 1)
+    rt.close(); stop.set(); node.stop_all()
+    node, stop, rt = run_node(templates=True)
+    spawn_to_idle(rt, 1)  # makes the template
+    results["warm template, 1 agent"] = spawn_to_idle(rt, 1)
+    results["warm template, 4 at once"] = spawn_to_idle(rt, 4)
+    rt.close(); stop.set(); node.stop_all()
+    hub.close()
+
+    print(f"bare VM boot to HELLO (bench/vmm.py baseline): {bare:.2f} s")
+    for k, v in results.items():
+        print(f"agents create -> idle, {k}: {v:.2f} s = {v / bare:.2f}x bare boot")
+    print(f"headline: create->idle cold {results['cold, 1 agent'] / bare:.2f}x, warm "
+          f"{results['warm template, 1 agent'] / bare:.2f}x, 4 at once {results['warm template, 4 at once'] / bare:.2f}x "
+          f"the bare VM boot")
+    return 0
+
+
+if __name__ == "__main__":
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vmm_bench", ROOT / "bench" / "vmm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules["vmm_bench"] = mod
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The agent lifecycle on the store: spawn with CIDs from n0's range, rename, model, mode, tell, stop,
+restart, wipe, retire, delete, and the read models that follow them (on SQLite and Postgres)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from agentplaza.domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, Agent
+from agentplaza.domain.base import Refusal
+from agentplaza.events import agents as ac
+from agentplaza.events import plaza as plaza_commands
+from agentplaza.events.commands import Commands
+from agentplaza.events.store import EventStore
+from agentplaza.projections.agents import agents_table, transcript_table
+from agentplaza.projections.registry import all_projections
+from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
+
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def plaza(folders, database_url):
+    store = EventStore.open(state_dir=folders.state, database_url=database_url)
+    engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
+    rm = ReadModels(engine, store, all_projections())
+    rm.setup()
+    clock = iter(T0 + dt.timedelta(seconds=i) for i in range(100_000))
+    cmds = Commands(store, clock=lambda: next(clock))
+    plaza_commands.ensure_founded(cmds)
+    yield cmds, rm
+    store.close()
+    engine.dispose()
+
+
+def owner(cmds, reason=None):
+    return cmds.context("owner", reason)
+
+
+def roster(rm):
+    rm.catch_up()
+    return {r["cid"]: r for r in rm.rows(agents_table)}
+
+
+def test_spawn_takes_the_lowest_free_cids_of_n0_and_the_roster_shows_them(plaza):
+    cmds, rm = plaza
+    cids = ac.spawn(cmds, owner(cmds), "builder", 2)
+    assert cids == [LOCAL_CID_FIRST, LOCAL_CID_FIRST + 1]
+    more = ac.spawn(cmds, owner(cmds), "reviewer", 1, model="anthropic/claude-haiku-5-5")
+    assert more == [LOCAL_CID_FIRST + 2]
+    r = roster(rm)
+    assert [r[c]["role"] for c in sorted(r)] == ["builder", "builder", "reviewer"]
+    assert all(x["status"] == "offline" and x["run"] == "running" and x["node"] == "n0" for x in r.values())
+    assert r[more[0]]["model"] == "anthropic/claude-haiku-5-5" and r[cids[0]]["model"] is None
+    assert r[cids[0]]["permission_mode"] == "autonomous"
+    node = ac.node(cmds)
+    assert (node.name, node.cid_first, node.cid_last, len(node.cids)) == ("n0", 3, 102, 3)
+    wallets = [(r.data["cid"], r.data["role"]) for r in cmds.store.read(0) if r.kind == "Wallet.Created"]
+    assert wallets == [("3", "builder"), ("4", "builder"), ("5", "reviewer")]  # each spawn opens a wallet
+
+
+@pytest.mark.parametrize("role,count,model,code", [
+    ("builder", 0, None, "invalid_count"), ("builder", 17, None, "invalid_count"),
+    ("wizard", 1, None, "unknown_role"), ("builder", 1, "haiku", "invalid_model"),
+])
+def test_spawn_refusals_change_nothing(plaza, role, count, model, code):
+    cmds, rm = plaza
+    before = cmds.store.max_position()
+    with pytest.raises(Refusal) as e:
+        ac.spawn(cmds, owner(cmds), role, count, model)
+    assert e.value.code == code
+    assert cmds.store.max_position() == before
+
+
+def test_only_the_owner_spawns(plaza):
+    cmds, _ = plaza
+    with pytest.raises(Refusal) as e:
+        ac.spawn(cmds, cmds.context("agent:3"), "builder", 1)
+    assert e.value.code == "owner_only"
+
+
+def test_the_range_holds_100_and_a_deleted_agents_cid_is_free_again(plaza):
+    cmds, rm = plaza
+    for _ in range(CID_RANGE_SIZE // 16):
+        ac.spawn(cmds, owner(cmds), "writer", 16)
+    ac.spawn(cmds, owner(cmds), "writer", CID_RANGE_SIZE % 16)
+    with pytest.raises(Refusal) as e:
+        ac.spawn(cmds, owner(cmds), "writer", 1)
+    assert e.value.code == "no_free_cid"
+    ac.delete(cmds, owner(cmds), 7)
+    assert 7 not in roster(rm)
+    assert ac.spawn(cmds, owner(cmds), "tester", 1) == [7]
+    r = roster(rm)
+    assert r[7]["role"] == "tester" and r[7]["name"] is None
+
+
+def test_name_once_then_only_the_owner_renames(plaza):
+    cmds, rm = plaza
+    (cid,) = ac.spawn(cmds, owner(cmds), "researcher", 1)
+    ac.name_self(cmds, cmds.context(f"agent:{cid}"), cid, "Ada")
+    with pytest.raises(Refusal) as e:
+        ac.name_self(cmds, cmds.context(f"agent:{cid}"), cid, "Queen")
+    assert e.value.code == "already_named"
+    ac.rename(cmds, owner(cmds), cid, "Ada L.")
+    assert roster(rm)[cid]["name"] == "Ada L."
+    with pytest.raises(Refusal):
+        ac.rename(cmds, owner(cmds), cid, "  ")
+
+
+def test_model_and_mode_per_agent(plaza):
+    cmds, rm = plaza
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    ac.update(cmds, owner(cmds), cid, {"model": "openai/gpt-5-mini", "permission_mode": "ask"})
+    r = roster(rm)[cid]
+    assert (r["model"], r["permission_mode"]) == ("openai/gpt-5-mini", "ask")
+    ac.set_model(cmds, owner(cmds), cid, None)
+    assert roster(rm)[cid]["model"] is None
+    with pytest.raises(Refusal) as e:
+        ac.set_mode(cmds, owner(cmds), cid, "yolo")
+    assert e.value.code == "invalid_mode"
+
+
+def test_work_flows_through_statuses_and_the_transcript(plaza):
+    cmds, rm = plaza
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    agent = cmds.context(f"agent:{cid}")
+    ac.connected(cmds, agent, cid)
+    assert roster(rm)[cid]["status"] == "idle"
+    item = ac.tell(cmds, owner(cmds), cid, "Introduce yourself in one line.")
+    assert roster(rm)[cid]["queue"] == 1
+    got = ac.take_work(cmds, agent, cid)
+    assert got == {"item": item, "kind": "tell", "text": "Introduce yourself in one line."}
+    assert ac.take_work(cmds, agent, cid) is None  # one item at a time
+    assert roster(rm)[cid]["status"] == "working"
+    ac.add_entry(cmds, agent, cid, "tool_call", tool="vm.shell", detail={"effect": "allow"})
+    ac.finish_work(cmds, agent, cid, item, "done", "I am a builder.")
+    r = roster(rm)[cid]
+    assert (r["status"], r["queue"], r["working_on"], r["entries"]) == ("idle", 0, None, 3)
+    kinds = [(t["kind"], t["actor"]) for t in rm.rows(transcript_table, order_by=transcript_table.c.seq)]
+    assert kinds == [("told", "owner"), ("tool_call", f"agent:{cid}"), ("done", f"agent:{cid}")]
+    ac.disconnected(cmds, cmds.context("node:n0"), cid, "channel closed")
+    assert roster(rm)[cid]["status"] == "offline"
+
+
+def test_stop_restart_wipe_retire_delete(plaza):
+    cmds, rm = plaza
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    ac.stop(cmds, owner(cmds), cid)
+    with pytest.raises(Refusal) as e:
+        ac.stop(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_stopped"
+    with pytest.raises(Refusal) as e:
+        ac.tell(cmds, owner(cmds), cid, "hello")
+    assert e.value.code == "agent_stopped"
+    ac.restart(cmds, owner(cmds), cid)
+    assert (roster(rm)[cid]["run"], roster(rm)[cid]["generation"]) == ("running", 1)
+    ac.tell(cmds, owner(cmds), cid, "queued")
+    ac.wipe(cmds, owner(cmds), cid)
+    r = roster(rm)[cid]
+    assert (r["run"], r["generation"], r["queue"]) == ("running", 2, 0)
+    ac.retire(cmds, owner(cmds, "done with it"), cid)
+    for act in (ac.stop, ac.restart, ac.wipe, ac.retire):
+        with pytest.raises(Refusal) as e:
+            act(cmds, owner(cmds), cid)
+        assert e.value.code == "agent_retired"
+    assert roster(rm)[cid]["run"] == "retired"
+    ac.delete(cmds, owner(cmds), cid)
+    assert cid not in roster(rm)
+    with pytest.raises(Refusal) as e:
+        ac.stop(cmds, owner(cmds), cid)
+    assert (e.value.code, e.value.status) == ("unknown_agent", 404)
+
+
+def test_read_models_rebuild_to_the_same_roster(plaza):
+    cmds, rm = plaza
+    (a, b) = ac.spawn(cmds, owner(cmds), "builder", 2)
+    ac.tell(cmds, owner(cmds), a, "x")
+    ac.delete(cmds, owner(cmds), b)
+    ac.spawn(cmds, owner(cmds), "writer", 1)
+    rm.catch_up()
+    live = rm.live(["agents", "transcript"])
+    rm.rebuild()
+    assert rm.live(["agents", "transcript"]) == live
+
+
+def test_agent_aggregate_is_pure():
+    assert Agent.family == "agent"
+
+
+def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_url):
+    cmds, rm = plaza
+    for _ in range(60):  # 120 node events: node n0 is snapshotted on the way
+        (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+        ac.delete(cmds, owner(cmds), cid)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    for i in range(105):
+        ac.set_mode(cmds, owner(cmds), cid, ("ask", "autonomous")[i % 2])
+    ac.tell(cmds, owner(cmds), cid, "after the snapshot")
+    fresh = EventStore.open(state_dir=folders.state, database_url=database_url)
+    try:
+        cold = Commands(fresh)
+        a = ac.agent(cold, cid)
+        assert (a.cid, a.permission_mode, a.queue[0]["text"]) == (cid, "ask", "after the snapshot")
+        assert ac.node(cold).free_cids()[0] == LOCAL_CID_FIRST + 1
+    finally:
+        fresh.close()
+
+
+def test_sleep_only_when_idle_and_work_wakes_it(plaza):
+    cmds, rm = plaza
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    with pytest.raises(Refusal) as e:
+        ac.sleep(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_offline"
+    ac.connected(cmds, cmds.context(f"agent:{cid}"), cid)
+    ac.tell(cmds, owner(cmds), cid, "queued")
+    with pytest.raises(Refusal) as e:
+        ac.sleep(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_busy"
+    item = ac.take_work(cmds, cmds.context(f"agent:{cid}"), cid)["item"]
+    ac.finish_work(cmds, cmds.context(f"agent:{cid}"), cid, item, "done")
+    ac.sleep(cmds, owner(cmds), cid)
+    assert roster(rm)[cid]["status"] == "asleep"
+    ac.disconnected(cmds, cmds.context("node:n0"), cid, "the harness stream ended with the VM")
+    assert roster(rm)[cid]["status"] == "asleep"
+    with pytest.raises(Refusal) as e:
+        ac.sleep(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_asleep"
+    ac.tell(cmds, owner(cmds), cid, "wake up")
+    r = roster(rm)[cid]
+    assert (r["status"], r["queue"]) == ("idle", 1)
+    with pytest.raises(Refusal) as e:
+        ac.wake(cmds, owner(cmds), cid)
+    assert e.value.code == "agent_awake"

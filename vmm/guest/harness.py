@@ -1,0 +1,322 @@
+#!/usr/bin/python3
+"""The agent harness: the program in the guest that runs the agent's loop.
+
+It talks only over the channel (``/run/apz/channel.sock``, service ``harness``), one JSON object a
+line, request then answer. It holds no key and no role: the hub says who the agent is. The loop:
+
+1. ``hello`` (the hub answers with the agent's cid, role, name and the tools it is offered);
+2. ``next``: wait for a work item;
+3. ``model``: ask the model (the hub's gateway) what to do, with the conversation so far;
+4. for each tool the model picks: a guest tool (``vm.*``) is first ``decide``d by the hub's laws,
+   then run here and its ``result`` reported; a host tool goes to the hub as ``tool``;
+5. repeat 3-4 until the model answers without a tool, then ``done``.
+
+Guest tools: ``vm.shell`` (a command with a time limit), ``vm.read_file``, ``vm.list_dir``,
+``vm.write_file``, ``vm.edit_file`` (confined to the workspace), ``vm.share_file`` (sends a workspace
+file to the hub). Outbound web traffic goes through a local proxy at 127.0.0.1:3128 that carries each
+connection to the hub's egress proxy (service ``egress``).
+
+Standard library only; it never imports anything of the hub.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+CHANNEL_SOCK = os.environ.get("APZ_CHANNEL_SOCK", "/run/apz/channel.sock")
+WORKSPACE = os.environ.get("APZ_WORKSPACE", "/workspace")
+PROXY_PORT = 3128
+#: Shell commands: default and largest time limit, in seconds.
+SHELL_TIMEOUT_S, SHELL_MAX_TIMEOUT_S = 30, 600
+#: Largest output a tool returns, and largest file read or shared.
+MAX_OUTPUT = 16_000
+MAX_FILE = 1 << 20
+#: Model turns per work item before the harness gives up on it.
+MAX_STEPS = 24
+WAIT_S = 20
+PLACEHOLDER_KEY = "plaza"  # the only "key" a guest ever holds
+
+
+class ToolError(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"apz-harness: {msg}", flush=True)
+
+
+# -- the channel ------------------------------------------------------------------------------------
+def open_service(service: str, path: str = CHANNEL_SOCK) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(service.encode() + b"\n")
+    return s
+
+
+class Hub:
+    """The harness's line to the hub: one JSON request, one JSON answer."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.rfile = sock.makefile("rb")
+        self.lock = threading.Lock()
+
+    def call(self, op: str, **fields) -> dict:
+        with self.lock:
+            self.sock.sendall(json.dumps(dict(fields, op=op)).encode() + b"\n")
+            line = self.rfile.readline()
+        if not line:
+            raise ConnectionError("the hub closed the harness stream")
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# -- guest tools ------------------------------------------------------------------------------------
+def confined(path: str, workspace: str = None) -> str:
+    """The real path of ``path`` inside the workspace; refused if it leaves it."""
+    ws = os.path.realpath(workspace or WORKSPACE)
+    if not isinstance(path, str) or not path:
+        raise ToolError("a path is needed")
+    full = os.path.realpath(os.path.join(ws, path))
+    if full != ws and not full.startswith(ws + os.sep):
+        raise ToolError(f"{path} is outside {workspace or WORKSPACE}")
+    return full
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + f"\n… ({len(text) - MAX_OUTPUT} more characters)"
+
+
+def shell_env() -> dict:
+    proxy = f"http://127.0.0.1:{PROXY_PORT}"
+    return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": WORKSPACE,
+            "LANG": "C.UTF-8", "http_proxy": proxy, "https_proxy": proxy, "HTTP_PROXY": proxy,
+            "HTTPS_PROXY": proxy, "ANTHROPIC_API_KEY": PLACEHOLDER_KEY, "OPENAI_API_KEY": PLACEHOLDER_KEY}
+
+
+def tool_shell(args: dict, workspace: str = None) -> str:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ToolError("vm.shell needs a command")
+    timeout = args.get("timeout", SHELL_TIMEOUT_S)
+    if not isinstance(timeout, (int, float)) or not 0 < timeout <= SHELL_MAX_TIMEOUT_S:
+        raise ToolError(f"timeout is 1 to {SHELL_MAX_TIMEOUT_S} seconds")
+    ws = workspace or WORKSPACE
+    try:
+        p = subprocess.run(["/bin/sh", "-c", command], cwd=ws, env=shell_env(), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                           start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        out = (e.output or b"").decode(errors="replace")
+        raise ToolError(f"timed out after {timeout} s\n{_clip(out)}") from None
+    return f"exit {p.returncode}\n" + _clip(p.stdout.decode(errors="replace"))
+
+
+def tool_read_file(args: dict, workspace: str = None) -> str:
+    full = confined(args.get("path"), workspace)
+    if not os.path.isfile(full):
+        raise ToolError(f"no file {args.get('path')}")
+    with open(full, "rb") as f:
+        data = f.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE:
+        raise ToolError(f"{args.get('path')} is larger than {MAX_FILE} bytes")
+    return _clip(data.decode(errors="replace"))
+
+
+def tool_list_dir(args: dict, workspace: str = None) -> str:
+    full = confined(args.get("path") or ".", workspace)
+    if not os.path.isdir(full):
+        raise ToolError(f"no folder {args.get('path')}")
+    names = sorted(n + ("/" if os.path.isdir(os.path.join(full, n)) else "") for n in os.listdir(full))
+    return "\n".join(names)
+
+
+def tool_write_file(args: dict, workspace: str = None) -> str:
+    full = confined(args.get("path"), workspace)
+    content = args.get("content")
+    if not isinstance(content, str):
+        raise ToolError("vm.write_file needs content")
+    if len(content.encode()) > MAX_FILE:
+        raise ToolError(f"a file is at most {MAX_FILE} bytes")
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    tmp = full + ".apz-tmp"
+    with open(tmp, "w") as f:
+        f.write(content)
+    os.replace(tmp, full)
+    return f"wrote {len(content.encode())} bytes to {args['path']}"
+
+
+def tool_edit_file(args: dict, workspace: str = None) -> str:
+    full = confined(args.get("path"), workspace)
+    old, new = args.get("old"), args.get("new")
+    if not isinstance(old, str) or not isinstance(new, str) or not old:
+        raise ToolError("vm.edit_file needs old and new text")
+    if not os.path.isfile(full):
+        raise ToolError(f"no file {args.get('path')}")
+    with open(full) as f:
+        text = f.read()
+    n = text.count(old)
+    if n != 1:
+        raise ToolError(f"the old text occurs {n} times; it must occur exactly once")
+    return tool_write_file({"path": args["path"], "content": text.replace(old, new)}, workspace)
+
+
+def tool_share_file(args: dict, workspace: str = None, hub: Hub = None) -> str:
+    full = confined(args.get("path"), workspace)
+    if not os.path.isfile(full):
+        raise ToolError(f"no file {args.get('path')}")
+    with open(full, "rb") as f:
+        data = f.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE:
+        raise ToolError(f"a shared file is at most {MAX_FILE} bytes")
+    if hub is None:
+        raise ToolError("no hub to share with")
+    r = hub.call("share", path=args["path"], content=base64.b64encode(data).decode())
+    if not r.get("ok"):
+        raise ToolError(r.get("error", {}).get("message", "the hub refused the file"))
+    return f"shared {args['path']} ({len(data)} bytes) as {r.get('name')}"
+
+
+GUEST_TOOLS = {"vm.shell": tool_shell, "vm.read_file": tool_read_file, "vm.list_dir": tool_list_dir,
+               "vm.write_file": tool_write_file, "vm.edit_file": tool_edit_file}
+
+
+def run_guest_tool(tool: str, args: dict, hub: Hub = None, workspace: str = None) -> str:
+    if tool == "vm.share_file":
+        return tool_share_file(args, workspace, hub)
+    fn = GUEST_TOOLS.get(tool)
+    if fn is None:
+        raise ToolError(f"no guest tool {tool}")
+    return fn(args, workspace)
+
+
+# -- the egress forwarder ---------------------------------------------------------------------------
+def splice(a: socket.socket, b: socket.socket) -> None:
+    def pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=pump, args=(b, a), daemon=True)
+    t.start()
+    pump(a, b)
+    t.join()
+    a.close()
+    b.close()
+
+
+def egress_forwarder(port: int = PROXY_PORT) -> None:
+    """127.0.0.1:port in the guest: every connection goes, as it is, to the hub's egress proxy."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(64)
+
+    def serve():
+        while True:
+            conn, _ = srv.accept()
+            try:
+                up = open_service("egress")
+            except OSError:
+                conn.close()
+                continue
+            threading.Thread(target=splice, args=(conn, up), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+# -- the loop ---------------------------------------------------------------------------------------
+def run_item(hub: Hub, item: dict, tools: list) -> None:
+    messages = [{"role": "user", "content": item.get("text", "")}]
+    for _ in range(MAX_STEPS):
+        r = hub.call("model", item=item["item"], messages=messages, tools=tools)
+        if not r.get("ok"):
+            err = r.get("error", {})
+            hub.call("done", item=item["item"], outcome="cancelled" if err.get("code") == "plaza_held" else "failed",
+                     text=err.get("message", "the model call failed"))
+            return
+        reply = r.get("reply") or {}
+        calls = reply.get("tool_calls") or []
+        messages.append({"role": "assistant", "content": reply.get("text") or "", "tool_calls": calls})
+        if not calls:
+            hub.call("done", item=item["item"], outcome="done", text=reply.get("text") or "")
+            return
+        for call in calls:
+            messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": do_call(hub, call)})
+    hub.call("done", item=item["item"], outcome="failed", text=f"gave up after {MAX_STEPS} model turns")
+
+
+def do_call(hub: Hub, call: dict) -> str:
+    tool, args, cid = call.get("name"), call.get("args") or {}, call.get("id")
+    if not isinstance(tool, str) or not isinstance(args, dict):
+        return "error: a tool call needs a name and arguments"
+    if tool.startswith("vm."):
+        d = hub.call("decide", tool=tool, args=args, call_id=cid)
+        if d.get("effect") != "allow":
+            return f"error: refused by the plaza: {d.get('message') or d.get('reason')}"
+        try:
+            out, ok = run_guest_tool(tool, args, hub), True
+        except ToolError as e:
+            out, ok = f"error: {e}", False
+        except Exception as e:  # a tool must never take the harness down
+            out, ok = f"error: {type(e).__name__}: {e}", False
+        hub.call("result", tool=tool, call_id=cid, ok=ok, output=out)
+        return out
+    r = hub.call("tool", tool=tool, args=args, call_id=cid)
+    if not r.get("ok"):
+        return "error: " + r.get("error", {}).get("message", "refused")
+    return json.dumps(r.get("result"))
+
+
+def main() -> int:
+    os.makedirs(WORKSPACE, exist_ok=True)
+    try:
+        egress_forwarder()
+    except OSError as e:
+        log(f"no egress forwarder: {e}")
+    backoff = 0.5
+    while True:
+        try:
+            hub = Hub(open_service("harness"))
+            me = hub.call("hello", version=1)
+            if not me.get("ok"):
+                log(f"the hub refused us: {me.get('error')}")
+                hub.close()
+                time.sleep(5)
+                continue
+            backoff = 0.5
+            log(f"connected as cid {me['cid']} ({me['role']})")
+            tools = me.get("tools") or []
+            while True:
+                r = hub.call("next", wait=WAIT_S)
+                if r.get("item"):
+                    run_item(hub, r["item"], tools)
+        except (OSError, ConnectionError, ValueError) as e:
+            log(f"lost the hub: {e}; again in {backoff:g} s")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 10)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
