@@ -77,3 +77,13 @@ def database_url(backend, request):
     if backend == "sqlite":
         return None
     return request.getfixturevalue("postgres").new_database()
+
+
+@pytest.fixture
+def hub(folders, database_url):
+    """A real apid process on this test's folders (and database)."""
+    from support.hubproc import HubProcess
+
+    h = HubProcess(folders, database_url).start()
+    yield h
+    h.stop()

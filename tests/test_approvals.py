@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from support.treasury import Plaza
+from support.treasury import Plaza, refused_command as refused
 
 import jhrl
 from agentplaza.domain import sanction_schedule as sched
 from agentplaza.domain import treasury as t
-from agentplaza.domain.base import Refusal
 from agentplaza.domain.conduct import steps_for
 from agentplaza.events import approvals as ap
 from agentplaza.events import conduct as cd
@@ -21,15 +20,6 @@ def p(folders, database_url):
     plaza = Plaza(folders.state, database_url)
     yield plaza
     plaza.close()
-
-
-def refused(p: Plaza, code: str, fn, *args, **kw) -> Refusal:
-    before = p.store.max_position()
-    with pytest.raises(Refusal) as info:
-        fn(p.cmds, *args, **kw)
-    assert info.value.code == code, info.value.message
-    assert p.store.max_position() == before, "a refusal changed something"
-    return info.value
 
 
 EDIT = jhrl.Call(role="builder", action="engine.edit", risk="write", args={"path": "src/a.py", "api_key": "sk-1"})

@@ -6,8 +6,6 @@ A real apid, the ``anthropic`` and ``openai`` SDKs pointed at it with
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import anthropic
@@ -15,7 +13,7 @@ import httpx
 import openai
 import pytest
 from support.fake_upstream import KEYS, FakeUpstream
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, cli
 
 ENV_KEYS = {"anthropic": "APZ_TEST_ANTHROPIC_KEY", "openai": "APZ_TEST_OPENAI_KEY", "gemini": "APZ_TEST_GEMINI_KEY"}
 
@@ -251,11 +249,6 @@ def test_stop_all_refuses_every_model_call(hub, upstream):
         assert c.get("/v1/models/decision").json()["decision_models"][0]["held"] is True
         c.post("/v1/plaza/resume", json={})
     assert a.messages.create(model="echo", max_tokens=8, messages=[{"role": "user", "content": "back"}]).content[0].text == "back"
-
-
-def cli(h: HubProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args], env=h.env, input=stdin,
-                          capture_output=True, text=True, timeout=60)
 
 
 def test_the_models_and_usage_commands(hub, upstream):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, cli
 
 def genesis_events(h: HubProcess) -> int:
     """How many events a new plaza starts with (its founding: the plaza, the budget, the vault ...)."""
@@ -17,18 +17,6 @@ def genesis_events(h: HubProcess) -> int:
         return c.get("/v1/hub").json()["position"]
 
 
-@pytest.fixture
-def hub(folders, database_url):
-    h = HubProcess(folders, database_url).start()
-    yield h
-    h.stop()
-
-
-def cli(h: HubProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentplaza.cli.main", *args],
-        env=h.env, input=stdin, capture_output=True, text=True, timeout=60,
-    )
 
 
 def test_first_start_prints_the_banner_and_makes_the_owner_token_once(folders, database_url):

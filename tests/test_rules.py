@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
-import sys
 import warnings
 
 import jhrl
 import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, cli
 
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
@@ -336,11 +334,6 @@ def test_decisions_and_rule_changes_rebuild_to_the_same_read_models(api):
 
 
 # -- the CLI against a real hub -------------------------------------------------------------
-
-
-def cli(h: HubProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args],
-                          env=h.env, input=stdin, capture_output=True, text=True, timeout=60)
 
 
 def test_cli_rules(folders, tmp_path):

@@ -7,10 +7,9 @@ one it does not.  Each test quotes the guide's sentence it checks.
 from __future__ import annotations
 
 import pytest
-from support.treasury import Plaza
+from support.treasury import Plaza, refused_command as refused
 
 from agentplaza.domain import treasury as t
-from agentplaza.domain.base import Refusal
 from agentplaza.events import plaza as plaza_commands
 from agentplaza.events import scheduler
 from agentplaza.events import tasks as tk
@@ -23,15 +22,6 @@ def p(folders, database_url):
     plaza = Plaza(folders.state, database_url)
     yield plaza
     plaza.close()
-
-
-def refused(p: Plaza, code: str, fn, *args, **kw) -> Refusal:
-    before = p.store.max_position()
-    with pytest.raises(Refusal) as info:
-        fn(p.cmds, *args, **kw)
-    assert info.value.code == code, info.value.message
-    assert p.store.max_position() == before, "a refusal changed something"
-    return info.value
 
 
 def task(p: Plaza, budget: int = 500, role: str | None = "builder", actor: str = "owner", **kw) -> str:

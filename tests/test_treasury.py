@@ -7,10 +7,9 @@ names its reason as the guide does, and changes nothing.
 from __future__ import annotations
 
 import pytest
-from support.treasury import Plaza
+from support.treasury import Plaza, refused
 
 from agentplaza.domain import treasury as t
-from agentplaza.domain.base import Refusal
 from agentplaza.domain.plaza import PLAZA_ID
 from agentplaza.domain.plaza import Plaza as PlazaAgg
 from agentplaza.events import plaza as plaza_commands
@@ -22,16 +21,6 @@ def p(folders, database_url):
     plaza = Plaza(folders.state, database_url)
     yield plaza
     plaza.close()
-
-
-def refused(p: Plaza, code: str, fn, *args, **kw) -> Refusal:
-    """The call is refused with ``code`` and writes nothing."""
-    before = p.store.max_position()
-    with pytest.raises(Refusal) as info:
-        fn(*args, **kw)
-    assert info.value.code == code, info.value.message
-    assert p.store.max_position() == before, "a refusal changed something"
-    return info.value
 
 
 def journal(p: Plaza) -> list[dict]:

@@ -3,29 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 
-import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, cli, ok
 
 
-@pytest.fixture
-def hub(folders, database_url):
-    h = HubProcess(folders, database_url).start()
-    yield h
-    h.stop()
-
-
-def cli(h: HubProcess, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args], env=h.env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
-
-
-def ok(r):
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def earn(c, cid: str, amount: int, task: str) -> None:

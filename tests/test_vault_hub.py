@@ -8,12 +8,11 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, cli
 
 #: Values with characters that JSON, URLs and shells each treat differently.
 VALUES = {
@@ -45,11 +44,6 @@ def encodings(value: str) -> dict[str, bytes]:
         "utf-16le": value.encode("utf-16-le"),
     }
     return {k: v for k, v in forms.items() if len(v) >= 8}
-
-
-def cli(h: HubProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args], env=h.env, input=stdin,
-                          capture_output=True, text=True, timeout=60)
 
 
 class Recorder:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as dt
-import shutil
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -33,7 +32,7 @@ from typing import Any, Callable
 from ..config import Folders
 from ..domain.base import Context, Refusal
 from ..domain.vault import (
-    AUDIT_MAX_LIMIT, HUB_NODE, PLAZA, SEALED_MESSAGE, TAMPERED_MESSAGE, VAULT_ID, Denied, DOTENV_WARNING, Entry,
+    AUDIT_MAX_LIMIT, HUB_NODE, SEALED_MESSAGE, TAMPERED_MESSAGE, VAULT_ID, Denied, DOTENV_WARNING, Entry,
     UseGroup, UseGroups, Vault, VaultUsage, check_binding, check_bindings, check_name, check_passphrase,
     check_scope, format_recovery_code, index_of, matrix, normalize_recovery_code, parse_dotenv, plan_import,
     resolve, usage_id, RECOVERY_ALPHABET, RECOVERY_CODE_CHARS, NODE_PATTERN,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, cli
 
 
 @pytest.fixture
@@ -16,11 +14,6 @@ def hub(folders, database_url):
     h.start()
     yield h
     h.stop()
-
-
-def cli(h, *args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args], env=h.env, input=stdin,
-                          capture_output=True, text=True, timeout=60)
 
 
 def test_spawn_list_show_patch_tell_and_the_lifecycle_over_http(hub):

@@ -73,3 +73,16 @@ class HubProcess:
                 self.kill()
         if self.proc and self.proc.stdout:
             self.output += self.proc.stdout.read() or ""
+
+
+def cli(h: HubProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the agentplaza command against this hub, as a person would."""
+    extra = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run([sys.executable, "-m", "agentplaza.cli.main", *args], env=h.env,
+                          capture_output=True, text=True, timeout=60, check=False, **extra)
+
+
+def ok(r):
+    """The JSON of a 200 answer (and the answer's text when it is not 200)."""
+    assert r.status_code == 200, r.text
+    return r.json()

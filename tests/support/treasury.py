@@ -64,3 +64,22 @@ class Plaza:
     def close(self) -> None:
         self.store.close()
         self.rm.engine.dispose()
+
+
+def refused(p: "Plaza", code: str, fn, *args, **kw):
+    """The call is refused with ``code`` and writes nothing."""
+    import pytest
+
+    from agentplaza.domain.base import Refusal
+
+    before = p.store.max_position()
+    with pytest.raises(Refusal) as info:
+        fn(*args, **kw)
+    assert info.value.code == code, info.value.message
+    assert p.store.max_position() == before, "a refusal changed something"
+    return info.value
+
+
+def refused_command(p: "Plaza", code: str, fn, *args, **kw):
+    """The command ``fn(p.cmds, ...)`` is refused with ``code`` and writes nothing."""
+    return refused(p, code, fn, p.cmds, *args, **kw)
