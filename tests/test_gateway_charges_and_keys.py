@@ -19,7 +19,7 @@ import openai
 import pytest
 from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess
-from test_gateway import cli, give_wallet, token
+from test_gateway import cli, token
 
 MSG = [{"role": "user", "content": "x"}]
 
