@@ -9,8 +9,9 @@ that upstream in the same run.
 
 1. added latency, one caller: p50 and p99 of (through the gateway) - (direct)
    (goal: p50 <= 2 ms added).  Every call through the gateway is checked
-   against the policy, metered, and committed as a ``ModelCalled`` event
-   before the answer returns.
+   against the policy and the payer, metered, then charged to the task's
+   escrow and committed with its ``ModelCalled`` event (after the answer
+   is sent, on the recorder thread).
 2. calls per second with CONCURRENCY callers: through the gateway, and direct.
 """
 
@@ -74,6 +75,14 @@ def throughput(url: str, headers: dict, seconds: float) -> float:
     return sum(done) / (time.perf_counter() - t0)
 
 
+def setup(c: httpx.Client) -> dict:
+    """The caller: an agent with a wallet (the treasury's open_wallet) on a task whose escrow pays its calls."""
+    c.post("/v1/treasury/mint", json={"amount": 400_000})
+    c.post("/v1/treasury/wallets", json={"cid": "1", "name": "bench", "role": "builder"})
+    c.post("/v1/treasury/escrows", json={"task": "bench", "amount": 400_000})
+    return c.post("/v1/models/gateway-tokens", json={"cid": "1", "role": "builder", "task": "bench"}).json()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -92,7 +101,7 @@ def main() -> None:
                 c.patch("/v1/models/providers/openai", json={"base_url": up.url + "/v1",
                                                              "key": {"kind": "env", "name": "APZ_BENCH_OPENAI_KEY"}})
                 c.patch("/v1/models/policy", json={"worker": ["deepseek/deepseek-flash", "openai/gpt-6-luna"]})
-                tok = c.post("/v1/models/gateway-tokens", json={"cid": "1", "role": "builder"}).json()
+                tok = setup(c)
             via = tok["base_urls"]["openai"] + "/chat/completions"
             direct = up.url + "/v1/chat/completions"
             hv, hd = {"authorization": "Bearer plaza"}, {"authorization": f"Bearer {KEYS['openai']}"}

@@ -7,6 +7,7 @@ A real apid, the ``anthropic`` and ``openai`` SDKs pointed at it with
 from __future__ import annotations
 
 import time
+import uuid
 
 import anthropic
 import httpx
@@ -46,7 +47,22 @@ def hub(folders, upstream):
     h.stop()
 
 
-def token(h: HubProcess, cid: str = "7", role: str = "builder", **extra) -> dict:
+def give_wallet(h: HubProcess, cid: str, credits: int = 0, role: str = "builder") -> None:
+    """Open the agent's wallet (the treasury's open_wallet) and let it earn ``credits`` the only way there is:
+    a passed task's margin (20% of the metered cost)."""
+    with h.client() as c:
+        r = c.post("/v1/treasury/wallets", json={"cid": cid, "name": f"agent-{cid}", "role": role})
+        assert r.status_code == 200 or r.json()["error"]["code"] == "wallet_exists", r.text
+        if credits:
+            task = f"earn-{cid}-{uuid.uuid4().hex[:8]}"
+            assert c.post("/v1/treasury/escrows", json={"task": task, "amount": credits * 5}).status_code == 200
+            r = c.post(f"/v1/treasury/escrows/{task}/settle", json={"passed": True, "worker": cid, "metered_cost": credits * 5})
+            assert r.status_code == 200, r.text
+
+
+def token(h: HubProcess, cid: str = "7", role: str = "builder", credits: int = 1000, **extra) -> dict:
+    """A gateway token for agent ``cid``; the agent gets a wallet holding ``credits`` first."""
+    give_wallet(h, cid, credits, role)
     with h.client() as c:
         r = c.post("/v1/models/gateway-tokens", json={"cid": cid, "role": role, **extra})
         assert r.status_code == 200, r.text

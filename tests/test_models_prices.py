@@ -131,9 +131,9 @@ def test_the_daily_fetch_keeps_lists_in_the_store_and_the_last_good_copy_on_fail
         assert not failed["openrouter"]["ok"] and failed["openrouter"]["in_use"] == out["openrouter"]["day"]
         kept = {r["source"]: r for r in hub.read_models.states["models"].rows.all("rm_price_lists")}
         assert kept["openrouter"]["count"] == 2 and json.dumps(kept["litellm"]["prices"])
-        from agentplaza.api.gateway import Gateway, HubKeys, Unmetered
+        from agentplaza.api.gateway import Gateway, TreasuryCharger, VaultKeys
 
-        gw = Gateway(hub, HubKeys({}), Unmetered())
+        gw = Gateway(hub, VaultKeys(hub), TreasuryCharger(hub))
         assert gw.price_book().lookup("anthropic", "claude-opus-5-5").source == "openrouter"
         # the fetched LiteLLM list (dated today) replaces the shipped snapshot
         assert gw.price_book().lookup("deepseek", "deepseek-flash").input == 200  # OpenRouter's $0.20

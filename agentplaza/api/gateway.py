@@ -34,20 +34,21 @@ from fractions import Fraction
 from typing import Any, AsyncIterator, Protocol
 
 import anyio
-import httpx
 import orjson
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..adapters.providers.client import Answer, Upstream
+from ..adapters.providers.client import UPSTREAM_ERRORS, Answer, Upstream
 from ..adapters.providers.presets import GEMINI, OPENAI, ProviderConfig
 from ..adapters.providers.prices import CREDITS_PER_USD, MICRO, PriceBook, snapshots
 from ..adapters.providers.wire import PASSED_HEADERS, Meter, error_body, read_ask, rewrite
 from ..domain.base import Context, Refusal
-from ..domain.models import Permit, permit, tier_of
+from ..domain.models import Permit, key_binding, permit, tier_of, vault_key_name
 from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
+from ..domain.vault import HUB_NODE, Denied, resolve
 from ..events import models as model_commands
+from ..events import treasury as treasury_commands
 from .hub import Hub
 
 #: The key every gateway caller presents: useless outside the hub.
@@ -59,11 +60,22 @@ GATEWAY_TOKEN_BYTES = 24
 MAX_GATEWAY_BODY_BYTES = 32 * 1024 * 1024
 #: STOP ALL answers with this status: a 4xx that SDKs do not retry.
 HELD_STATUS = 423
+#: A payer with nothing (or an agent with no wallet) is refused before the call with this status.
+PAYER_STATUS = 402
 #: How long a key printed by --command is reused before the command runs again.
 COMMAND_KEY_TTL_S = 300.0
 COMMAND_TIMEOUT_S = 30.0
-#: Threads that record and charge answered calls.
-RECORD_WORKERS = 8
+#: The most answered calls the recorder puts in one commit.
+RECORD_BATCH = 256
+#: How long the recorder waits after a call is answered for more to join its commit.  Recording
+#: call by call, right after each answer, took the GIL from the next call (bench/gateway.py:
+#: +1.2 ms p50); gathered, one commit serves many calls and the callers keep the interpreter.
+RECORD_GATHER_S = 0.05
+#: The node whose vault entries a provider key is read for: the hub's own machine,
+#: where the gateway runs (agents on other nodes will be told apart with the microVM channel).
+CALLER_NODE = HUB_NODE
+#: Provider key kinds that live in the vault.
+VAULT_KEY_KINDS = ("vault", "secret")
 
 
 def token_sha256(token: str) -> str:
@@ -86,7 +98,10 @@ class Caller:
 
 
 class KeySource(Protocol):
-    """Where a provider's key comes from. Returns None when there is none ("Key missing")."""
+    """Where a provider's key comes from. Returns None when there is none ("Key missing").
+
+    Raises ``Refusal`` when the key exists but cannot be read now (a sealed vault).
+    """
 
     def key(self, provider: ProviderConfig, caller: Caller | None) -> str | None: ...
 
@@ -97,18 +112,18 @@ class Charger(Protocol):
     """The treasury's gateway rules, as the gateway needs them."""
 
     def check(self, caller: Caller) -> None:
-        """Before a call: raise ``Refusal`` (402) when the payer has no credits."""
+        """Before a call, cheap (on the event loop): raise ``Refusal`` when the payer may have nothing."""
 
-    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str) -> tuple[list, dict]:
+    def confirm(self, caller: Caller) -> None:
+        """Confirm a refusal of ``check`` on fresh state (off the event loop); raise it when it holds."""
+
+    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str,
+               loaded: dict | None) -> tuple[list, dict]:
         """Inside the call's command: the aggregates changed and {"charged", "shortfall", "payer", "entry"}."""
 
 
 class HubKeys:
-    """Keys the hub reads itself: its environment (--env) and commands (--command).
-
-    Keys kept in the vault (the default, and --secret) are read by the vault
-    key source; until the vault is part of the hub they are "Key missing".
-    """
+    """Keys the hub reads itself: its environment (--env) and commands (--command)."""
 
     def __init__(self, environ: dict[str, str] | None = None):
         self.environ = os.environ if environ is None else environ
@@ -117,8 +132,6 @@ class HubKeys:
 
     def key(self, provider: ProviderConfig, caller: Caller | None) -> str | None:
         kind = provider.key.get("kind")
-        if kind == "none":
-            return None
         if kind == "env":
             return self.environ.get(provider.key["name"]) or None
         if kind == "command":
@@ -132,7 +145,8 @@ class HubKeys:
             if hit and now - hit[0] < COMMAND_KEY_TTL_S:
                 return hit[1]
         try:
-            out = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+            out = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                                 check=False)
         except subprocess.TimeoutExpired:
             return None
         token = out.stdout.strip() if out.returncode == 0 else ""
@@ -154,50 +168,126 @@ class HubKeys:
         return "Key missing"
 
 
-class Unmetered:
-    """No treasury yet: calls are metered and priced but nobody is charged."""
+def vault_name(provider: ProviderConfig) -> str:
+    """The vault entry a provider's key is: its own (kind "vault") or the one --secret named."""
+    if provider.key.get("kind") == "secret":
+        return provider.key["name"]
+    return vault_key_name(provider.id)
+
+
+class VaultKeys:
+    """Provider keys from the hub's vault (kinds "vault" and "secret"); the rest from ``HubKeys``.
+
+    A key is read with ``vault.reveal(name, consumer="provider:<id>", node=...)``,
+    the vault's one way out, which records the use (grouped per minute) and
+    refuses while the vault is sealed (``vault_sealed``).  The value goes
+    into the forwarded request's auth header and nowhere else.
+    """
+
+    def __init__(self, hub: Hub, others: HubKeys | None = None):
+        self.hub = hub
+        self.others = others or HubKeys()
+
+    def key(self, provider: ProviderConfig, caller: Caller | None) -> str | None:
+        if provider.key.get("kind") not in VAULT_KEY_KINDS:
+            return self.others.key(provider, caller)
+        vault = self.hub.vault
+        if vault is None:
+            return None
+        if vault.tampered:
+            raise Refusal("vault_tampered", f"the key of provider {provider.id} is in the vault, and the vault is "
+                          "tampered; it gives out no secret", 423)
+        if vault.sealed:
+            raise Refusal("vault_sealed", f"the key of provider {provider.id} is in the vault, and the vault is sealed; "
+                          "unseal it with agentplaza vault unseal", 423)
+        try:
+            return vault.reveal(vault_name(provider), consumer=key_binding(provider.id), node=CALLER_NODE,
+                                actor=caller.actor if caller else "hub")
+        except Denied:
+            return None
+
+    def status(self, provider: ProviderConfig) -> str:
+        if provider.key.get("kind") not in VAULT_KEY_KINDS:
+            return self.others.status(provider)
+        name = vault_name(provider)
+        vault = self.hub.vault
+        found = False
+        if vault is not None:
+            try:
+                resolve(vault.entries(), name, key_binding(provider.id), CALLER_NODE)
+                found = True
+            except Denied:
+                pass
+        if not found:
+            return "Key missing" if provider.key["kind"] == "vault" else \
+                f"Key missing (no vault entry {name} bound to {key_binding(provider.id)})"
+        status = "Key set" if provider.key["kind"] == "vault" else f"Key set (vault entry {name})"
+        if vault.tampered:
+            return status + " (the vault is tampered)"
+        return status + " (the vault is sealed)" if vault.sealed else status
+
+
+class TreasuryCharger:
+    """The treasury's gateway rules: the check before a call, the charge in the call's commit."""
+
+    def __init__(self, hub: Hub):
+        self.cmds = hub.commands
 
     def check(self, caller: Caller) -> None:
-        return None
+        treasury_commands.quick_check_gateway_call(self.cmds, caller.cid, caller.task)
 
-    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str) -> tuple[list, dict]:
-        return [], {"charged": 0, "shortfall": 0, "payer": None, "entry": None}
+    def confirm(self, caller: Caller) -> None:
+        treasury_commands.check_gateway_call(self.cmds, caller.cid, caller.task)
+
+    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str,
+               loaded: dict | None) -> tuple[list, dict]:
+        try:
+            return treasury_commands.gateway_charge_step(self.cmds, ctx, caller.cid, caller.task, credits, ref, loaded)
+        except Refusal:  # the payer is gone (no wallet): the call is recorded, its whole cost a shortfall
+            return [], {"charged": 0, "shortfall": credits, "payer": None, "entry": None}
 
 
 class Recorder:
-    """Records and charges answered calls on worker threads, off every caller's path.
+    """Records and charges answered calls on ONE worker thread, off every caller's path.
 
-    The workers' commits meet in the store's group commit, so many calls share
-    one transaction.  A call is recorded once its answer has been sent; a hub
-    killed in between loses that call's record (and its charge).
+    The worker takes every call waiting in its queue (up to ``RECORD_BATCH``)
+    and records them, each ``ModelCalled`` event with its charge, in one
+    commit.  One thread (not a pool) keeps the hub's GIL for the callers: the
+    event loop is not made to wait behind many recording threads.  A call is
+    recorded once its answer has been sent; a hub killed in between loses
+    the calls still queued (and their charges).
     """
 
-    def __init__(self, workers: int = RECORD_WORKERS, on_recorded: Any = None):
-        self.queue: queue.Queue = queue.Queue()
-        self.on_recorded = on_recorded or (lambda: None)
+    def __init__(self, record: Any):
+        self.record = record  # record(list[CallRecord]) -> None
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.pending = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._threads = [threading.Thread(target=self._work, daemon=True, name=f"apz-record-{i}") for i in range(workers)]
-        for t in self._threads:
-            t.start()
+        self._thread = threading.Thread(target=self._work, daemon=True, name="apz-record")
+        self._thread.start()
 
-    def submit(self, ref: str, record: Any) -> None:
+    def submit(self, call: Any) -> None:
         with self._lock:
             self.pending += 1
-        self.queue.put((ref, record))
+        self.queue.put(call)
 
     def _work(self) -> None:
         while True:
-            ref, record = self.queue.get()
+            batch = [self.queue.get()]
+            time.sleep(RECORD_GATHER_S)  # let the calls of the next moments join this commit
+            while len(batch) < RECORD_BATCH:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                record()
-                self.on_recorded()
-            except Exception as e:  # noqa: BLE001 - the answer is sent; say why its record failed
-                print(f"apid: model call {ref} not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+                self.record(batch)
+            except Exception as e:  # noqa: BLE001 - the answers are sent; say why their records failed
+                print(f"apid: {len(batch)} model calls not recorded: {type(e).__name__}: {e}", file=sys.stderr)
             finally:
                 with self._lock:
-                    self.pending -= 1
+                    self.pending -= len(batch)
                     if self.pending == 0:
                         self._idle.notify_all()
 
@@ -220,9 +310,17 @@ class Gateway:
         self.keys = keys
         self.charger = charger
         self.upstream = upstream or Upstream()
-        self.recorder = Recorder(on_recorded=on_recorded)
+        self.on_recorded = on_recorded or (lambda: None)
+        self.recorder = Recorder(self._record)
         self._book: tuple[Any, PriceBook] | None = None
         self._snapshots: dict | None = None
+
+    def _record(self, calls: list) -> None:
+        def failed(call_id: uuid.UUID, e: Exception) -> None:
+            print(f"apid: model call {call_id.hex} not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+
+        if model_commands.record_calls(self.hub.commands, calls, failed):
+            self.on_recorded()
 
     # -- what the hub knows, from its read models (in memory) -----------------------------
 
@@ -272,6 +370,13 @@ class Gateway:
 
     # -- one call ------------------------------------------------------------------------------
 
+    async def _key(self, provider: ProviderConfig, caller: Caller) -> str | None:
+        """The provider's key.  A vault key is read on the event loop (a decryption, tens of microseconds);
+        a --command key may run a command, so it is read on a worker thread."""
+        if provider.key.get("kind") in VAULT_KEY_KINDS or provider.key.get("kind") == "env":
+            return self.keys.key(provider, caller)
+        return await anyio.to_thread.run_sync(self.keys.key, provider, caller)
+
     def _check_key(self, wire: str, request: Request) -> None:
         h = request.headers
         presented = h.get("x-api-key") or h.get("x-goog-api-key") or request.query_params.get("key")
@@ -303,11 +408,12 @@ class Gateway:
                      path_stream: bool = False) -> Response:
         start = time.perf_counter()
         try:
+            # The body first, even for a refusal: a request left unread costs the caller its kept-alive connection.
+            body = await self._body(request)
             self._check_key(wire, request)
             caller = self.caller(token)
             if self.held():
                 raise GatewayRefusal(HELD_STATUS, "plaza_held", HELD_MESSAGE)
-            body = await self._body(request)
             ask = read_ask(wire, body, path_model, path_stream)
             policy = self.policy()
             try:
@@ -322,16 +428,21 @@ class Gateway:
                 raise GatewayRefusal(400, "wire_unsupported",
                                      f"provider {provider.id} does not serve the {wire} shape; "
                                      f"call it on its {', '.join(provider.wires)} route")
+            # The payer, on the accounts the store holds in memory (no thread hand-off on the way of a
+            # call); a refusal is confirmed on fresh state off the event loop before it is given.
             try:
-                await anyio.to_thread.run_sync(self.charger.check, caller)
-            except Refusal as r:
-                raise GatewayRefusal(402, r.code, r.message) from None
+                self.charger.check(caller)
+            except Refusal:
+                try:
+                    await anyio.to_thread.run_sync(self.charger.confirm, caller)
+                except Refusal as r:
+                    raise _payer_refusal(r) from None
             key = None
             if provider.key.get("kind") != "none" and not provider.is_mock:
                 try:
-                    key = await anyio.to_thread.run_sync(self.keys.key, provider, caller)
+                    key = await self._key(provider, caller)
                 except Refusal as r:
-                    raise GatewayRefusal(503 if r.code == "vault_sealed" else 403, r.code, r.message) from None
+                    raise GatewayRefusal(r.status if r.status in (HELD_STATUS, 503) else 403, r.code, r.message) from None
                 if key is None:
                     raise GatewayRefusal(403, "key_missing", f"provider {provider.id} has no key: Key missing")
         except GatewayRefusal as g:
@@ -343,7 +454,7 @@ class Gateway:
         try:
             answer = await self.upstream.call(provider, wire, forwarded, allowed.model, ask.stream, key, passed,
                                               allowed.effort, call_id.hex[:12])
-        except httpx.HTTPError as e:
+        except UPSTREAM_ERRORS as e:
             await call.finish(502)
             return _error(wire, 502, "provider_unreachable", f"provider {provider.id} did not answer: {type(e).__name__}")
         if answer.chunks is None:
@@ -387,7 +498,7 @@ class _Call:
                 self.meter.feed(chunk)
                 yield chunk
             complete = True
-        except httpx.HTTPError:
+        except UPSTREAM_ERRORS:
             self.stream_status = 502
             complete = True
         finally:
@@ -429,19 +540,21 @@ class _Call:
         }
         ref = self.call_id.hex
 
-        def charge(ctx: Context, credits: int) -> tuple[list, dict]:
-            return gw.charger.charge(ctx, caller, credits, ref)
+        def charge(ctx: Context, credits: int, loaded: dict | None) -> tuple[list, dict]:
+            return gw.charger.charge(ctx, caller, credits, ref, loaded)
 
-        def record() -> None:
-            cmds = gw.hub.commands
-            ctx = cmds.context(caller.actor, None, ref)
-            model_commands.record_call(cmds, ctx, self.call_id, fields, charge)
-
-        gw.recorder.submit(ref, record)
+        gw.recorder.submit((gw.hub.commands.context(caller.actor, None, ref), self.call_id, fields, charge))
 
 
 def _ceil(x: Fraction) -> int:
     return -(-x.numerator // x.denominator)
+
+
+def _payer_refusal(r: Refusal) -> GatewayRefusal:
+    """The treasury's refusal before a call: 423 while the plaza is held, else 402 (payment required)."""
+    if r.code == "plaza_held":
+        return GatewayRefusal(HELD_STATUS, r.code, r.message)
+    return GatewayRefusal(PAYER_STATUS, r.code, r.message)
 
 
 def _error(wire: str, status: int, code: str, message: str) -> Response:
@@ -449,5 +562,6 @@ def _error(wire: str, status: int, code: str, message: str) -> Response:
                     media_type="application/json")
 
 
-__all__ = ["Gateway", "Caller", "KeySource", "Charger", "HubKeys", "Unmetered", "PLACEHOLDER_KEY",
+__all__ = ["Gateway", "Caller", "KeySource", "Charger", "HubKeys", "VaultKeys", "TreasuryCharger",
+           "PLACEHOLDER_KEY",
            "GATEWAY_TOKEN_PREFIX", "token_sha256", "GEMINI", "OPENAI"]

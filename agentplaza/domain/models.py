@@ -314,6 +314,19 @@ def permit(policy: dict, tier: str, requested: str, requested_effort: str | None
 # -- providers ------------------------------------------------------------------------------
 
 KEY_KINDS = ("vault", "env", "secret", "command", "none")
+#: A key stored with ``models key ID`` (kind "vault") is the vault entry of this name, bound to provider:<id>.
+VAULT_KEY_SUFFIX = "_API_KEY"
+
+
+def vault_key_name(pid: str) -> str:
+    """The vault entry that holds provider ``pid``'s key: ANTHROPIC_API_KEY for anthropic, AZURE_OPENAI_API_KEY ..."""
+    stem = re.sub(r"[^A-Z0-9]", "_", pid.upper())
+    return (stem if stem[:1].isalpha() else "P_" + stem) + VAULT_KEY_SUFFIX
+
+
+def key_binding(pid: str) -> str:
+    """The vault consumer a provider reads its key as."""
+    return f"provider:{pid}"
 
 
 def check_provider(cfg: dict) -> dict:

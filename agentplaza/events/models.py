@@ -19,6 +19,7 @@ from ..domain.models import (
     record_call as _record_call,
 )
 from .commands import Commands
+from .committer import CommitConflict
 
 
 def load(cmds: Commands) -> ModelSettings:
@@ -101,29 +102,80 @@ def store_price_list(cmds: Commands, ctx: Context, source: str, day: str, prices
 
 
 #: A charger's part of a call's command: (aggregates to commit with the call, charge facts).
-ChargeStep = Callable[[Context, int], tuple[list, dict]]
+#: Called as ``charge(ctx, credits, loaded)``; ``loaded`` holds the accounts earlier calls of the
+#: same commit changed (None when the call is committed alone).
+ChargeStep = Callable[[Context, int, "dict | None"], tuple[list, dict]]
+#: One call to record: its context, id, fields and charge step.
+CallRecord = tuple[Context, uuid.UUID, dict, "ChargeStep | None"]
+#: What a call costs in whole credits: its cost in millionths of a credit, rounded up.
+MICRO_PER_CREDIT = 1_000_000
+
+
+def _decide_call(ctx: Context, call_id: uuid.UUID, fields: dict, charge: ChargeStep | None,
+                 loaded: dict | None) -> list:
+    aggs: list = []
+    facts = {"charged": 0, "shortfall": 0, "payer": None, "entry": None}
+    credits = -(-fields["cost_micro"] // MICRO_PER_CREDIT)
+    if charge is not None and credits > 0:
+        aggs, got = charge(ctx, credits, loaded)
+        facts.update(got)
+    usage: Usage = _record_call(ctx, call_id, **dict(fields, **facts))
+    return [*aggs, usage]
 
 
 def record_call(cmds: Commands, ctx: Context, call_id: uuid.UUID, fields: dict,
                 charge: ChargeStep | None = None) -> list[int]:
     """One model call: its ``ModelCalled`` event and its charge, committed together.
 
-    ``charge(ctx, credits)`` decides the charge on fresh state each attempt and
+    ``charge(ctx, credits, None)`` decides the charge on fresh state each attempt and
     returns the aggregates it changed and {"charged", "shortfall", "payer", "entry"}.
     """
+    return cmds.run(lambda: _decide_call(ctx, call_id, fields, charge, None))
 
-    def decide():
-        aggs: list = []
-        facts = {"charged": 0, "shortfall": 0, "payer": None, "entry": None}
-        credits = -(-fields["cost_micro"] // 1_000_000)
-        if charge is not None and credits > 0:
-            aggs, got = charge(ctx, credits)
-            facts.update(got)
-        usage: Usage = _record_call(ctx, call_id, **dict(fields, **facts))
-        return [*aggs, usage]
 
-    return cmds.run(decide)
+def record_calls(cmds: Commands, calls: list[CallRecord], on_error: Callable[[uuid.UUID, Exception], None]) -> int:
+    """Many model calls, each with its charge, in ONE commit (the gateway's recorder drains its queue so).
+
+    The calls are decided one after another; a later call's charge sees the
+    accounts earlier calls changed.  A call whose decision fails is left out
+    (``on_error``).  When the commit loses a race (another hub or thread moved
+    an account first), each call is recorded alone, on fresh state.
+    Returns how many calls were recorded.
+    """
+    loaded: dict = {}
+    aggregates: dict = {}
+    kept: list[CallRecord] = []
+    for call in calls:
+        ctx, call_id, fields, charge = call
+        try:
+            for a in _decide_call(ctx, call_id, fields, charge, loaded):
+                aggregates[a.id] = a
+        except Exception as e:  # noqa: BLE001 - one bad call does not lose the others
+            on_error(call_id, e)
+            # its half-made charge may have touched shared accounts: start the batch again without it
+            return _without(cmds, calls, call, on_error)
+        kept.append(call)
+    if not aggregates:
+        return 0
+    try:
+        cmds.store.commit(*aggregates.values())
+        return len(kept)
+    except CommitConflict:
+        done = 0
+        for ctx, call_id, fields, charge in kept:
+            try:
+                record_call(cmds, ctx, call_id, fields, charge)
+                done += 1
+            except Exception as e:  # noqa: BLE001
+                on_error(call_id, e)
+        return done
+
+
+def _without(cmds: Commands, calls: list[CallRecord], bad: CallRecord, on_error) -> int:
+    rest = [c for c in calls if c is not bad]  # every account was a private copy: nothing to undo
+    return record_calls(cmds, rest, on_error) if rest else 0
 
 
 __all__ = ["PriceList", "load", "ensure_models", "add_provider", "edit_provider", "remove_provider", "set_policy",
-           "issue_link", "revoke_link", "store_price_list", "record_call"]
+           "issue_link", "revoke_link", "store_price_list", "record_call",
+           "record_calls"]

@@ -52,24 +52,31 @@ def payment_view(p: t.Payment) -> dict:
     }
 
 
-def _load(cmds: Commands, key: str) -> Any:
+def _load(cmds: Commands, key: str, loaded: dict | None = None) -> Any:
+    if loaded is not None and key in loaded:
+        return loaded[key]
     return cmds.store.get(t.account_id(key))
 
 
-def _books(cmds: Commands, ctx: Context, keys: Iterable[str], tasks: Iterable[str | None] = ()) -> t.Books:
-    """Load the named accounts, and for each task its escrow and its chain's root escrow."""
+def _books(cmds: Commands, ctx: Context, keys: Iterable[str], tasks: Iterable[str | None] = (),
+           loaded: dict | None = None) -> t.Books:
+    """Load the named accounts, and for each task its escrow and its chain's root escrow.
+
+    ``loaded``: accounts already changed (not yet committed) by earlier steps of
+    the same commit, used instead of the store's copies.
+    """
     accounts: dict[str, Any] = {}
     for k in keys:
-        accounts[k] = _load(cmds, k)
+        accounts[k] = _load(cmds, k, loaded)
     for task in tasks:
         if task is None:
             continue
         key = t.escrow_key(task)
-        escrow = accounts.get(key) or _load(cmds, key)
+        escrow = accounts.get(key) or _load(cmds, key, loaded)
         accounts[key] = escrow
         if escrow is not None and not escrow.is_root:
             root = t.escrow_key(escrow.root)
-            accounts[root] = accounts.get(root) or _load(cmds, root)
+            accounts[root] = accounts.get(root) or _load(cmds, root, loaded)
     return t.Books(ctx, accounts)
 
 
@@ -226,6 +233,32 @@ def charge_gateway(cmds: Commands, ctx: Context, cid: str, task: str | None, *, 
         return books, {"shortfall": e.shortfall}
 
     return _run(cmds, decide)
+
+
+def quick_check_gateway_call(cmds: Commands, cid: str, task: str | None) -> None:
+    """``check_gateway_call`` on the store's cached accounts, without a command: cheap enough for the
+    event loop.  A refusal here is only a hint; confirm it with ``check_gateway_call`` (fresh state)."""
+    books = _books(cmds, cmds.context("hub"), [t.wallet_key(cid)], [task])
+    t.check_gateway_call(books, _plaza(cmds), cid, task)
+
+
+def gateway_charge_step(cmds: Commands, ctx: Context, cid: str, task: str | None, cost: int,
+                        ref: str | None = None, loaded: dict | None = None) -> tuple[list, dict]:
+    """A gateway call's charge, decided but not committed: the caller commits the aggregates with its own event.
+
+    ``cost`` is the provider's reported cost, else the price's estimate (whole
+    credits).  Charged to the task's escrow while it holds money, else to the
+    wallet; a partial payer pays what it has and the rest is the shortfall.
+    Returns the changed aggregates and {"charged", "shortfall", "payer", "entry"}; ``loaded`` (when
+    given) gets the accounts this step changed, for the next step of the same commit.
+    """
+    books = _books(cmds, ctx, [t.wallet_key(cid)], [task], loaded)
+    payer = t.gateway_payer(books, cid, task).key
+    e = t.charge_gateway(books, cid, task, reported_cost=cost, ref=ref)
+    if loaded is not None:
+        loaded.update(books.touched)
+    return books.changed(), {"charged": -e.postings.get(payer, 0), "shortfall": e.shortfall, "payer": payer,
+                             "entry": e.id.hex}
 
 
 def charge_model_call(cmds: Commands, ctx: Context, cid: str, task: str | None, *, route: str = "own_loop",

@@ -10,7 +10,9 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator
+from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 import orjson
 
@@ -38,27 +40,36 @@ class Answer:
     close: object = None  # awaitable closer for a stream
 
 
-class Upstream:
-    """The hub's one way out to model providers."""
+#: What a failed exchange with a provider raises (the pool's own errors, and httpx's for the price fetch).
+UPSTREAM_ERRORS: tuple[type[BaseException], ...] = (
+    httpx.HTTPError, httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol, httpcore.ProxyError, httpcore.PoolTimeout,
+)
+#: The answer headers a caller gets back from a provider.
+KEPT_HEADERS = (b"content-type", b"retry-after", b"request-id", b"x-request-id")
 
-    def __init__(self, transport: httpx.AsyncBaseTransport | None = None):
-        self._transport = transport
-        self._http: httpx.AsyncClient | None = None
+
+class Upstream:
+    """The hub's one way out to model providers: one pool of kept-alive connections.
+
+    It speaks through httpcore's connection pool directly: httpx's client
+    layers (URL and header models, cookies, auth and redirect handling) cost
+    a fifth of a millisecond a call and the gateway needs none of them.
+    """
+
+    def __init__(self, pool: httpcore.AsyncConnectionPool | None = None):
+        self._pool = pool
+        self._timeouts = {"connect": CONNECT_TIMEOUT_S, "read": READ_TIMEOUT_S, "write": READ_TIMEOUT_S,
+                          "pool": CONNECT_TIMEOUT_S}
 
     @property
-    def http(self) -> httpx.AsyncClient:
-        if self._http is None:
-            limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE)
+    def pool(self) -> httpcore.AsyncConnectionPool:
+        if self._pool is None:
             # No Nagle: a request's head and body go out at once, not one round trip apart.
-            transport = self._transport or httpx.AsyncHTTPTransport(
-                limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-            self._http = httpx.AsyncClient(
-                transport=transport,
-                timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-                limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE),
-                follow_redirects=False,
-            )
-        return self._http
+            self._pool = httpcore.AsyncConnectionPool(
+                max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE,
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        return self._pool
 
     async def call(self, provider: ProviderConfig, wire: str, body: dict, model: str, stream: bool,
                    key: str | None, extra_headers: dict[str, str] | None = None, effort: str | None = None,
@@ -76,24 +87,28 @@ class Upstream:
         base = provider.endpoint(wire)
         assert base is not None
         headers = auth_headers(wire, provider.auth, key)
+        headers["content-type"] = "application/json"
         if extra_headers:
             headers.update(extra_headers)
-        request = self.http.build_request("POST", upstream_url(wire, base, model, stream),
-                                          content=orjson.dumps(body), headers=headers)
-        response = await self.http.send(request, stream=True)
-        kept = {k: v for k, v in response.headers.items()
-                if k.lower() in ("content-type", "retry-after", "request-id", "x-request-id")}
-        if not stream or response.status_code >= 400 or "event-stream" not in response.headers.get("content-type", ""):
+        url = upstream_url(wire, base, model, stream)
+        content = orjson.dumps(body)
+        head = [("host", urlsplit(url).netloc), ("content-length", str(len(content))), *headers.items()]
+        request = httpcore.Request("POST", url, headers=head, content=content, extensions={"timeout": self._timeouts})
+        response = await self.pool.handle_async_request(request)
+        kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in response.headers if k.lower() in KEPT_HEADERS}
+        ctype = kept.get("content-type") or kept.get("Content-Type") or ""
+        kept = {k.lower(): v for k, v in kept.items()}
+        if not stream or response.status >= 400 or "event-stream" not in ctype:
             try:
-                data = await response.aread()
+                data = b"".join([chunk async for chunk in response.aiter_stream()])  # type: ignore[attr-defined]
             finally:
                 await response.aclose()
-            return Answer(response.status_code, kept, data)
-        return Answer(response.status_code, kept, chunks=response.aiter_raw(), close=response.aclose)
+            return Answer(response.status, kept, data)
+        return Answer(response.status, kept, chunks=response.aiter_stream(), close=response.aclose)  # type: ignore[attr-defined]
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
 
 
 def test_body(wire: str, model: str) -> dict:
@@ -112,7 +127,7 @@ async def test_call(upstream: Upstream, provider: ProviderConfig, model: str, ke
     start = time.perf_counter()
     try:
         a = await upstream.call(provider, wire, test_body(wire, model), model, False, key)
-    except httpx.HTTPError as e:
+    except UPSTREAM_ERRORS as e:
         return {"provider": provider.id, "model": model, "ok": False, "status": None,
                 "latency_ms": round((time.perf_counter() - start) * 1000, 1), "message": f"no answer: {type(e).__name__}: {e}"}
     ms = round((time.perf_counter() - start) * 1000, 1)

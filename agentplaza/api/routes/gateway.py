@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...adapters.providers.presets import ANTHROPIC, GEMINI, OPENAI
-from ..gateway import Gateway, HubKeys, Unmetered
+from ..gateway import Gateway, TreasuryCharger, VaultKeys
 from ..kit import Api
 
 GATEWAY_PREFIX = "/v1/gateway"
@@ -23,7 +23,7 @@ def gateway_of(api: Api) -> Gateway:
     """The hub's one gateway (made on first use, shared by the models routes)."""
     gw = getattr(api, "gateway", None)
     if gw is None:
-        gw = Gateway(api.hub, HubKeys(), Unmetered())
+        gw = Gateway(api.hub, VaultKeys(api.hub), TreasuryCharger(api.hub))
         api.gateway = gw  # type: ignore[attr-defined]
     return gw
 

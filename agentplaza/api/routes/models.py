@@ -15,10 +15,20 @@ from starlette.routing import Route
 from ...adapters.providers import prices as price_lists
 from ...adapters.providers.client import test_call
 from ...adapters.providers.presets import PRESETS, STARTING_PROVIDERS, ProviderConfig, config_from_preset
-from ...domain.models import EFFORTS, check_effort, is_contributor, parse_entry, resolve, tier_of
+from ...domain.models import (
+    EFFORTS,
+    check_effort,
+    is_contributor,
+    key_binding,
+    parse_entry,
+    resolve,
+    tier_of,
+    vault_key_name,
+)
+from ...domain.vault import PLAZA as VAULT_PLAZA
 from ...events import models as model_commands
 from ..errors import ApiError, Body, read_body
-from ..gateway import GATEWAY_TOKEN_BYTES, GATEWAY_TOKEN_PREFIX, token_sha256
+from ..gateway import GATEWAY_TOKEN_BYTES, GATEWAY_TOKEN_PREFIX, VAULT_KEY_KINDS, token_sha256, vault_name
 from ..kit import Api
 from .gateway import base_urls, gateway_of
 
@@ -140,6 +150,9 @@ def routes(api: Api) -> list:
     def policy() -> dict:
         return gw.policy()
 
+    def provider_exists(pid: str) -> bool:
+        return hub.read_models.states["models"].rows.get("rm_model_providers", pid) is not None
+
     def provider_row(pid: str) -> dict:
         row = hub.read_models.states["models"].rows.get("rm_model_providers", pid)
         if row is None:
@@ -157,6 +170,9 @@ def routes(api: Api) -> list:
         cfg = config_from_preset(body.preset or body.id, id=body.id, base_url=body.base_url, key=_key(body.key),
                                  models=body.models)
         ctx = api.context(request, f"add provider {body.id}")
+        if provider_exists(body.id):
+            raise ApiError(409, "provider_exists", f"provider {body.id} is already added; use models edit")
+        await api.query(bind_secret, ctx, body.id, cfg["key"])
         await api.command(lambda: model_commands.add_provider(hub.commands, ctx, cfg))
         return provider_view(api, provider_row(body.id))
 
@@ -174,6 +190,7 @@ def routes(api: Api) -> list:
         if body.enabled is not None:
             changes["enabled"] = body.enabled
         ctx = api.context(request, f"edit provider {pid}")
+        await api.query(bind_secret, ctx, pid, changes.get("key"))
         await api.command(lambda: model_commands.edit_provider(hub.commands, ctx, pid, changes))
         return provider_view(api, provider_row(pid))
 
@@ -183,12 +200,51 @@ def routes(api: Api) -> list:
         await api.command(lambda: model_commands.remove_provider(hub.commands, ctx, pid))
         return {"removed": pid}
 
+    def vault():
+        if hub.vault is None:
+            raise ApiError(503, "vault_absent", "this hub has no vault")
+        return hub.vault
+
+    def bind_secret(ctx, pid: str, key: dict | None) -> None:
+        """--secret NAME: bind the existing vault entry NAME (each of its entries) to provider:<id>."""
+        if key is None or key.get("kind") != "secret":
+            return
+        name, binding = key.get("name") or "", key_binding(pid)
+        entries = [e for e in vault().entries() if e.name == name]
+        if not entries:
+            raise ApiError(404, "unknown_secret", f"the vault has no entry {name}; add it with agentplaza vault set {name}")
+        for e in entries:
+            if binding not in e.bindings:
+                vault().rebind(ctx, e.id, bindings=[*e.bindings, binding])
+
+    def put_key(ctx, cfg: ProviderConfig, value: str) -> None:
+        """The key into the vault: a new entry bound to provider:<id>, or a new version of the bound one."""
+        name = vault_name(cfg) if cfg.key.get("kind") in VAULT_KEY_KINDS else vault_key_name(cfg.id)
+        binding = key_binding(cfg.id)
+        plaza_entries = [e for e in vault().entries() if e.name == name and e.scope == VAULT_PLAZA]
+        if not plaza_entries:
+            vault().set(ctx, name, value, kind="api_key", label=f"key of provider {cfg.id}", scope=VAULT_PLAZA,
+                        bindings=[binding])
+            return
+        e = plaza_entries[0]
+        if binding not in e.bindings:
+            raise ApiError(409, "secret_not_bound",
+                           f"the vault entry {name} exists and is not bound to {binding}; bind it with "
+                           f"agentplaza models edit {cfg.id} --secret {name}, then set the key again")
+        vault().rotate(ctx, e.id, value)
+
     async def store_key(request: Request) -> dict:
         pid = request.path_params["pid"]
-        await read_body(request, KeyValueBody)
-        provider_row(pid)
-        raise ApiError(503, "vault_unavailable",
-                       "the vault is not part of this hub yet; use models edit ID --env NAME for now")
+        body = await read_body(request, KeyValueBody)
+        cfg = ProviderConfig.from_row(provider_row(pid))
+        if cfg.is_mock or cfg.key.get("kind") == "none":
+            raise ApiError(422, "no_key_needed", f"provider {pid} needs no key")
+        ctx = api.context(request, f"the key of provider {pid}")
+        await api.query(put_key, ctx, cfg, body.value)
+        if cfg.key.get("kind") not in VAULT_KEY_KINDS:  # from now on its key is the one in the vault
+            await api.command(lambda: model_commands.edit_provider(hub.commands, ctx, pid, {"key": {"kind": "vault"}}))
+        await api.follower.settle(hub.store.max_position())
+        return provider_view(api, provider_row(pid))
 
     async def test(request: Request) -> dict:
         pid = request.path_params["pid"]
