@@ -13,6 +13,9 @@ from ..domain.base import Refusal
 
 #: Largest request body the hub reads.
 MAX_BODY_BYTES = 64 * 1024
+#: An oversized body up to this size is read and thrown away before the 413 goes out, so the
+#: client is not cut off mid-send and sees the answer; a larger one is refused at once.
+DRAIN_LIMIT_BYTES = 16 * MAX_BODY_BYTES
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -34,15 +37,19 @@ class Body(pydantic.BaseModel):
 
 
 async def read_body(request: Request, model: type[M]) -> M:
+    too_large = ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
+    if declared and declared.isdigit() and int(declared) > DRAIN_LIMIT_BYTES:
+        raise too_large
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
+        if size > DRAIN_LIMIT_BYTES:
+            raise too_large
+        if size <= MAX_BODY_BYTES:
+            chunks.append(chunk)
+    if size > MAX_BODY_BYTES:
+        raise too_large
     raw = b"".join(chunks)
     if not raw.strip():
         raw = b"{}"
