@@ -34,6 +34,7 @@ from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
 from ..events import plaza as plaza_commands
+from ..events import tasks as tasks_commands
 from ..projections.agents import agents_table
 from . import tooldecide
 from .egress import EgressPolicy, EgressProxy, Refused
@@ -233,6 +234,20 @@ class AgentRuntime:
         a = self.cmds.store.get(n.agent_of(cid))
         return None if a is None or a.deleted else a
 
+    def worker_state(self, cid: int, state: str) -> None:
+        """Tell the scheduler (``events.tasks``) what the agent is: available (online and idle),
+        busy (running a work item) or offline. A refusal (it holds a task; already offline) is
+        the scheduler's state being right already, and is only logged."""
+        a = self.agent_of(cid)
+        ctx = self.ctx_node()
+        if state == "available":
+            if a is not None and a.run == "running":
+                self._safely(tasks_commands.worker_available, ctx, str(cid), a.role, a.tier)
+        elif state == "busy":
+            self._safely(tasks_commands.worker_busy, ctx, str(cid), "running a work item")
+        else:
+            self._safely(tasks_commands.worker_offline, ctx, str(cid))
+
     def held(self) -> bool:
         p = plaza_commands.load(self.cmds)
         return bool(p and p.held)
@@ -298,6 +313,7 @@ class HarnessSession:
                                 "the harness went away during this item")
             if self.said_hello:
                 self.rt._safely(ac.disconnected, self.rt.ctx_node(), self.cid, "the harness disconnected")
+                self.rt.worker_state(self.cid, "offline")
 
     def _readline(self) -> bytes | None:
         while b"\n" not in self.buf:
@@ -334,6 +350,7 @@ class HarnessSession:
         claimed = {k: req[k] for k in ("role", "cid", "tier") if k in req}
         self.said_hello = True
         ac.connected(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+        self.rt.worker_state(self.cid, "available")
         if claimed:
             self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
                            actor=f"node:{LOCAL_NODE}")
@@ -356,6 +373,7 @@ class HarnessSession:
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
                 if item is not None:
                     self.taken = item["item"]
+                    self.rt.worker_state(self.cid, "busy")
                     return {"ok": True, "item": item}
             left = end - time.monotonic()
             if left <= 0 or self.rt._stop.is_set():
@@ -378,13 +396,24 @@ class HarnessSession:
         return result
 
     def _decide(self, agent, tool: str, args: dict, call_id: Any) -> dict:
-        d = tooldecide.decide_tool(self.rt.hub, agent, tool, args)
+        c = tooldecide.check_tool(self.rt.hub, agent, tool, args)
+        d = c.decision
         detail = {"effect": d.effect, "reason": d.reason, "law": d.forbidding, "violation": d.violation,
-                  "call_id": call_id, "args": json.dumps(args, sort_keys=True, default=str)[:500]}
+                  "call_id": call_id, "decision_id": c.call_id or None, "mode": c.mode,
+                  "approval": c.approval, "approved_by": c.approved,
+                  "args": json.dumps(args, sort_keys=True, default=str)[:500]}
+        if c.extra.get("message"):
+            detail["refusal"] = c.extra["message"]
         self.rt._entry(self.cid, "tool_call", None, tool=tool, detail=detail)
-        msg = {"allow": None, "deny": f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")",
-               "ask": f"{tool} waits for the owner's approval"}[d.effect]
-        return {"ok": True, "effect": d.effect, "reason": d.reason, "law": d.forbidding, "message": msg}
+        if d.effect == "deny":
+            msg = c.extra.get("message") or (f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")")
+        elif d.effect == "ask":
+            msg = (f"{tool} waits for the owner's approval {c.approval}; once the owner approves it, "
+                   "make the same call again with the same input and it runs once")
+        else:
+            msg = None
+        return {"ok": True, "effect": d.effect, "reason": d.reason, "law": d.forbidding, "message": msg,
+                "approval": c.approval}
 
     def op_decide(self, agent, req: dict) -> dict:
         tool, args = req.get("tool"), req.get("args")
@@ -402,6 +431,8 @@ class HarnessSession:
         if not isinstance(tool, str) or not isinstance(args, dict):
             return _err("bad_request", "tool takes a name and args")
         d = self._decide(agent, tool, args, req.get("call_id"))
+        if d["effect"] == "ask":
+            return dict(_err("awaiting_approval", d["message"]), approval=d["approval"])
         if d["effect"] != "allow":
             return _err("refused", d["message"])
         try:
@@ -461,6 +492,7 @@ class HarnessSession:
                        str(req.get("text")) if req.get("text") is not None else None)
         if item == self.taken:
             self.taken = None
+        self.rt.worker_state(self.cid, "available")
         return {"ok": True}
 
 

@@ -273,6 +273,8 @@ def do_call(hub: Hub, call: dict) -> str:
         return "error: a tool call needs a name and arguments"
     if tool.startswith("vm."):
         d = hub.call("decide", tool=tool, args=args, call_id=cid)
+        if d.get("effect") == "ask":
+            return f"waiting: {d.get('message')}"
         if d.get("effect") != "allow":
             return f"error: refused by the plaza: {d.get('message') or d.get('reason')}"
         try:
@@ -285,7 +287,10 @@ def do_call(hub: Hub, call: dict) -> str:
         return out
     r = hub.call("tool", tool=tool, args=args, call_id=cid)
     if not r.get("ok"):
-        return "error: " + r.get("error", {}).get("message", "refused")
+        err = r.get("error", {})
+        if err.get("code") == "awaiting_approval":
+            return "waiting: " + err.get("message", "")
+        return "error: " + err.get("message", "refused")
     return json.dumps(r.get("result"))
 
 
