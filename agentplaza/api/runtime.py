@@ -289,6 +289,8 @@ class HarnessSession:
         self.taken: str | None = None
 
     def gone(self) -> bool:
+        if self.st is None:  # a session driven in process (tests): never gone
+            return False
         return self.st._reset is not None or self.st.channel.closed or self.st._remote_closed
 
     def run(self) -> None:

@@ -1,0 +1,81 @@
+"""The hub's side of a harness, in process (no VM): every tool call goes through
+``events.conduct.check_call`` (modes, approvals used once with the exact input, the plaza held), the
+scheduler hears when an agent is available, busy or offline, and the task host tools act with the
+agent's CID and the role the hub gave it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentplaza.api.hub import Hub
+from agentplaza.api.runtime import AgentRuntime, HarnessSession
+from agentplaza.events import agents as ac
+from agentplaza.events import approvals
+from agentplaza.events import plaza as plaza_commands
+from agentplaza.events import tasks as tc
+from agentplaza.projections.agents import transcript_table
+
+
+@pytest.fixture
+def hub(folders, database_url):
+    h = Hub.open(folders, database_url=database_url)
+    yield h
+    h.close()
+
+
+def session(hub, role, **kw):
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1, **kw)[0]
+    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
+    assert s.handle({"op": "hello", "role": "orchestrator"})["role"] == role
+    return cid, s
+
+
+def entries(hub, cid, kind):
+    hub.read_models.catch_up()
+    return [r for r in hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq)
+            if r["cid"] == cid and r["kind"] == kind]
+
+
+def test_ask_mode_waits_in_approvals_and_the_approved_call_runs_once_with_its_exact_input(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    ac.update(cmds, cmds.context("owner"), cid, {"permission_mode": "ask"})
+    call = {"op": "decide", "tool": "vm.write_file", "args": {"path": "a.txt", "content": "hi"}, "call_id": "c1"}
+    first = s.handle(call)
+    assert first["effect"] == "ask" and first["approval"] and "approval" in first["message"]
+    assert s.handle(call)["approval"] == first["approval"]  # asking again while it waits: the same one
+    other = s.handle(dict(call, args={"path": "a.txt", "content": "other"}))
+    assert other["effect"] == "ask" and other["approval"] != first["approval"]
+    approvals.decide(cmds, cmds.context("owner"), first["approval"], True)
+    ran = s.handle(call)
+    assert ran["effect"] == "allow"
+    again = s.handle(call)  # used once: the same call asks anew
+    assert again["effect"] == "ask" and again["approval"] != first["approval"]
+    calls = entries(hub, cid, "tool_call")
+    assert [c["detail"]["effect"] for c in calls] == ["ask", "ask", "ask", "allow", "ask"]
+    assert calls[3]["detail"]["approved_by"] == first["approval"] and calls[3]["detail"]["mode"] == "ask"
+
+
+def test_read_only_mode_refuses_writes_and_a_held_plaza_refuses_every_call(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    ac.update(cmds, cmds.context("owner"), cid, {"permission_mode": "read-only"})
+    assert s.handle({"op": "decide", "tool": "vm.write_file", "args": {"path": "a", "content": ""}})["effect"] == "deny"
+    assert s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})["effect"] == "allow"
+    plaza_commands.stop_all(cmds, cmds.context("owner", "test"))
+    held = s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})
+    assert held["effect"] == "deny" and "held" in held["message"]
+    assert s.handle({"op": "tool", "tool": "plaza_status", "args": {}})["ok"] is False
+
+
+def test_the_scheduler_hears_available_busy_and_offline(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    assert tc.worker(cmds, str(cid)).status == "idle"
+    ac.tell(cmds, cmds.context("owner"), cid, "do a thing")
+    item = s.handle({"op": "next", "wait": 0})["item"]
+    assert tc.worker(cmds, str(cid)).status == "busy"
+    s.handle({"op": "done", "item": item["item"], "outcome": "done"})
+    assert tc.worker(cmds, str(cid)).status == "idle"
+    s.rt.worker_state(cid, "offline")
+    assert tc.worker(cmds, str(cid)).status == "offline"
