@@ -35,6 +35,7 @@ from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
 from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
+from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import tooldecide
 from .egress import EgressPolicy, EgressProxy, Refused
@@ -48,7 +49,10 @@ MAX_NEXT_WAIT_S = 30.0
 #: Largest file an agent shares.
 MAX_SHARE_BYTES = 1 << 20
 #: The host tools the hub runs for agents today (the laws decide each call first).
-HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message")
+HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message", "plaza_task_list",
+              "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel")
+#: The most tasks ``plaza_task_list`` returns.
+MAX_TASK_LIST = 50
 GUEST_TOOLS = ("vm.shell", "vm.read_file", "vm.list_dir", "vm.write_file", "vm.edit_file", "vm.share_file")
 
 
@@ -465,7 +469,64 @@ class HarnessSession:
             item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text)
             self.rt.work_for(to)
             return {"sent": True, "item": item}
+        if tool.startswith("plaza_task_"):
+            return self._task_tool(agent, tool, args)
         raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def _task_tool(self, agent, tool: str, args: dict) -> Any:
+        """The task tools, through ``events.tasks`` with the agent's CID as the actor and the role
+        the hub gave it (never one the guest names)."""
+        cmds, me = self.rt.cmds, str(self.cid)
+        ctx = self.rt.ctx_agent(self.cid)
+        number = args.get("task")
+        if tool != "plaza_task_list" and tool != "plaza_task_create" and not isinstance(number, str):
+            raise Refusal("bad_request", f"{tool} takes task (its number, like t1)", 422)
+        if tool == "plaza_task_list":
+            rows = self.rt.hub.read_models.rows(work_rm.tasks, work_rm.tasks.c.state.notin_(tuple(tasks_commands.ENDED)),
+                                                order_by=work_rm.tasks.c.position, limit=MAX_TASK_LIST)
+            return [{k: r[k] for k in ("number", "title", "acceptance", "role", "budget", "state", "phase",
+                                        "worker", "reviewer", "report")} for r in rows]
+        if tool == "plaza_task_create":
+            title, acceptance, budget = args.get("title"), args.get("acceptance"), args.get("budget")
+            if not isinstance(title, str) or not isinstance(acceptance, str):
+                raise Refusal("bad_request", "plaza_task_create takes title and acceptance (and budget, details, role)", 422)
+            if budget is not None and not isinstance(budget, int):
+                raise Refusal("bad_request", "a budget is a whole number of credits", 422)
+            out = tasks_commands.create(cmds, ctx, title, acceptance, budget, details=str(args.get("details") or ""),
+                                        role=args.get("role") if isinstance(args.get("role"), str) else None,
+                                        parent=args.get("parent") if isinstance(args.get("parent"), str) else None)
+            out.pop("positions", None)
+            return out
+        if tool == "plaza_task_claim":
+            if args.get("review"):
+                tasks_commands.take_review(cmds, ctx, number, me, agent.role)
+                return {"task": number, "reviewing": True, **self._task_view(number)}
+            tasks_commands.claim(cmds, ctx, number, me, agent.role)
+            return {"task": number, "claimed": True, **self._task_view(number)}
+        if tool == "plaza_task_submit":
+            verdict = args.get("verdict")
+            if verdict is not None:
+                if verdict not in ("pass", "fail"):
+                    raise Refusal("bad_request", "a verdict is pass or fail", 422)
+                out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
+                return {"task": number, "verdict": verdict, "entries": len(out.entries)}
+            if args.get("give_up"):
+                tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
+                return {"task": number, "gave_up": True}
+            files = args.get("files") or []
+            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+                raise Refusal("bad_request", "files is a list of paths", 422)
+            tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files,
+                                       str(args.get("checks") or ""))
+            return {"task": number, "reported": True}
+        if tool == "plaza_task_cancel":
+            tasks_commands.withdraw(cmds, ctx, number, tier=agent.tier)
+            return {"task": number, "withdrawn": True}
+        raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def _task_view(self, number: str) -> dict:
+        v = tasks_commands.view(tasks_commands.load(self.rt.cmds, number))
+        return {k: v[k] for k in ("title", "acceptance", "details", "budget", "report")}
 
     def op_share(self, agent, req: dict) -> dict:
         path, content = req.get("path"), req.get("content")

@@ -79,3 +79,34 @@ def test_the_scheduler_hears_available_busy_and_offline(hub):
     assert tc.worker(cmds, str(cid)).status == "idle"
     s.rt.worker_state(cid, "offline")
     assert tc.worker(cmds, str(cid)).status == "offline"
+
+
+def tool(s, name, **args):
+    r = s.handle({"op": "tool", "tool": name, "args": args, "call_id": name})
+    assert r["ok"], r
+    return r["result"]
+
+
+def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
+    cmds = hub.commands
+    orch, o = session(hub, "orchestrator")
+    b1, w1 = session(hub, "builder")
+    b2, w2 = session(hub, "builder")
+    rev, r = session(hub, "reviewer")
+    t1 = tool(o, "plaza_task_create", title="a", acceptance="a.txt says a", budget=400, role="builder")["id"]
+    t2 = tool(o, "plaza_task_create", title="b", acceptance="b.txt says b", budget=300, role="builder")["id"]
+    hub.read_models.catch_up()
+    assert [t["number"] for t in tool(w1, "plaza_task_list")] == [t1, t2]
+    assert tool(w1, "plaza_task_claim", task=t1)["claimed"]
+    assert tool(w2, "plaza_task_claim", task=t2)["claimed"]
+    assert not o.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t2}})["ok"]  # taken
+    tool(w1, "plaza_task_submit", task=t1, summary="wrote a", files=["a.txt"], checks="cat a.txt")
+    tool(w2, "plaza_task_submit", task=t2, summary="wrote b", files=["b.txt"], checks="cat b.txt")
+    mine = r.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1, "review": True}})
+    assert mine["ok"] and mine["result"]["report"]["summary"] == "wrote a"
+    tool(r, "plaza_task_submit", task=t1, verdict="pass", notes="good")
+    tool(r, "plaza_task_claim", task=t2, review=True)
+    tool(r, "plaza_task_submit", task=t2, verdict="fail", notes="b.txt is empty")
+    assert (tc.load(cmds, t1).state, tc.load(cmds, t2).state) == ("done", "failed")
+    assert tc.load(cmds, t1).worker == str(b1) and tc.load(cmds, t1).reviewer == str(rev)
+    assert tc.worker(cmds, str(b1)).status == "idle"
