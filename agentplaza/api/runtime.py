@@ -39,6 +39,7 @@ from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import tooldecide
 from .egress import EgressPolicy, EgressProxy, Refused
+from .modelrelay import ModelRelay
 
 log = logging.getLogger("apid.runtime")
 
@@ -74,10 +75,11 @@ class AgentRuntime:
         self.lock = threading.Lock()
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
         self.shared_dir = Path(hub.folders.state) / "shared"
+        self.relay = ModelRelay(hub)
         self.facts: dict = {}
 
     # -- life -------------------------------------------------------------------------------------
-    def start(self) -> "AgentRuntime":
+    def start(self) -> AgentRuntime:
         if self.mode == "local":
             self.proc, sock = start_local_node(self.hub.folders.state, self.hub.folders.data, self.images_dir)
         else:
@@ -116,7 +118,7 @@ class AgentRuntime:
                 return
             try:
                 self.reconcile()
-            except Exception:  # noqa: BLE001 - the loop must live; the log says why
+            except Exception:
                 log.exception("reconcile failed")
 
     def reconcile(self) -> None:
@@ -391,13 +393,13 @@ class HarnessSession:
         if self.rt.held():
             self.rt._entry(self.cid, "error", HELD_MESSAGE, tool="model")
             return _err("plaza_held", HELD_MESSAGE)
-        result = tooldecide.model_turn(self.rt.hub, agent, req.get("messages") or [], req.get("tools") or [])
+        result = self.rt.relay.turn(agent, req.get("messages") or [], req.get("tools") or [])
         if not result.get("ok"):
             err = result["error"]
             self.rt._entry(self.cid, "error", err["message"], tool="model", detail={"code": err["code"]})
             return result
         reply = result["reply"]
-        self.rt._entry(self.cid, "model", reply.get("text"), detail={
+        self.rt._entry(self.cid, "model", reply.get("text"), detail={"model": result.get("model"),
             "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
         return result
 

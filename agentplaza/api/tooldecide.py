@@ -6,8 +6,7 @@ held, suspensions, the agent's permission mode, an approval of this exact call u
 force (the decision recorded as an event), an ask decision held in approvals, violations sanctioned.
 ``decide_tool`` is the bare decision (``events.laws.decide_call``), used for egress connections.
 
-``model_turn`` is the seam to the model gateway (issue 7). Until the gateway is in the hub, a model
-call answers ``no_gateway`` and the harness reports the work item as failed.
+Model turns go to the hub's own gateway through ``api.modelrelay``.
 """
 
 from __future__ import annotations
@@ -52,13 +51,3 @@ def check_tool(hub: Any, agent: Any, tool: str, args: dict) -> conduct.CallCheck
 def offered(hub: Any, agent: Any, tools: tuple) -> list[str]:
     return jhrl.offered_tools(lawset(hub), agent.role, agent.tier, agent.permission_mode,
                               {t: TOOLS[t] for t in tools if t in TOOLS})
-
-
-NO_GATEWAY = "the model gateway is not part of this hub yet; no model call was made"
-
-
-def model_turn(hub: Any, agent: Any, messages: list, tools: list) -> dict:
-    gateway = getattr(hub, "gateway", None)
-    if gateway is None:
-        return {"ok": False, "error": {"code": "no_gateway", "message": NO_GATEWAY}}
-    return gateway.agent_turn(agent, messages, tools)

@@ -9,7 +9,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, Agent, Node, Transcript, node_id, transcript_id
+from ..domain.agents import (
+    LOCAL_NODE,
+    MAX_SPAWN,
+    MIN_SPAWN,
+    Agent,
+    Node,
+    Transcript,
+    node_id,
+    transcript_id,
+)
 from ..domain.base import Context, Refusal
 from .commands import Commands
 

@@ -89,9 +89,9 @@ def tool(s, name, **args):
 
 def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
     cmds = hub.commands
-    orch, o = session(hub, "orchestrator")
+    _orch, o = session(hub, "orchestrator")
     b1, w1 = session(hub, "builder")
-    b2, w2 = session(hub, "builder")
+    _b2, w2 = session(hub, "builder")
     rev, r = session(hub, "reviewer")
     t1 = tool(o, "plaza_task_create", title="a", acceptance="a.txt says a", budget=400, role="builder")["id"]
     t2 = tool(o, "plaza_task_create", title="b", acceptance="b.txt says b", budget=300, role="builder")["id"]
