@@ -54,6 +54,8 @@ HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message", 
               "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel")
 #: The most tasks ``plaza_task_list`` returns.
 MAX_TASK_LIST = 50
+#: The requests a harness makes inside a work item (refused once the item was cancelled).
+ITEM_OPS = ("model", "decide", "result", "tool", "share")
 GUEST_TOOLS = ("vm.shell", "vm.read_file", "vm.list_dir", "vm.write_file", "vm.edit_file", "vm.share_file")
 
 
@@ -76,6 +78,7 @@ class AgentRuntime:
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
         self.shared_dir = Path(hub.folders.state) / "shared"
         self.relay = ModelRelay(hub)
+        self.sessions: dict[int, "HarnessSession"] = {}
         self.facts: dict = {}
 
     # -- life -------------------------------------------------------------------------------------
@@ -121,7 +124,17 @@ class AgentRuntime:
             except Exception:
                 log.exception("reconcile failed")
 
+    def on_held(self) -> None:
+        """STOP ALL: every work item running now is cancelled at once (recorded as such); the harness
+        is told at its next request, which answers ``item_cancelled``, and stops the item. No work is
+        handed out, no model call made and no tool call allowed until the plaza resumes."""
+        if not self.held():
+            return
+        for s in list(self.sessions.values()):
+            s.cancel(HELD_MESSAGE)
+
     def reconcile(self) -> None:
+        self.on_held()
         rows = {r["cid"]: r for r in self.hub.read_models.rows(agents_table)}
         with self.lock:
             for cid, r in rows.items():
@@ -293,11 +306,22 @@ class HarnessSession:
         self.buf = b""
         self.said_hello = False
         self.taken: str | None = None
+        self.cancelled: str | None = None  # the item cancelled under the harness (STOP ALL)
+        self.cancel_lock = threading.Lock()
+        rt.sessions[cid] = self
 
     def gone(self) -> bool:
         if self.st is None:  # a session driven in process (tests): never gone
             return False
         return self.st._reset is not None or self.st.channel.closed or self.st._remote_closed
+
+    def cancel(self, why: str) -> None:
+        with self.cancel_lock:
+            item = self.taken
+            if item is None:
+                return
+            self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, item, "cancelled", why)
+            self.cancelled, self.taken = item, None
 
     def run(self) -> None:
         try:
@@ -316,6 +340,8 @@ class HarnessSession:
         except (ChannelClosed, StreamReset):
             pass
         finally:
+            if self.rt.sessions.get(self.cid) is self:
+                del self.rt.sessions[self.cid]
             if self.taken is not None:  # the harness went mid-item: the item is cancelled, not lost
                 self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, self.taken, "cancelled",
                                 "the harness went away during this item")
@@ -347,6 +373,14 @@ class HarnessSession:
         fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
         if fn is None:
             return _err("unknown_op", f"no op {op!r}")
+        if op in ITEM_OPS:
+            if self.taken is not None and self.rt.held():
+                self.cancel(HELD_MESSAGE)
+            if self.cancelled is not None:
+                self.rt._entry(self.cid, "error", f"{op} after the item was cancelled: {HELD_MESSAGE}",
+                               tool=req.get("tool") if isinstance(req.get("tool"), str) else op)
+                return dict(_err("item_cancelled", f"work item {self.cancelled} was cancelled: {HELD_MESSAGE}"),
+                            item=self.cancelled)
         try:
             return fn(agent, req)
         except Refusal as r:
@@ -380,7 +414,7 @@ class HarnessSession:
             if not self.rt.held():
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
                 if item is not None:
-                    self.taken = item["item"]
+                    self.taken, self.cancelled = item["item"], None
                     self.rt.worker_state(self.cid, "busy")
                     return {"ok": True, "item": item}
             left = end - time.monotonic()
@@ -553,6 +587,10 @@ class HarnessSession:
         item, outcome = req.get("item"), req.get("outcome", "done")
         if not isinstance(item, str) or not isinstance(outcome, str):
             return _err("bad_request", "done takes an item and an outcome")
+        if item == self.cancelled:  # already cancelled by STOP ALL: nothing more to record
+            self.cancelled = None
+            self.rt.worker_state(self.cid, "available")
+            return {"ok": True, "cancelled": True}
         ac.finish_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, item, outcome,
                        str(req.get("text")) if req.get("text") is not None else None)
         if item == self.taken:

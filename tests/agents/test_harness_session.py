@@ -110,3 +110,28 @@ def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
     assert (tc.load(cmds, t1).state, tc.load(cmds, t2).state) == ("done", "failed")
     assert tc.load(cmds, t1).worker == str(b1) and tc.load(cmds, t1).reviewer == str(rev)
     assert tc.worker(cmds, str(b1)).status == "idle"
+
+
+def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    t1 = tc.create(cmds, cmds.context("owner"), "a", "a", 300, role="builder")["id"]
+    ac.tell(cmds, cmds.context("owner"), cid, "work")
+    item = s.handle({"op": "next", "wait": 0})["item"]["item"]
+    plaza_commands.stop_all(cmds, cmds.context("owner", "lunch"))
+    s.rt.on_held()  # what POST /v1/plaza/stop does after the hold is committed
+    done = entries(hub, cid, "done")
+    assert [(d["detail"]["item"], d["detail"]["outcome"]) for d in done] == [(item, "cancelled")]
+    for op in ({"op": "model", "messages": []}, {"op": "decide", "tool": "vm.shell", "args": {"command": "ls"}},
+               {"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}}):
+        r = s.handle(op)
+        assert r["error"]["code"] == "item_cancelled" and r["item"] == item
+    assert s.handle({"op": "done", "item": item, "outcome": "cancelled"}) == {"ok": True, "cancelled": True}
+    ac.tell(cmds, cmds.context("owner"), cid, "more work")
+    assert s.handle({"op": "next", "wait": 0})["item"] is None  # held: no work handed out
+    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is False
+    assert s.handle({"op": "model", "messages": []})["error"]["code"] == "plaza_held"
+    assert tc.load(cmds, t1).worker is None
+    plaza_commands.resume(cmds, cmds.context("owner", "back"))
+    assert s.handle({"op": "next", "wait": 0})["item"]["text"] == "more work"
+    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is True
