@@ -78,7 +78,8 @@ class AgentRuntime:
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
         self.shared_dir = Path(hub.folders.state) / "shared"
         self.relay = ModelRelay(hub)
-        self.sessions: dict[int, "HarnessSession"] = {}
+        self.sessions: dict[int, HarnessSession] = {}
+        self.delivered: set[tuple] = set()       # (task, phase, cid) already a work item (or claimed by the agent)
         self.facts: dict = {}
 
     # -- life -------------------------------------------------------------------------------------
@@ -133,8 +134,27 @@ class AgentRuntime:
         for s in list(self.sessions.values()):
             s.cancel(HELD_MESSAGE)
 
+    def deliver_work(self) -> None:
+        """Work the scheduler or the owner gave an agent (a task to do, a task to review) becomes a
+        work item in its queue, with what it needs to know. What the agent took itself it knows."""
+        if self.held():
+            return
+        t = work_rm.tasks
+        for r in self.hub.read_models.rows(t, t.c.phase.in_(("working", "reviewing"))):
+            who = r["worker"] if r["phase"] == "working" else r["reviewer"]
+            key = (r["number"], r["phase"], who)
+            if key in self.delivered or not who or not who.isdigit():
+                continue
+            self.delivered.add(key)
+            a = self.agent_of(int(who))
+            if a is None or a.run != "running":
+                continue
+            self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r))
+            self.work_for(int(who))
+
     def reconcile(self) -> None:
         self.on_held()
+        self.deliver_work()
         rows = {r["cid"]: r for r in self.hub.read_models.rows(agents_table)}
         with self.lock:
             for cid, r in rows.items():
@@ -534,6 +554,7 @@ class HarnessSession:
             out.pop("positions", None)
             return out
         if tool == "plaza_task_claim":
+            self.rt.delivered.add((number, "reviewing" if args.get("review") else "working", me))
             if args.get("review"):
                 tasks_commands.take_review(cmds, ctx, number, me, agent.role)
                 return {"task": number, "reviewing": True, **self._task_view(number)}
@@ -597,6 +618,18 @@ class HarnessSession:
             self.taken = None
         self.rt.worker_state(self.cid, "available")
         return {"ok": True}
+
+
+def task_text(r: dict) -> str:
+    """The work item for a task given to an agent: to do it, or to review it."""
+    head = f"Task {r['number']}: {r['title']}\nAcceptance: {r['acceptance']}" + (f"\nDetails: {r['details']}" if r.get("details") else "")
+    if r["phase"] == "working":
+        return (f"You were given task {r['number']} (budget {r['budget']} credits).\n{head}\nDo it in /workspace, then "
+                "call plaza_task_submit with task, summary, files and checks (or give_up with notes).")
+    rep = r.get("report") or {}
+    return (f"Review task {r['number']} (never your own work).\n{head}\nThe worker's report: {rep.get('summary', '')}\n"
+            f"Files: {', '.join(rep.get('files') or [])}\nChecks: {rep.get('checks', '')}\n"
+            "Rule with plaza_task_submit: task, verdict pass or fail, and notes.")
 
 
 def _err(code: str, message: str) -> dict:

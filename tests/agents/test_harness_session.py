@@ -135,3 +135,17 @@ def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume
     plaza_commands.resume(cmds, cmds.context("owner", "back"))
     assert s.handle({"op": "next", "wait": 0})["item"]["text"] == "more work"
     assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is True
+
+
+def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    t1 = tc.create(cmds, cmds.context("owner"), "Notes", "notes.md exists", 300, role="builder")["id"]
+    tc.assign(cmds, cmds.context("owner"), t1, str(cid))
+    hub.read_models.catch_up()
+    s.rt.deliver_work()
+    s.rt.deliver_work()
+    item = s.handle({"op": "next", "wait": 0})["item"]
+    assert f"You were given task {t1}" in item["text"] and "notes.md exists" in item["text"]
+    s.handle({"op": "done", "item": item["item"], "outcome": "done"})
+    assert s.handle({"op": "next", "wait": 0})["item"] is None

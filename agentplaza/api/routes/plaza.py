@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import anyio
-
 from starlette.requests import Request
 from starlette.routing import Route
 
