@@ -34,6 +34,8 @@ MODEL_TURN_TIMEOUT_S = 600.0
 #: The answer's length limit asked of the model.
 MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
+#: How long a newly issued token waits for the gateway's read model to hold it.
+LINK_WAIT_S = 5.0
 NO_GATEWAY = "the hub has no HTTP address for its model gateway; no model call was made"
 
 
@@ -104,8 +106,11 @@ class ModelRelay:
             if tok is None:
                 tok = GATEWAY_TOKEN_PREFIX + secrets.token_urlsafe(GATEWAY_TOKEN_BYTES)
                 cmds = self.hub.commands
-                model_commands.issue_link(cmds, cmds.context("hub", f"gateway token for agent {agent.cid}"),
-                                          str(agent.cid), agent.role, token_sha256(tok), agent.model)
+                positions = model_commands.issue_link(cmds, cmds.context("hub", f"gateway token for agent {agent.cid}"),
+                                                      str(agent.cid), agent.role, token_sha256(tok), agent.model)
+                # the gateway finds callers in its read model: the link must be there before the call
+                if positions and not self.hub.read_models.wait_for(positions[-1], LINK_WAIT_S):
+                    self.hub.read_models.catch_up()
                 self.tokens[agent.cid] = tok
             return tok
 

@@ -571,6 +571,8 @@ class HarnessSession:
                 tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
                 return {"task": number, "gave_up": True}
             files = args.get("files") or []
+            if isinstance(files, str):  # "a.txt, b.txt" is taken as the list it names
+                files = [f.strip() for f in files.split(",") if f.strip()]
             if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
                 raise Refusal("bad_request", "files is a list of paths", 422)
             tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files,
