@@ -134,6 +134,34 @@ class AgentRuntime:
         for s in list(self.sessions.values()):
             s.cancel(HELD_MESSAGE)
 
+    # -- checkpoints (vmm's checkpoint, restore, delete) --------------------------------------------
+    def checkpoint_op(self, cid: int, op: str, **meta) -> dict:
+        """checkpoint (name?, label?), checkpoints, rollback (name), checkpoint_delete (name) on the
+        agent's running machine. A rollback cancels the item it was running (its harness starts anew)."""
+        a = self.agent_of(cid)
+        if a is None:
+            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+        if self.link is None or cid not in self.applied:
+            raise Refusal("agent_offline", f"agent {cid} has no running machine", 409)
+        with self.lock:
+            if cid in self.busy:
+                raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again", 409)
+            self.busy.add(cid)
+        try:
+            answer = self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
+        except NodeError as e:
+            raise Refusal("node_error", str(e), 502) from None
+        finally:
+            with self.lock:
+                self.busy.discard(cid)
+        if op != "checkpoints":
+            what = {"checkpoint": f"checkpoint {answer.get('name')} saved",
+                    "rollback": f"rolled back to {meta.get('name')} (undo: {answer.get('safety')})",
+                    "checkpoint_delete": f"checkpoint {meta.get('name')} deleted"}[op]
+            self._entry(cid, "note", what, detail={"action": op, **{k: v for k, v in answer.items() if k != "ok"}},
+                        actor=f"node:{LOCAL_NODE}")
+        return {k: v for k, v in answer.items() if k != "ok"}
+
     def deliver_work(self) -> None:
         """Work the scheduler or the owner gave an agent (a task to do, a task to review) becomes a
         work item in its queue, with what it needs to know. What the agent took itself it knows."""

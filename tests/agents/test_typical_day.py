@@ -170,3 +170,15 @@ def test_a_typical_day(day):
         calls = [e for e in log(cid) if e["kind"] == "tool_call"]
         assert calls and all(e["detail"]["effect"] in ("allow", "deny", "ask") for e in calls)
         assert count(cid, "model") >= 1
+
+    # Checkpoints over the vmm API: save, change, roll back (the change is gone), delete.
+    settled(b1)
+    assert ok(c.post(f"/v1/agents/{b1}/checkpoint", json={"name": "evening"}))["name"] == "evening"
+    step(b1, tool("vm.write_file", path="c.txt", content="late change"))
+    assert "evening" in [k["name"] for k in ok(c.get(f"/v1/agents/{b1}/checkpoints"))["checkpoints"]]
+    assert ok(c.post(f"/v1/agents/{b1}/rollback", json={"name": "evening"}))["safety"]
+    wait_for("idle after the rollback", lambda: ok(c.get(f"/v1/agents/{b1}"))["agent"]["status"] == "idle", 120)
+    step(b1, tool("vm.read_file", path="c.txt"))
+    assert [e for e in log(b1) if e["kind"] == "tool_result"][-1]["text"].startswith("error: no file c.txt")
+    ok(c.delete(f"/v1/agents/{b1}/checkpoints/evening"))
+    assert "evening" not in [k["name"] for k in ok(c.get(f"/v1/agents/{b1}/checkpoints"))["checkpoints"]]
