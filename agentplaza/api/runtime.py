@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ from ..domain.agents import LOCAL_NODE, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
+from ..events import models as model_commands
 from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
 from ..projections import work as work_rm
@@ -180,9 +182,37 @@ class AgentRuntime:
             self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r))
             self.work_for(int(who))
 
+    def idle_sleep(self, rows: list[dict] | None = None) -> list[int]:
+        """Idle agents sleep after the policy's ``idle_sleep_min`` (0: never), unless their role is in
+        ``sleep_never_roles``, and only with nothing queued, no approval waiting and no task or review
+        held (engines, terminals, sessions and leases come with their areas). Returns the CIDs put to sleep."""
+        policy = model_commands.load(self.cmds).policy
+        minutes = policy.get("idle_sleep_min", 0)
+        if not minutes or self.held():
+            return []
+        rows = rows if rows is not None else self.hub.read_models.rows(agents_table)
+        now = self.cmds.context("hub").at
+        never = set(policy.get("sleep_never_roles") or [])
+        out = []
+        for r in rows:
+            if r["status"] != "idle" or r["run"] != "running" or r["role"] in never or r["queue"]:
+                continue
+            if now - dt.datetime.fromisoformat(r["changed_at"]) < dt.timedelta(minutes=minutes):
+                continue
+            w = tasks_commands.worker(self.cmds, str(r["cid"]))
+            if w is not None and w.task is not None:
+                continue
+            a = work_rm.approvals
+            if self.hub.read_models.rows(a, a.c.agent == str(r["cid"]), a.c.status == "pending", limit=1):
+                continue
+            if self._safely(ac.sleep, self.cmds.context("hub", f"idle for {minutes} minutes"), r["cid"]) is not None:
+                out.append(r["cid"])
+        return out
+
     def reconcile(self) -> None:
         self.on_held()
         self.deliver_work()
+        self.idle_sleep()
         rows = {r["cid"]: r for r in self.hub.read_models.rows(agents_table)}
         with self.lock:
             for cid, r in rows.items():

@@ -149,3 +149,27 @@ def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
     assert f"You were given task {t1}" in item["text"] and "notes.md exists" in item["text"]
     s.handle({"op": "done", "item": item["item"], "outcome": "done"})
     assert s.handle({"op": "next", "wait": 0})["item"] is None
+
+
+def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_busy_one(folders, database_url):
+    import datetime as dt
+
+    now = [dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)]
+    h = Hub.open(folders, database_url=database_url, clock=lambda: now[0])
+    try:
+        orch, _ = session(h, "orchestrator")
+        b1, s1 = session(h, "builder")
+        b2, _ = session(h, "builder")
+        t1 = tc.create(h.commands, h.commands.context("owner"), "a", "a", 300, role="builder")["id"]
+        tc.assign(h.commands, h.commands.context("owner"), t1, str(b2))  # b2 holds a task: it stays up
+        h.read_models.catch_up()
+        rt = s1.rt
+        now[0] += dt.timedelta(minutes=9)
+        assert rt.idle_sleep() == []
+        now[0] += dt.timedelta(minutes=2)
+        h.read_models.catch_up()
+        assert rt.idle_sleep() == [b1]
+        h.read_models.catch_up()
+        assert ac.agent(h.commands, b1).status == "asleep" and ac.agent(h.commands, orch).status == "idle"
+    finally:
+        h.close()
