@@ -25,10 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("POSTGRES_PASSWORD", "")
 
 from eventsourcing.application import Application  # noqa: E402
-from eventsourcing.domain import Aggregate  # noqa: E402
+from baseline import Counter  # noqa: E402
 from support.pg import TempPostgres  # noqa: E402
 from support.tally import Tally  # noqa: E402
 
@@ -40,23 +41,6 @@ from agentplaza.projections.runner import ReadModels, make_engine, read_model_ur
 T0 = dt.datetime(2026, 11, 29, tzinfo=dt.timezone.utc)
 AGGREGATES = 100
 CLIENTS = 20
-
-
-class Counter(Aggregate):
-    """The library's own aggregate, for the baseline."""
-
-    def __init__(self, label: str):
-        self.label = label
-        self.total = 0
-
-    class Counted(Aggregate.Event):
-        by: int
-
-        def apply(self, agg: "Counter") -> None:
-            agg.total += self.by
-
-    def count(self, by: int) -> None:
-        self.trigger_event(self.Counted, by=by)
 
 
 def raw_env(env: dict) -> dict:

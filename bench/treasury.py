@@ -23,9 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import sqlalchemy as sa  # noqa: E402
 from eventsourcing.application import Application  # noqa: E402
+from baseline import Counter  # noqa: E402
 from eventsourcing.domain import Aggregate  # noqa: E402
 from support.treasury import Clock, Plaza  # noqa: E402
 
@@ -38,21 +40,6 @@ from agentplaza.projections.framework import metadata, positions  # noqa: E402
 from agentplaza.projections.runner import ReadModels, make_engine  # noqa: E402
 
 T0 = dt.datetime(2026, 11, 29, tzinfo=dt.timezone.utc)
-
-
-class Counter(Aggregate):
-    def __init__(self, label: str):
-        self.label = label
-        self.total = 0
-
-    class Counted(Aggregate.Event):
-        by: int
-
-        def apply(self, agg: "Counter") -> None:
-            agg.total += self.by
-
-    def count(self, by: int) -> None:
-        self.trigger_event(self.Counted, by=by)
 
 
 class Note(Aggregate):

@@ -23,6 +23,11 @@ def read_model_url(*, state_dir: Path | None, database_url: str | None) -> str:
     return f"sqlite:///{Path(state_dir) / READ_MODELS_FILE}"
 
 
+def equal_to(table: sa.Table, **values: Any) -> list:
+    """Conditions ``column == value`` for every value given (None means: any)."""
+    return [table.c[name] == value for name, value in values.items() if value]
+
+
 def make_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})

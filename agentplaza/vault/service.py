@@ -140,6 +140,17 @@ class VaultService:
         self._audit(positions)
         return positions
 
+    def _commit_staged(self, vault: Vault) -> list[int]:
+        """Commit the vault's events for the change staged in the document, then fold it in;
+        if the commit fails, the staged change is dropped and nothing changed."""
+        try:
+            positions = self.store.commit(vault)
+        except BaseException:
+            self._unstage()
+            raise
+        self._fold_next()
+        return positions
+
     def _tamper(self, vault: Vault | None, problem: str) -> None:
         first = self.tampered != problem
         self.tampered = problem
@@ -281,12 +292,7 @@ class VaultService:
             if not vault.pending_events:
                 return result
             self._stage(mk, self._head(vault), material)
-            try:
-                positions = self.store.commit(vault)
-            except BaseException:
-                self._unstage()
-                raise
-            self._fold_next()
+            positions = self._commit_staged(vault)
             self._entries = vault.all_entries()
             self._audit(positions)
             return result
@@ -496,12 +502,7 @@ class VaultService:
             slots = {i: s for i, s in self._doc["slots"].items() if i in vault.slots}
             slots[slot_id] = make(slot_id, mk)
             self._stage(mk, self._head(vault), {}, slots)
-            try:
-                positions = self.store.commit(vault)
-            except BaseException:
-                self._unstage()
-                raise
-            self._fold_next()
+            positions = self._commit_staged(vault)
             self._audit(positions)
             return slot_id
 
@@ -541,12 +542,7 @@ class VaultService:
             kind = vault.remove_slot(ctx, slot_id)
             slots = {i: s for i, s in self._doc["slots"].items() if i in vault.slots}
             self._stage(mk, self._head(vault), {}, slots)
-            try:
-                positions = self.store.commit(vault)
-            except BaseException:
-                self._unstage()
-                raise
-            self._fold_next()
+            positions = self._commit_staged(vault)
             self._audit(positions)
             if kind == "keyfile" and self.key_path.exists():
                 self.key_path.unlink()

@@ -17,18 +17,13 @@ from ...events import approvals as cmd
 from ...projections import work as rm
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
+from ...projections.runner import equal_to
 from ..kit import MAX_LIST_LIMIT, Api
 
 
 def approval_rows(hub: Hub, status: str | None, kind: str | None, agent: str | None, limit: int) -> list[dict]:
     a = rm.approvals
-    where = []
-    if status:
-        where.append(a.c.status == status)
-    if kind:
-        where.append(a.c.kind == kind)
-    if agent:
-        where.append(a.c.agent == agent)
+    where = equal_to(a, status=status, kind=kind, agent=agent)
     order = a.c.position if status == "pending" else sa.desc(a.c.position)
     return [_shown(r) for r in hub.read_models.rows(a, *where, order_by=order, limit=limit)]
 

@@ -19,6 +19,7 @@ from ...events import tasks as cmd
 from ...projections import work as rm
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
+from ...projections.runner import equal_to
 from ..kit import MAX_LIST_LIMIT, Api
 
 # -- queries -------------------------------------------------------------------------------
@@ -26,13 +27,7 @@ from ..kit import MAX_LIST_LIMIT, Api
 
 def task_rows(hub: Hub, state: str | None, role: str | None, worker: str | None, limit: int) -> list[dict]:
     t = rm.tasks
-    where = []
-    if state:
-        where.append(t.c.state == state)
-    if role:
-        where.append(t.c.role == role)
-    if worker:
-        where.append(t.c.worker == worker)
+    where = equal_to(t, state=state, role=role, worker=worker)
     return [_shown(r) for r in hub.read_models.rows(t, *where, order_by=sa.desc(t.c.position), limit=limit)]
 
 
