@@ -15,6 +15,15 @@ body can change it.  Each call, in order:
 5. Forwarded; metered (tokens in, out, cache; latency; time to first token);
    recorded as one ``Usage.ModelCalled`` event and charged, in one commit.
 
+Two routes, named by the caller's link (never by the request).  "gateway": a
+Model call, charged the provider's cost (else the estimate) to the task's
+escrow while it holds money, else to the wallet, recorded after the answer is
+sent.  "loop": the agent's own loop, which the hub relays for the harness in
+its microVM: Spend, the owner's price plus one credit, from the task's escrow
+only (no task: not charged), charged BEFORE the answer goes back, because an
+escrow that cannot cover it means "budget exhausted": the reply is discarded
+and not charged.  The loop never streams.
+
 Two small interfaces keep the gateway apart from the areas that hold keys and
 money: ``KeySource`` and ``Charger``.
 """
@@ -44,10 +53,12 @@ from ..adapters.providers.presets import GEMINI, OPENAI, ProviderConfig
 from ..adapters.providers.prices import CREDITS_PER_USD, MICRO, PriceBook, snapshots
 from ..adapters.providers.wire import PASSED_HEADERS, Meter, error_body, read_ask, rewrite
 from ..domain.base import Context, Refusal
-from ..domain.models import Permit, key_binding, permit, tier_of, vault_key_name
+from ..domain.models import GATEWAY_ROUTE, LOOP_ROUTE, Permit, key_binding, permit, tier_of, vault_key_name
 from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
+from ..domain.treasury import own_loop_charge
 from ..domain.vault import HUB_NODE, Denied, resolve
 from ..events import models as model_commands
+from ..events.models import MICRO_PER_CREDIT
 from ..events import treasury as treasury_commands
 from .hub import Hub
 
@@ -91,6 +102,7 @@ class Caller:
     tier: str
     task: str | None
     model: str | None  # the agent's own model, if it has one
+    route: str = GATEWAY_ROUTE  # "gateway" or "loop" (the agent's own loop, relayed by the hub)
 
     @property
     def actor(self) -> str:
@@ -120,6 +132,10 @@ class Charger(Protocol):
     def charge(self, ctx: Context, caller: Caller, credits: int, ref: str,
                loaded: dict | None) -> tuple[list, dict]:
         """Inside the call's command: the aggregates changed and {"charged", "shortfall", "payer", "entry"}."""
+
+    def charge_loop(self, ctx: Context, caller: Caller, input_tokens: int, output_tokens: int,
+                    price: tuple[int, int] | None, ref: str, loaded: dict | None) -> tuple[list, dict]:
+        """The own loop's charge inside the call's command; raises ``Refusal("budget_exhausted")``."""
 
 
 class HubKeys:
@@ -234,10 +250,21 @@ class TreasuryCharger:
         self.cmds = hub.commands
 
     def check(self, caller: Caller) -> None:
-        treasury_commands.quick_check_gateway_call(self.cmds, caller.cid, caller.task)
+        if caller.route == LOOP_ROUTE:
+            treasury_commands.quick_check_own_loop_call(self.cmds, caller.task)
+        else:
+            treasury_commands.quick_check_gateway_call(self.cmds, caller.cid, caller.task)
 
     def confirm(self, caller: Caller) -> None:
-        treasury_commands.check_gateway_call(self.cmds, caller.cid, caller.task)
+        if caller.route == LOOP_ROUTE:
+            treasury_commands.check_own_loop_call(self.cmds, caller.task)
+        else:
+            treasury_commands.check_gateway_call(self.cmds, caller.cid, caller.task)
+
+    def charge_loop(self, ctx: Context, caller: Caller, input_tokens: int, output_tokens: int,
+                    price: tuple[int, int] | None, ref: str, loaded: dict | None) -> tuple[list, dict]:
+        return treasury_commands.own_loop_charge_step(self.cmds, ctx, caller.cid, caller.task, input_tokens,
+                                                      output_tokens, price, ref, loaded)
 
     def charge(self, ctx: Context, caller: Caller, credits: int, ref: str,
                loaded: dict | None) -> tuple[list, dict]:
@@ -347,7 +374,8 @@ class Gateway:
         link = rows.get("rm_gateway_links", hit["link"]) if hit else None
         if link is None or link["revoked"]:
             raise GatewayRefusal(401, "unknown_gateway_token", "this gateway address names no agent the hub knows")
-        return Caller(link["cid"], link["role"], tier_of(link["role"]), link["task"], link["model"])
+        return Caller(link["cid"], link["role"], tier_of(link["role"]), link["task"], link["model"],
+                      link.get("route") or GATEWAY_ROUTE)
 
     def price_book(self) -> PriceBook:
         rows = self._rows("models")
@@ -415,6 +443,8 @@ class Gateway:
             if self.held():
                 raise GatewayRefusal(HELD_STATUS, "plaza_held", HELD_MESSAGE)
             ask = read_ask(wire, body, path_model, path_stream)
+            if ask.stream and caller.route == LOOP_ROUTE:
+                raise GatewayRefusal(400, "loop_no_stream", "the agent's own loop asks for whole answers, never streams")
             policy = self.policy()
             try:
                 allowed = permit(policy, caller.tier, ask.model or (caller.model or ""), ask.effort)
@@ -465,6 +495,11 @@ class Gateway:
             except orjson.JSONDecodeError:
                 data = None
             call.meter.body(data)
+            if caller.route == LOOP_ROUTE:  # charged first: a reply the escrow cannot pay is discarded
+                refused = await anyio.to_thread.run_sync(call.settle_loop, answer.status)
+                if refused is not None:
+                    return _error(wire, PAYER_STATUS, refused.code, refused.message)
+                return Response(answer.body, status_code=answer.status, headers=answer.headers)
             # Recorded and charged right after the answer is sent, off the caller's path.
             return Response(answer.body, status_code=answer.status, headers=answer.headers,
                             background=BackgroundTask(call.finish, answer.status))
@@ -512,11 +547,23 @@ class _Call:
     async def finish_stream(self) -> None:
         await self.finish(self.stream_status)
 
+    def _fields(self, http_status: int, cost: int, source: str, reported: int | None) -> dict:
+        end = self.end or time.perf_counter()
+        t, caller, allowed = self.meter.tokens, self.caller, self.allowed
+        return {
+            "route": caller.route, "wire": self.wire, "cid": caller.cid, "role": caller.role, "tier": caller.tier,
+            "task": caller.task, "provider": allowed.provider, "model": allowed.model, "effort": allowed.effort,
+            "stream": self.stream, "status": "ok" if http_status < 400 else "error", "http_status": http_status,
+            "input_tokens": t.input, "output_tokens": t.output, "cache_read_tokens": t.cache_read,
+            "cache_write_tokens": t.cache_write, "latency_us": int((end - self.start) * 1e6),
+            "ttft_us": int((self.ttft - self.start) * 1e6) if self.ttft is not None and self.stream else None,
+            "reported_cost_micro": reported, "cost_micro": cost, "cost_source": source,
+        }
+
     async def finish(self, http_status: int) -> None:
         if self.done:
             return
         self.done = True
-        end = self.end or time.perf_counter()
         t = self.meter.tokens
         gw, caller, allowed = self.gw, self.caller, self.allowed
         reported = None
@@ -529,21 +576,44 @@ class _Call:
                 cost, source = 0, "unpriced"
             else:
                 cost, source = price.cost_micro(t.input, t.output, t.cache_read, t.cache_write), price.source
-        fields = {
-            "route": "gateway", "wire": self.wire, "cid": caller.cid, "role": caller.role, "tier": caller.tier,
-            "task": caller.task, "provider": allowed.provider, "model": allowed.model, "effort": allowed.effort,
-            "stream": self.stream, "status": "ok" if http_status < 400 else "error", "http_status": http_status,
-            "input_tokens": t.input, "output_tokens": t.output, "cache_read_tokens": t.cache_read,
-            "cache_write_tokens": t.cache_write, "latency_us": int((end - self.start) * 1e6),
-            "ttft_us": int((self.ttft - self.start) * 1e6) if self.ttft is not None and self.stream else None,
-            "reported_cost_micro": reported, "cost_micro": cost, "cost_source": source,
-        }
+        fields = self._fields(http_status, cost, source, reported)
         ref = self.call_id.hex
 
         def charge(ctx: Context, credits: int, loaded: dict | None) -> tuple[list, dict]:
             return gw.charger.charge(ctx, caller, credits, ref, loaded)
 
         gw.recorder.submit((gw.hub.commands.context(caller.actor, None, ref), self.call_id, fields, charge))
+
+
+    def settle_loop(self, http_status: int) -> Refusal | None:
+        """A call on the agent's own loop, recorded and charged in one commit before its answer is given
+        (off the event loop).  The charge: the owner's price for the model plus one credit, rounded up
+        (one credit with no price of the owner's), from the task's escrow; no task, or an answer that is
+        an error: nothing.  Returns the refusal when the escrow cannot cover it: the call is recorded
+        unpaid and its reply must be discarded."""
+        self.done = True
+        gw, caller, allowed, t = self.gw, self.caller, self.allowed, self.meter.tokens
+        owner = gw.price_book().owner
+        price = PriceBook(owner).lookup(allowed.provider, allowed.model) if owner else None
+        pair = (int(price.input), int(price.output)) if price is not None else None  # the owner's: whole credits
+        credits = own_loop_charge(t.input, t.output, pair) if http_status < 400 else 0
+        fields = self._fields(http_status, credits * MICRO_PER_CREDIT, "owner" if pair else "flat", None)
+        ref = self.call_id.hex
+        ctx = gw.hub.commands.context(caller.actor, None, ref)
+
+        def charge(ctx: Context, _credits: int, loaded: dict | None) -> tuple[list, dict]:
+            return gw.charger.charge_loop(ctx, caller, t.input, t.output, pair, ref, loaded)
+
+        refused = None
+        try:
+            model_commands.record_call(gw.hub.commands, ctx, self.call_id, fields, charge)
+        except Refusal as r:
+            if r.code != "budget_exhausted":
+                raise
+            refused = r
+            model_commands.record_call(gw.hub.commands, ctx, self.call_id, dict(fields, status="error"), None)
+        gw.on_recorded()
+        return refused
 
 
 def _ceil(x: Fraction) -> int:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -33,10 +34,14 @@ from ..domain.agents import LOCAL_NODE, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
+from ..events import models as model_commands
 from ..events import plaza as plaza_commands
+from ..events import tasks as tasks_commands
+from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import tooldecide
 from .egress import EgressPolicy, EgressProxy, Refused
+from .modelrelay import ModelRelay
 
 log = logging.getLogger("apid.runtime")
 
@@ -47,7 +52,14 @@ MAX_NEXT_WAIT_S = 30.0
 #: Largest file an agent shares.
 MAX_SHARE_BYTES = 1 << 20
 #: The host tools the hub runs for agents today (the laws decide each call first).
-HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message")
+HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message", "plaza_task_list",
+              "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel")
+#: The most tasks ``plaza_task_list`` returns.
+MAX_TASK_LIST = 50
+#: The requests a harness makes inside a work item (refused once the item was cancelled).
+ITEM_OPS = ("model", "decide", "result", "tool", "share")
+#: The own loop's refusal of a call its task's escrow cannot cover: the item is cancelled.
+BUDGET_EXHAUSTED = "budget_exhausted"
 GUEST_TOOLS = ("vm.shell", "vm.read_file", "vm.list_dir", "vm.write_file", "vm.edit_file", "vm.share_file")
 
 
@@ -69,10 +81,13 @@ class AgentRuntime:
         self.lock = threading.Lock()
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
         self.shared_dir = Path(hub.folders.state) / "shared"
+        self.relay = ModelRelay(hub)
+        self.sessions: dict[int, HarnessSession] = {}
+        self.delivered: set[tuple] = set()       # (task, phase, cid) already a work item (or claimed by the agent)
         self.facts: dict = {}
 
     # -- life -------------------------------------------------------------------------------------
-    def start(self) -> "AgentRuntime":
+    def start(self) -> AgentRuntime:
         if self.mode == "local":
             self.proc, sock = start_local_node(self.hub.folders.state, self.hub.folders.data, self.images_dir)
         else:
@@ -111,10 +126,95 @@ class AgentRuntime:
                 return
             try:
                 self.reconcile()
-            except Exception:  # noqa: BLE001 - the loop must live; the log says why
+            except Exception:
                 log.exception("reconcile failed")
 
+    def on_held(self) -> None:
+        """STOP ALL: every work item running now is cancelled at once (recorded as such); the harness
+        is told at its next request, which answers ``item_cancelled``, and stops the item. No work is
+        handed out, no model call made and no tool call allowed until the plaza resumes."""
+        if not self.held():
+            return
+        for s in list(self.sessions.values()):
+            s.cancel(HELD_MESSAGE)
+
+    # -- checkpoints (vmm's checkpoint, restore, delete) --------------------------------------------
+    def checkpoint_op(self, cid: int, op: str, **meta) -> dict:
+        """checkpoint (name?, label?), checkpoints, rollback (name), checkpoint_delete (name) on the
+        agent's running machine. A rollback cancels the item it was running (its harness starts anew)."""
+        a = self.agent_of(cid)
+        if a is None:
+            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+        if self.link is None or cid not in self.applied:
+            raise Refusal("agent_offline", f"agent {cid} has no running machine", 409)
+        with self.lock:
+            if cid in self.busy:
+                raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again", 409)
+            self.busy.add(cid)
+        try:
+            answer = self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
+        except NodeError as e:
+            raise Refusal("node_error", str(e), 502) from None
+        finally:
+            with self.lock:
+                self.busy.discard(cid)
+        if op != "checkpoints":
+            what = {"checkpoint": f"checkpoint {answer.get('name')} saved",
+                    "rollback": f"rolled back to {meta.get('name')} (undo: {answer.get('safety')})",
+                    "checkpoint_delete": f"checkpoint {meta.get('name')} deleted"}[op]
+            self._entry(cid, "note", what, detail={"action": op, **{k: v for k, v in answer.items() if k != "ok"}},
+                        actor=f"node:{LOCAL_NODE}")
+        return {k: v for k, v in answer.items() if k != "ok"}
+
+    def deliver_work(self) -> None:
+        """Work the scheduler or the owner gave an agent (a task to do, a task to review) becomes a
+        work item in its queue, with what it needs to know. What the agent took itself it knows."""
+        if self.held():
+            return
+        t = work_rm.tasks
+        for r in self.hub.read_models.rows(t, t.c.phase.in_(("working", "reviewing"))):
+            who = r["worker"] if r["phase"] == "working" else r["reviewer"]
+            key = (r["number"], r["phase"], who)
+            if key in self.delivered or not who or not who.isdigit():
+                continue
+            self.delivered.add(key)
+            a = self.agent_of(int(who))
+            if a is None or a.run != "running":
+                continue
+            self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r))
+            self.work_for(int(who))
+
+    def idle_sleep(self, rows: list[dict] | None = None) -> list[int]:
+        """Idle agents sleep after the policy's ``idle_sleep_min`` (0: never), unless their role is in
+        ``sleep_never_roles``, and only with nothing queued, no approval waiting and no task or review
+        held (engines, terminals, sessions and leases come with their areas). Returns the CIDs put to sleep."""
+        policy = model_commands.load(self.cmds).policy
+        minutes = policy.get("idle_sleep_min", 0)
+        if not minutes or self.held():
+            return []
+        rows = rows if rows is not None else self.hub.read_models.rows(agents_table)
+        now = self.cmds.context("hub").at
+        never = set(policy.get("sleep_never_roles") or [])
+        out = []
+        for r in rows:
+            if r["status"] != "idle" or r["run"] != "running" or r["role"] in never or r["queue"]:
+                continue
+            if now - dt.datetime.fromisoformat(r["changed_at"]) < dt.timedelta(minutes=minutes):
+                continue
+            w = tasks_commands.worker(self.cmds, str(r["cid"]))
+            if w is not None and w.task is not None:
+                continue
+            a = work_rm.approvals
+            if self.hub.read_models.rows(a, a.c.agent == str(r["cid"]), a.c.status == "pending", limit=1):
+                continue
+            if self._safely(ac.sleep, self.cmds.context("hub", f"idle for {minutes} minutes"), r["cid"]) is not None:
+                out.append(r["cid"])
+        return out
+
     def reconcile(self) -> None:
+        self.on_held()
+        self.deliver_work()
+        self.idle_sleep()
         rows = {r["cid"]: r for r in self.hub.read_models.rows(agents_table)}
         with self.lock:
             for cid, r in rows.items():
@@ -233,6 +333,20 @@ class AgentRuntime:
         a = self.cmds.store.get(n.agent_of(cid))
         return None if a is None or a.deleted else a
 
+    def worker_state(self, cid: int, state: str) -> None:
+        """Tell the scheduler (``events.tasks``) what the agent is: available (online and idle),
+        busy (running a work item) or offline. A refusal (it holds a task; already offline) is
+        the scheduler's state being right already, and is only logged."""
+        a = self.agent_of(cid)
+        ctx = self.ctx_node()
+        if state == "available":
+            if a is not None and a.run == "running":
+                self._safely(tasks_commands.worker_available, ctx, str(cid), a.role, a.tier)
+        elif state == "busy":
+            self._safely(tasks_commands.worker_busy, ctx, str(cid), "running a work item")
+        else:
+            self._safely(tasks_commands.worker_offline, ctx, str(cid))
+
     def held(self) -> bool:
         p = plaza_commands.load(self.cmds)
         return bool(p and p.held)
@@ -272,9 +386,23 @@ class HarnessSession:
         self.buf = b""
         self.said_hello = False
         self.taken: str | None = None
+        self.cancelled: str | None = None  # the item cancelled under the harness (STOP ALL, budget exhausted)
+        self.cancelled_why = HELD_MESSAGE
+        self.cancel_lock = threading.Lock()
+        rt.sessions[cid] = self
 
     def gone(self) -> bool:
+        if self.st is None:  # a session driven in process (tests): never gone
+            return False
         return self.st._reset is not None or self.st.channel.closed or self.st._remote_closed
+
+    def cancel(self, why: str) -> None:
+        with self.cancel_lock:
+            item = self.taken
+            if item is None:
+                return
+            self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, item, "cancelled", why)
+            self.cancelled, self.taken, self.cancelled_why = item, None, why
 
     def run(self) -> None:
         try:
@@ -293,11 +421,14 @@ class HarnessSession:
         except (ChannelClosed, StreamReset):
             pass
         finally:
+            if self.rt.sessions.get(self.cid) is self:
+                del self.rt.sessions[self.cid]
             if self.taken is not None:  # the harness went mid-item: the item is cancelled, not lost
                 self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, self.taken, "cancelled",
                                 "the harness went away during this item")
             if self.said_hello:
                 self.rt._safely(ac.disconnected, self.rt.ctx_node(), self.cid, "the harness disconnected")
+                self.rt.worker_state(self.cid, "offline")
 
     def _readline(self) -> bytes | None:
         while b"\n" not in self.buf:
@@ -323,6 +454,15 @@ class HarnessSession:
         fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
         if fn is None:
             return _err("unknown_op", f"no op {op!r}")
+        if op in ITEM_OPS:
+            if self.taken is not None and self.rt.held():
+                self.cancel(HELD_MESSAGE)
+            if self.cancelled is not None:
+                why = self.cancelled_why
+                self.rt._entry(self.cid, "error", f"{op} after the item was cancelled: {why}",
+                               tool=req.get("tool") if isinstance(req.get("tool"), str) else op)
+                return dict(_err("item_cancelled", f"work item {self.cancelled} was cancelled: {why}"),
+                            item=self.cancelled)
         try:
             return fn(agent, req)
         except Refusal as r:
@@ -334,6 +474,7 @@ class HarnessSession:
         claimed = {k: req[k] for k in ("role", "cid", "tier") if k in req}
         self.said_hello = True
         ac.connected(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+        self.rt.worker_state(self.cid, "available")
         if claimed:
             self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
                            actor=f"node:{LOCAL_NODE}")
@@ -355,7 +496,8 @@ class HarnessSession:
             if not self.rt.held():
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
                 if item is not None:
-                    self.taken = item["item"]
+                    self.taken, self.cancelled = item["item"], None
+                    self.rt.worker_state(self.cid, "busy")
                     return {"ok": True, "item": item}
             left = end - time.monotonic()
             if left <= 0 or self.rt._stop.is_set():
@@ -367,24 +509,37 @@ class HarnessSession:
         if self.rt.held():
             self.rt._entry(self.cid, "error", HELD_MESSAGE, tool="model")
             return _err("plaza_held", HELD_MESSAGE)
-        result = tooldecide.model_turn(self.rt.hub, agent, req.get("messages") or [], req.get("tools") or [])
+        result = self.rt.relay.turn(agent, req.get("messages") or [], req.get("tools") or [])
         if not result.get("ok"):
             err = result["error"]
             self.rt._entry(self.cid, "error", err["message"], tool="model", detail={"code": err["code"]})
+            if err["code"] == BUDGET_EXHAUSTED:  # the guide: the work on that task is cancelled
+                self.cancel(err["message"])
             return result
         reply = result["reply"]
-        self.rt._entry(self.cid, "model", reply.get("text"), detail={
+        self.rt._entry(self.cid, "model", reply.get("text"), detail={"model": result.get("model"),
             "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
         return result
 
     def _decide(self, agent, tool: str, args: dict, call_id: Any) -> dict:
-        d = tooldecide.decide_tool(self.rt.hub, agent, tool, args)
+        c = tooldecide.check_tool(self.rt.hub, agent, tool, args)
+        d = c.decision
         detail = {"effect": d.effect, "reason": d.reason, "law": d.forbidding, "violation": d.violation,
-                  "call_id": call_id, "args": json.dumps(args, sort_keys=True, default=str)[:500]}
+                  "call_id": call_id, "decision_id": c.call_id or None, "mode": c.mode,
+                  "approval": c.approval, "approved_by": c.approved,
+                  "args": json.dumps(args, sort_keys=True, default=str)[:500]}
+        if c.extra.get("message"):
+            detail["refusal"] = c.extra["message"]
         self.rt._entry(self.cid, "tool_call", None, tool=tool, detail=detail)
-        msg = {"allow": None, "deny": f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")",
-               "ask": f"{tool} waits for the owner's approval"}[d.effect]
-        return {"ok": True, "effect": d.effect, "reason": d.reason, "law": d.forbidding, "message": msg}
+        if d.effect == "deny":
+            msg = c.extra.get("message") or (f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")")
+        elif d.effect == "ask":
+            msg = (f"{tool} waits for the owner's approval {c.approval}; once the owner approves it, "
+                   "make the same call again with the same input and it runs once")
+        else:
+            msg = None
+        return {"ok": True, "effect": d.effect, "reason": d.reason, "law": d.forbidding, "message": msg,
+                "approval": c.approval}
 
     def op_decide(self, agent, req: dict) -> dict:
         tool, args = req.get("tool"), req.get("args")
@@ -402,6 +557,8 @@ class HarnessSession:
         if not isinstance(tool, str) or not isinstance(args, dict):
             return _err("bad_request", "tool takes a name and args")
         d = self._decide(agent, tool, args, req.get("call_id"))
+        if d["effect"] == "ask":
+            return dict(_err("awaiting_approval", d["message"]), approval=d["approval"])
         if d["effect"] != "allow":
             return _err("refused", d["message"])
         try:
@@ -432,7 +589,67 @@ class HarnessSession:
             item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text)
             self.rt.work_for(to)
             return {"sent": True, "item": item}
+        if tool.startswith("plaza_task_"):
+            return self._task_tool(agent, tool, args)
         raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def _task_tool(self, agent, tool: str, args: dict) -> Any:
+        """The task tools, through ``events.tasks`` with the agent's CID as the actor and the role
+        the hub gave it (never one the guest names)."""
+        cmds, me = self.rt.cmds, str(self.cid)
+        ctx = self.rt.ctx_agent(self.cid)
+        number = args.get("task")
+        if tool != "plaza_task_list" and tool != "plaza_task_create" and not isinstance(number, str):
+            raise Refusal("bad_request", f"{tool} takes task (its number, like t1)", 422)
+        if tool == "plaza_task_list":
+            rows = self.rt.hub.read_models.rows(work_rm.tasks, work_rm.tasks.c.state.notin_(tuple(tasks_commands.ENDED)),
+                                                order_by=work_rm.tasks.c.position, limit=MAX_TASK_LIST)
+            return [{k: r[k] for k in ("number", "title", "acceptance", "role", "budget", "state", "phase",
+                                        "worker", "reviewer", "report")} for r in rows]
+        if tool == "plaza_task_create":
+            title, acceptance, budget = args.get("title"), args.get("acceptance"), args.get("budget")
+            if not isinstance(title, str) or not isinstance(acceptance, str):
+                raise Refusal("bad_request", "plaza_task_create takes title and acceptance (and budget, details, role)", 422)
+            if budget is not None and not isinstance(budget, int):
+                raise Refusal("bad_request", "a budget is a whole number of credits", 422)
+            out = tasks_commands.create(cmds, ctx, title, acceptance, budget, details=str(args.get("details") or ""),
+                                        role=args.get("role") if isinstance(args.get("role"), str) else None,
+                                        parent=args.get("parent") if isinstance(args.get("parent"), str) else None)
+            out.pop("positions", None)
+            return out
+        if tool == "plaza_task_claim":
+            self.rt.delivered.add((number, "reviewing" if args.get("review") else "working", me))
+            if args.get("review"):
+                tasks_commands.take_review(cmds, ctx, number, me, agent.role)
+                return {"task": number, "reviewing": True, **self._task_view(number)}
+            tasks_commands.claim(cmds, ctx, number, me, agent.role)
+            return {"task": number, "claimed": True, **self._task_view(number)}
+        if tool == "plaza_task_submit":
+            verdict = args.get("verdict")
+            if verdict is not None:
+                if verdict not in ("pass", "fail"):
+                    raise Refusal("bad_request", "a verdict is pass or fail", 422)
+                out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
+                return {"task": number, "verdict": verdict, "entries": len(out.entries)}
+            if args.get("give_up"):
+                tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
+                return {"task": number, "gave_up": True}
+            files = args.get("files") or []
+            if isinstance(files, str):  # "a.txt, b.txt" is taken as the list it names
+                files = [f.strip() for f in files.split(",") if f.strip()]
+            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+                raise Refusal("bad_request", "files is a list of paths", 422)
+            tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files,
+                                       str(args.get("checks") or ""))
+            return {"task": number, "reported": True}
+        if tool == "plaza_task_cancel":
+            tasks_commands.withdraw(cmds, ctx, number, tier=agent.tier)
+            return {"task": number, "withdrawn": True}
+        raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def _task_view(self, number: str) -> dict:
+        v = tasks_commands.view(tasks_commands.load(self.rt.cmds, number))
+        return {k: v[k] for k in ("title", "acceptance", "details", "budget", "report")}
 
     def op_share(self, agent, req: dict) -> dict:
         path, content = req.get("path"), req.get("content")
@@ -457,11 +674,28 @@ class HarnessSession:
         item, outcome = req.get("item"), req.get("outcome", "done")
         if not isinstance(item, str) or not isinstance(outcome, str):
             return _err("bad_request", "done takes an item and an outcome")
+        if item == self.cancelled:  # already cancelled by STOP ALL: nothing more to record
+            self.cancelled = None
+            self.rt.worker_state(self.cid, "available")
+            return {"ok": True, "cancelled": True}
         ac.finish_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, item, outcome,
                        str(req.get("text")) if req.get("text") is not None else None)
         if item == self.taken:
             self.taken = None
+        self.rt.worker_state(self.cid, "available")
         return {"ok": True}
+
+
+def task_text(r: dict) -> str:
+    """The work item for a task given to an agent: to do it, or to review it."""
+    head = f"Task {r['number']}: {r['title']}\nAcceptance: {r['acceptance']}" + (f"\nDetails: {r['details']}" if r.get("details") else "")
+    if r["phase"] == "working":
+        return (f"You were given task {r['number']} (budget {r['budget']} credits).\n{head}\nDo it in /workspace, then "
+                "call plaza_task_submit with task, summary, files and checks (or give_up with notes).")
+    rep = r.get("report") or {}
+    return (f"Review task {r['number']} (never your own work).\n{head}\nThe worker's report: {rep.get('summary', '')}\n"
+            f"Files: {', '.join(rep.get('files') or [])}\nChecks: {rep.get('checks', '')}\n"
+            "Rule with plaza_task_submit: task, verdict pass or fail, and notes.")
 
 
 def _err(code: str, message: str) -> dict:

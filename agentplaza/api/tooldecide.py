@@ -1,11 +1,12 @@
 """Where an agent's tool calls meet the laws, and its model calls meet the gateway.
 
-``decide_tool`` builds the ``jhrl.Call`` from the plaza's own record of the agent (its role, tier and
-permission mode; never the guest's word) and decides it with the laws in force (the built-ins and the
-owner's rules) through ``events.laws.decide_call``, which records the decision as an event.
+``check_tool`` builds the ``jhrl.Call`` from the plaza's own record of the agent (its role and tier;
+never the guest's word) and passes it through ``events.conduct.check_call``: nothing while the plaza is
+held, suspensions, the agent's permission mode, an approval of this exact call used once, the laws in
+force (the decision recorded as an event), an ask decision held in approvals, violations sanctioned.
+``decide_tool`` is the bare decision (``events.laws.decide_call``), used for egress connections.
 
-``model_turn`` is the seam to the model gateway (issue 7). Until the gateway is in the hub, a model
-call answers ``no_gateway`` and the harness reports the work item as failed.
+Model turns go to the hub's own gateway through ``api.modelrelay``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import jhrl
 from jhrl.catalog import TOOLS
 
-from ..events import laws
+from ..domain.base import Refusal
+from ..events import conduct, laws
 
 
 def lawset(hub: Any) -> jhrl.LawSet:
@@ -31,16 +33,21 @@ def decide_tool(hub: Any, agent: Any, tool: str, args: dict) -> jhrl.Decision:
     return laws.decide_call(hub.commands, call, str(agent.cid)).decision
 
 
+def check_tool(hub: Any, agent: Any, tool: str, args: dict) -> conduct.CallCheck:
+    """Every tool call of an agent, before it runs. A refusal before the laws (the plaza held, a
+    suspension in force) comes back as a deny decision with the refusal's code as the reason."""
+    risk = TOOLS.get(tool)
+    call = jhrl.Call(role=agent.role, action=tool, risk=risk or "irreversible", tier=agent.tier,
+                     mode=agent.permission_mode, args={k: v for k, v in args.items() if isinstance(v, (str, int, bool, float))})
+    if risk is None:
+        return conduct.CallCheck(jhrl.Decision("deny", "default_deny"), call.digest(), "", agent.permission_mode)
+    try:
+        return conduct.check_call(hub.commands, call, str(agent.cid))
+    except Refusal as r:
+        return conduct.CallCheck(jhrl.Decision("deny", r.code), call.digest(), "", agent.permission_mode,
+                                 extra={"message": r.message})
+
+
 def offered(hub: Any, agent: Any, tools: tuple) -> list[str]:
     return jhrl.offered_tools(lawset(hub), agent.role, agent.tier, agent.permission_mode,
                               {t: TOOLS[t] for t in tools if t in TOOLS})
-
-
-NO_GATEWAY = "the model gateway is not part of this hub yet; no model call was made"
-
-
-def model_turn(hub: Any, agent: Any, messages: list, tools: list) -> dict:
-    gateway = getattr(hub, "gateway", None)
-    if gateway is None:
-        return {"ok": False, "error": {"code": "no_gateway", "message": NO_GATEWAY}}
-    return gateway.agent_turn(agent, messages, tools)

@@ -61,6 +61,7 @@ MAX_NAME_CHARS = 200
 MAX_PRICE = 1_000_000_000
 
 ROUTES = ("gateway", "loop")  # a call came through the gateway, or from the agent's own harness
+GATEWAY_ROUTE, LOOP_ROUTE = ROUTES
 
 _PROVIDER_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,199}$")
@@ -448,7 +449,10 @@ class GatewayLink(PlazaAggregate):
     """One agent's entry in the hub's connection table: the hash of its gateway token.
 
     The gateway learns a caller's agent, role and task from here, never from
-    the request.  The token itself is shown once, when it is issued.
+    the request.  The token itself is shown once, when it is issued.  ``route``
+    says how its calls are charged: "gateway" (an SDK or engine given the
+    gateway's address: Model call, escrow else wallet) or "loop" (the agent's
+    own harness, relayed by the hub: Spend, from the task's escrow only).
     """
 
     family = "models"
@@ -459,36 +463,44 @@ class GatewayLink(PlazaAggregate):
         token_sha256: str
         model: str | None
         task: str | None
+        route: str = GATEWAY_ROUTE
 
     class Reissued(PlazaAggregate.Event):
         role: str
         token_sha256: str
         model: str | None
         task: str | None
+        route: str = GATEWAY_ROUTE
 
         def apply(self, link: "GatewayLink") -> None:
             link.role, link.token_sha256, link.model, link.task = self.role, self.token_sha256, self.model, self.task
+            link.route = self.route
             link.revoked = False
 
     class Revoked(PlazaAggregate.Event):
         def apply(self, link: "GatewayLink") -> None:
             link.revoked = True
 
-    def __init__(self, cid: str, role: str, token_sha256: str, model: str | None, task: str | None):
+    def __init__(self, cid: str, role: str, token_sha256: str, model: str | None, task: str | None,
+                 route: str = GATEWAY_ROUTE):
         self.cid, self.role, self.token_sha256, self.model, self.task = cid, role, token_sha256, model, task
+        self.route = route
         self.revoked = False
 
 
 def issue_link(ctx: Context, existing: GatewayLink | None, policy: dict, cid: str, role: str,
-               token_sha256: str, model: str | None, task: str | None) -> GatewayLink:
+               token_sha256: str, model: str | None, task: str | None, route: str = GATEWAY_ROUTE) -> GatewayLink:
     if not isinstance(cid, str) or not re.match(r"^[A-Za-z0-9_-]{1,64}$", cid):
         raise Refusal("invalid_agent", f"{cid!r} is not an agent id", 422)
+    if route not in ROUTES:
+        raise Refusal("invalid_request", "a gateway link's route is gateway or loop", 422)
     check_role(role)
     model = check_agent_model(policy, role, model)
     if existing is None:
         return GatewayLink.start(ctx, id=link_id(cid), cid=cid, role=role, token_sha256=token_sha256,
-                                 model=model, task=task)
-    existing.record(GatewayLink.Reissued, ctx, role=role, token_sha256=token_sha256, model=model, task=task)
+                                 model=model, task=task, route=route)
+    existing.record(GatewayLink.Reissued, ctx, role=role, token_sha256=token_sha256, model=model, task=task,
+                    route=route)
     return existing
 
 
@@ -521,7 +533,7 @@ class Usage(PlazaAggregate):
         ttft_us: int | None
         reported_cost_micro: int | None  # the provider's own figure, in millionths of a credit
         cost_micro: int  # what the call cost, in millionths of a credit (the reported figure, else the estimate)
-        cost_source: str  # "reported", "owner", "muse", "openrouter", "litellm" or "unpriced"
+        cost_source: str  # "reported", "owner", "muse", "openrouter", "litellm", "unpriced" or "flat" (loop)
         charged: int  # whole credits charged
         shortfall: int  # what the payer could not pay
         payer: str | None

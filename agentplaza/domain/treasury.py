@@ -597,6 +597,17 @@ def charge_own_loop(books: Books, cid: str, task: str | None, input_tokens: int,
                       task=task, agents=[str(cid)], ref=ref)
 
 
+def check_own_loop_call(books: Books, plaza: Any, task: str | None) -> None:
+    """Before a call on the agent's own loop: refused while the plaza is held, and on a task whose
+    escrow cannot pay even the call's one credit ("budget exhausted").  No task: never refused here."""
+    _plaza_running(plaza)
+    if task is None:
+        return
+    escrow = books.accounts.get(escrow_key(task))
+    if escrow is None or not escrow.open or escrow.balance < OWN_LOOP_CALL_CREDITS:  # type: ignore[union-attr]
+        raise Refusal("budget_exhausted", "budget exhausted")
+
+
 def gateway_payer(books: Books, cid: str, task: str | None) -> Account:
     """Who pays a gateway call: the task's escrow while it holds money, else the wallet."""
     wallet = books.wallet(cid)

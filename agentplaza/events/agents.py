@@ -9,7 +9,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, Agent, Node, Transcript, node_id, transcript_id
+from ..domain.agents import (
+    LOCAL_NODE,
+    MAX_SPAWN,
+    MIN_SPAWN,
+    Agent,
+    Node,
+    Transcript,
+    node_id,
+    transcript_id,
+)
 from ..domain.base import Context, Refusal
 from .commands import Commands
 
@@ -83,22 +92,42 @@ def set_model(cmds: Commands, ctx: Context, cid: int, model: str | None) -> list
     return _on_agent(cmds, cid, lambda a: a.set_model(ctx, model))
 
 
+def _with_conduct(cmds: Commands, ctx: Context, a: Agent, mode: str) -> list:
+    """The agent's permission mode is also its conduct's mode (``events.conduct.check_call`` reads
+    that one): both change in the same commit."""
+    from ..domain.conduct import Conduct, conduct_id
+
+    c = cmds.store.get(conduct_id(str(a.cid))) or Conduct.open(ctx, str(a.cid))
+    if c.mode != mode:
+        c.set_mode(ctx, mode)
+    return [c]
+
+
 def set_mode(cmds: Commands, ctx: Context, cid: int, mode: str) -> list[int]:
-    return _on_agent(cmds, cid, lambda a: a.set_mode(ctx, mode))
+    def decide():
+        a = agent(cmds, cid)
+        a.set_mode(ctx, mode)
+        return [a, *_with_conduct(cmds, ctx, a, mode)]
+
+    return cmds.run(decide)
 
 
 def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
     """PATCH: name, model (None clears it), permission_mode, in one commit."""
 
-    def act(a: Agent) -> None:
+    def decide():
+        a = agent(cmds, cid)
+        out: list = [a]
         if "name" in changes:
             a.rename(ctx, changes["name"])
         if "model" in changes:
             a.set_model(ctx, changes["model"])
         if "permission_mode" in changes:
             a.set_mode(ctx, changes["permission_mode"])
+            out += _with_conduct(cmds, ctx, a, changes["permission_mode"])
+        return out
 
-    return _on_agent(cmds, cid, act)
+    return cmds.run(decide)
 
 
 def tell(cmds: Commands, ctx: Context, cid: int, text: str) -> str:

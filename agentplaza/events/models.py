@@ -67,11 +67,11 @@ def set_policy(cmds: Commands, ctx: Context, changes: dict) -> list[int]:
 
 
 def issue_link(cmds: Commands, ctx: Context, cid: str, role: str, token_sha256: str,
-               model: str | None = None, task: str | None = None) -> list[int]:
+               model: str | None = None, task: str | None = None, route: str = "gateway") -> list[int]:
     def decide():
         policy = load(cmds).policy
         existing = cmds.store.get(link_id(cid))
-        return [_issue_link(ctx, existing, policy, cid, role, token_sha256, model, task)]
+        return [_issue_link(ctx, existing, policy, cid, role, token_sha256, model, task, route)]
 
     return cmds.run(decide)
 

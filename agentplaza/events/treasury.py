@@ -261,6 +261,40 @@ def gateway_charge_step(cmds: Commands, ctx: Context, cid: str, task: str | None
                              "entry": e.id.hex}
 
 
+def quick_check_own_loop_call(cmds: Commands, task: str | None) -> None:
+    """``check_own_loop_call`` on the store's cached accounts (cheap, for the event loop); a refusal is
+    confirmed with ``check_own_loop_call`` on fresh state."""
+    books = _books(cmds, cmds.context("hub"), [], [task])
+    t.check_own_loop_call(books, _plaza(cmds), task)
+
+
+def check_own_loop_call(cmds: Commands, task: str | None) -> None:
+    ctx = cmds.context("hub")
+
+    def decide():
+        t.check_own_loop_call(_books(cmds, ctx, [], [task]), _plaza(cmds), task)
+        return []
+
+    cmds.run(decide)
+
+
+def own_loop_charge_step(cmds: Commands, ctx: Context, cid: str, task: str | None, input_tokens: int,
+                         output_tokens: int, price: tuple[int, int] | None, ref: str | None = None,
+                         loaded: dict | None = None) -> tuple[list, dict]:
+    """A call on the agent's own loop, charged (Spend) but not committed: the caller commits the
+    aggregates with its own event.  Raises Refusal("budget_exhausted") when the escrow cannot cover it;
+    no task: nothing charged.  Returns the changed aggregates and {"charged", "shortfall", "payer", "entry"}."""
+    books = _books(cmds, ctx, [], [task], loaded)
+    e = t.charge_own_loop(books, cid, task, input_tokens, output_tokens, price, ref)
+    if e is None:
+        return [], {"charged": 0, "shortfall": 0, "payer": None, "entry": None}
+    if loaded is not None:
+        loaded.update(books.touched)
+    payer = t.escrow_key(task)
+    return books.changed(), {"charged": -e.postings.get(payer, 0), "shortfall": 0, "payer": payer,
+                             "entry": e.id.hex}
+
+
 def charge_model_call(cmds: Commands, ctx: Context, cid: str, task: str | None, *, route: str = "own_loop",
                       **kw: Any) -> Outcome:
     """One entry point for both routes: ``route`` is "own_loop" or "gateway"."""

@@ -41,6 +41,7 @@ links_table = sa.Table(
     sa.Column("role", sa.String(64), nullable=False),
     sa.Column("model", sa.String(200)),
     sa.Column("task", sa.String(64)),
+    sa.Column("route", sa.String(16), nullable=False),
     sa.Column("token_sha256", sa.String(64), nullable=False),
     sa.Column("revoked", sa.Boolean, nullable=False),
     sa.Column("issued_at", sa.String(40), nullable=False),
@@ -102,7 +103,7 @@ hourly_table = sa.Table(
 
 class ModelsProjection(Projection):
     name = "models"
-    version = 1
+    version = 2  # 2: a gateway link's route
     tables = (providers_table, policy_table, links_table, tokens_table, price_lists_table)
 
     def _provider(self, e: EventRecord, rows: Rows, p: dict) -> None:
@@ -140,7 +141,7 @@ class ModelsProjection(Projection):
         d = e.data
         rows.put("rm_gateway_links", {
             "id": e.originator_id, "cid": cid, "role": d["role"], "model": d["model"], "task": d["task"],
-            "token_sha256": d["token_sha256"], "revoked": False, "issued_at": e.at,
+            "route": d.get("route", "gateway"), "token_sha256": d["token_sha256"], "revoked": False, "issued_at": e.at,
         })
         rows.put("rm_gateway_tokens", {"token_sha256": d["token_sha256"], "link": e.originator_id})
 

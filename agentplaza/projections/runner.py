@@ -52,11 +52,18 @@ class ReadModels:
     # -- start ----------------------------------------------------------------
 
     def setup(self) -> None:
-        """Create tables, then load each read model, rebuilding any whose version changed."""
-        tables = [positions] + [t for s in self.states.values() for t in s.projection.tables]
-        metadata.create_all(self.engine, tables=tables)
+        """Create tables, then load each read model, rebuilding any whose version changed.
+
+        A read model whose version changed may have changed its columns: its tables are
+        dropped and made anew before the rebuild (they hold nothing the log cannot give back)."""
+        metadata.create_all(self.engine, tables=[positions])
         with self.engine.connect() as conn:
             stored = {r.name: r for r in conn.execute(sa.select(positions))}
+        changed = [t for name, s in self.states.items()
+                   if name in stored and stored[name].version != s.projection.version for t in s.projection.tables]
+        if changed:
+            metadata.drop_all(self.engine, tables=changed)
+        metadata.create_all(self.engine, tables=[t for s in self.states.values() for t in s.projection.tables])
         for name, st in self.states.items():
             row = stored.get(name)
             if row is None or row.version != st.projection.version:

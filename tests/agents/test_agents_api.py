@@ -75,3 +75,14 @@ def test_the_cli_spawns_lists_and_asks_before_stopping(hub):
     assert r.returncode == 1 and "no agent with cid 4" in r.stderr
     r = cli(hub, "society", "roles")
     assert r.returncode == 0 and r.stdout.count("\n") == 18 and "sandbox" in r.stdout
+
+
+def test_checkpoints_need_a_node(hub):
+    r = cli(hub, "agents", "create", "--role", "builder")
+    assert r.returncode == 0, r.stderr
+    r = cli(hub, "agents", "checkpoint", "3", "--name", "x")
+    assert r.returncode == 1 and "without a node" in r.stderr
+    r = cli(hub, "agents", "rollback", "3", "x", stdin="")
+    assert r.returncode == 1 and "not confirmed" in r.stderr
+    with hub.client() as c:
+        assert c.get("/v1/agents/3/checkpoints").json()["error"]["code"] == "no_node"

@@ -20,7 +20,7 @@ import pytest
 from agentplaza.adapters.kvm.noded import Node
 from agentplaza.api.hub import Hub
 from agentplaza.api.runtime import AgentRuntime
-from agentplaza.api.tooldecide import NO_GATEWAY
+from agentplaza.api.modelrelay import NO_GATEWAY
 from agentplaza.events import agents as ac
 from agentplaza.projections.agents import agents_table
 from vmm.channel import Channel
@@ -181,7 +181,7 @@ def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
     guest_end.close()
     hub_end.close()
 
-    # Told work runs the loop: the harness takes it, asks the model (no gateway yet), reports.
+    # Told work runs the loop: the harness takes it, asks the model (this in-process hub has no HTTP address, so no gateway), reports.
     ac.tell(hub.commands, owner, b, "Introduce yourself in one line.")
     rt.work_for(b)
     wait_for("the item done", lambda: any(e["kind"] == "done" for e in transcript(hub, b)), 60)

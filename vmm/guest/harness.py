@@ -48,6 +48,10 @@ class ToolError(Exception):
     pass
 
 
+class ItemCancelled(Exception):
+    """The hub cancelled the work item (STOP ALL): stop it now."""
+
+
 def log(msg: str) -> None:
     print(f"apz-harness: {msg}", flush=True)
 
@@ -247,13 +251,31 @@ def egress_forwarder(port: int = PROXY_PORT) -> None:
 
 
 # -- the loop ---------------------------------------------------------------------------------------
+#: A model call refused with one of these ends the item as cancelled (STOP ALL; the task's escrow is spent).
+CANCELLING = ("plaza_held", "budget_exhausted")
+
+
 def run_item(hub: Hub, item: dict, tools: list) -> None:
+    try:
+        _run_item(hub, item, tools)
+    except ItemCancelled as e:
+        log(f"item {item.get('item')} cancelled: {e}")
+        hub.call("done", item=item["item"], outcome="cancelled", text=str(e))
+
+
+def _checked(r: dict) -> dict:
+    if not r.get("ok") and r.get("error", {}).get("code") == "item_cancelled":
+        raise ItemCancelled(r["error"].get("message", "cancelled"))
+    return r
+
+
+def _run_item(hub: Hub, item: dict, tools: list) -> None:
     messages = [{"role": "user", "content": item.get("text", "")}]
     for _ in range(MAX_STEPS):
-        r = hub.call("model", item=item["item"], messages=messages, tools=tools)
+        r = _checked(hub.call("model", item=item["item"], messages=messages, tools=tools))
         if not r.get("ok"):
             err = r.get("error", {})
-            hub.call("done", item=item["item"], outcome="cancelled" if err.get("code") == "plaza_held" else "failed",
+            hub.call("done", item=item["item"], outcome="cancelled" if err.get("code") in CANCELLING else "failed",
                      text=err.get("message", "the model call failed"))
             return
         reply = r.get("reply") or {}
@@ -272,7 +294,9 @@ def do_call(hub: Hub, call: dict) -> str:
     if not isinstance(tool, str) or not isinstance(args, dict):
         return "error: a tool call needs a name and arguments"
     if tool.startswith("vm."):
-        d = hub.call("decide", tool=tool, args=args, call_id=cid)
+        d = _checked(hub.call("decide", tool=tool, args=args, call_id=cid))
+        if d.get("effect") == "ask":
+            return f"waiting: {d.get('message')}"
         if d.get("effect") != "allow":
             return f"error: refused by the plaza: {d.get('message') or d.get('reason')}"
         try:
@@ -281,11 +305,14 @@ def do_call(hub: Hub, call: dict) -> str:
             out, ok = f"error: {e}", False
         except Exception as e:  # a tool must never take the harness down
             out, ok = f"error: {type(e).__name__}: {e}", False
-        hub.call("result", tool=tool, call_id=cid, ok=ok, output=out)
+        _checked(hub.call("result", tool=tool, call_id=cid, ok=ok, output=out))
         return out
-    r = hub.call("tool", tool=tool, args=args, call_id=cid)
+    r = _checked(hub.call("tool", tool=tool, args=args, call_id=cid))
     if not r.get("ok"):
-        return "error: " + r.get("error", {}).get("message", "refused")
+        err = r.get("error", {})
+        if err.get("code") == "awaiting_approval":
+            return "waiting: " + err.get("message", "")
+        return "error: " + err.get("message", "refused")
     return json.dumps(r.get("result"))
 
 

@@ -31,7 +31,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vmm import Channel, ChannelClosed, MachineSpec, QemuBackend, StreamReset, Templates, VMError, probe
+from vmm import (
+    Channel,
+    ChannelClosed,
+    MachineSpec,
+    QemuBackend,
+    StreamReset,
+    Templates,
+    VMError,
+    probe,
+)
 from vmm.image.build import Image, ensure_image
 
 log = logging.getLogger("noded")
@@ -83,7 +92,7 @@ def machine_facts(platform_info=None) -> dict:
 class Run:
     """One agent's machine on this node, its harness and its guest streams."""
 
-    def __init__(self, node: "Node", cid: int, machine) -> None:
+    def __init__(self, node: Node, cid: int, machine) -> None:
         self.node, self.cid, self.machine = node, cid, machine
         self.harness_log = Path(machine.dir) / "harness.log"
         self.stopping = False
@@ -112,6 +121,17 @@ class Run:
         # (the old one ends at its next write to a stream the new host does not know).
         self._attach()
         return {"ok": True, "wake_s": round(time.monotonic() - t0, 3)}
+
+    def rollback(self, name: str) -> dict:
+        """Back to a checkpoint (a safety checkpoint first); the harness is started anew, as after wake."""
+        t0 = time.monotonic()
+        self.sleeping = True  # the old process ends: not a crash
+        try:
+            safety = self.machine.restore(name)
+        finally:
+            self.sleeping = False
+        self._attach()
+        return {"ok": True, "safety": safety, "restore_s": round(time.monotonic() - t0, 3)}
 
     def _start_harness(self) -> None:
         st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
@@ -299,6 +319,20 @@ class Node:
     def op_wake(self, meta: dict) -> dict:
         return self._run(meta).wake()
 
+    def op_checkpoint(self, meta: dict) -> dict:
+        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""))
+        return {"ok": True, "name": name}
+
+    def op_checkpoints(self, meta: dict) -> dict:
+        return {"ok": True, "checkpoints": self._run(meta).machine.checkpoints()}
+
+    def op_rollback(self, meta: dict) -> dict:
+        return self._run(meta).rollback(str(meta["name"]))
+
+    def op_checkpoint_delete(self, meta: dict) -> dict:
+        self._run(meta).machine.delete_checkpoint(str(meta["name"]))
+        return {"ok": True}
+
     def op_wipe(self, meta: dict) -> dict:
         self.op_stop(meta)
         m = self.backend.machine(MachineSpec(machine_name(int(meta["cid"])), image=self.image()), self.vms_dir)
@@ -341,7 +375,7 @@ class Node:
         while not stop.is_set():
             try:
                 conn, _ = srv.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if self.hub is not None and not self.hub.closed:
                 self.hub.close()  # the newest hub connection wins
@@ -350,7 +384,8 @@ class Node:
         srv.close()
 
 
-OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake")
+OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake", "checkpoint", "checkpoints", "rollback",
+       "checkpoint_delete")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,4 +428,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__: list[Any] = ["Node", "main", "machine_facts", "GUEST_SERVICES"]
+__all__: list[Any] = ["GUEST_SERVICES", "Node", "machine_facts", "main"]

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import anyio
 import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
-from ...domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, LOCAL_NODE, roles, transcript_id
+from ...domain.agents import (
+    CID_RANGE_SIZE,
+    LOCAL_CID_FIRST,
+    LOCAL_NODE,
+    roles,
+    transcript_id,
+)
 from ...events import agents as agent_commands
 from ...projections.agents import agents_table, transcript_table
 from ..errors import ApiError, Body, read_body
@@ -37,6 +44,15 @@ class TellBody(Body):
 
 class ActionBody(Body):
     reason: str | None = None
+
+
+class CheckpointBody(Body):
+    name: str | None = None
+    label: str | None = None
+
+
+class RollbackBody(Body):
+    name: str
 
 
 def agent_view(row: dict) -> dict:
@@ -189,7 +205,30 @@ def routes(api: Api) -> list:
     async def list_nodes(request: Request) -> dict:
         return {"nodes": await api.query(nodes, hub)}
 
+    async def on_machine(cid: int, op: str, **meta) -> dict:
+        if hub.runtime is None:
+            raise ApiError(409, "no_node", "this hub runs without a node; agents have no machines")
+        return await anyio.to_thread.run_sync(lambda: hub.runtime.checkpoint_op(cid, op, **meta))
+
+    async def checkpoint(request: Request) -> dict:
+        body = await read_body(request, CheckpointBody)
+        return await on_machine(cid_of(request), "checkpoint", name=body.name, label=body.label)
+
+    async def checkpoints(request: Request) -> dict:
+        return await on_machine(cid_of(request), "checkpoints")
+
+    async def rollback(request: Request) -> dict:
+        body = await read_body(request, RollbackBody)
+        return await on_machine(cid_of(request), "rollback", name=body.name)
+
+    async def checkpoint_delete(request: Request) -> dict:
+        return await on_machine(cid_of(request), "checkpoint_delete", name=request.path_params["name"])
+
     return [
+        Route("/v1/agents/{cid}/checkpoint", api.endpoint(checkpoint), methods=["POST"]),
+        Route("/v1/agents/{cid}/checkpoints", api.endpoint(checkpoints), methods=["GET"]),
+        Route("/v1/agents/{cid}/rollback", api.endpoint(rollback), methods=["POST"]),
+        Route("/v1/agents/{cid}/checkpoints/{name}", api.endpoint(checkpoint_delete), methods=["DELETE"]),
         Route("/v1/agents", api.endpoint(create), methods=["POST"]),
         Route("/v1/agents", api.endpoint(list_), methods=["GET"]),
         Route("/v1/agents/{cid}", api.endpoint(show), methods=["GET"]),

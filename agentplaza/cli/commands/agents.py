@@ -46,6 +46,19 @@ def register(sub) -> None:
     for name in ("sleep", "wake"):
         x = s.add_parser(name, help="put the agent to sleep (VM saved and stopped)" if name == "sleep" else "wake it where it was")
         x.add_argument("cid", type=int)
+    ck = s.add_parser("checkpoint", help="save the agent's whole machine under a name")
+    ck.add_argument("cid", type=int)
+    ck.add_argument("--name")
+    ck.add_argument("--label")
+    cks = s.add_parser("checkpoints", help="the agent's checkpoints")
+    cks.add_argument("cid", type=int)
+    rb = s.add_parser("rollback", help="put the agent's machine back in a checkpoint (a safety checkpoint first)")
+    rb.add_argument("cid", type=int)
+    rb.add_argument("name")
+    rb.add_argument("--yes", action="store_true", help="do not ask to confirm")
+    cd = s.add_parser("checkpoint-delete", help="delete one of the agent's checkpoints")
+    cd.add_argument("cid", type=int)
+    cd.add_argument("name")
     m = s.add_parser("model", help="set the agent's model, or `default` to use its role's")
     m.add_argument("cid", type=int)
     m.add_argument("model")
@@ -112,6 +125,20 @@ def run(env: Env) -> int:
     if a.action in ("sleep", "wake"):
         return env.show(c.post(f"/v1/agents/{a.cid}/{a.action}", {}),
                         lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
+    if a.action == "checkpoint":
+        body = {k: v for k, v in (("name", a.name), ("label", a.label)) if v}
+        return env.show(c.post(f"/v1/agents/{a.cid}/checkpoint", body), lambda d: f"checkpoint {d['name']} saved")
+    if a.action == "checkpoints":
+        return env.show(c.get(f"/v1/agents/{a.cid}/checkpoints"),
+                        lambda d: table(d["checkpoints"], ["name", "label", "created_at", "bytes"]))
+    if a.action == "rollback":
+        if not a.yes and not confirm(f"Roll agent {a.cid} back to {a.name}? Its running work item is cancelled."):
+            return refuse("agents rollback not confirmed; pass --yes to skip the question", "not_confirmed")
+        return env.show(c.post(f"/v1/agents/{a.cid}/rollback", {"name": a.name}),
+                        lambda d: f"agent {a.cid} is back at {a.name} (undo: agents rollback {a.cid} {d['safety']})")
+    if a.action == "checkpoint-delete":
+        return env.show(c.request("DELETE", f"/v1/agents/{a.cid}/checkpoints/{a.name}"),
+                        lambda d: f"checkpoint {a.name} deleted")
     if a.action == "model":
         model = None if a.model == "default" else a.model
         return env.show(c.request("PATCH", f"/v1/agents/{a.cid}", json={"model": model}), render_page)

@@ -1,0 +1,175 @@
+"""The hub's side of a harness, in process (no VM): every tool call goes through
+``events.conduct.check_call`` (modes, approvals used once with the exact input, the plaza held), the
+scheduler hears when an agent is available, busy or offline, and the task host tools act with the
+agent's CID and the role the hub gave it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentplaza.api.hub import Hub
+from agentplaza.api.runtime import AgentRuntime, HarnessSession
+from agentplaza.events import agents as ac
+from agentplaza.events import approvals
+from agentplaza.events import plaza as plaza_commands
+from agentplaza.events import tasks as tc
+from agentplaza.projections.agents import transcript_table
+
+
+@pytest.fixture
+def hub(folders, database_url):
+    h = Hub.open(folders, database_url=database_url)
+    yield h
+    h.close()
+
+
+def session(hub, role, **kw):
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1, **kw)[0]
+    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
+    assert s.handle({"op": "hello", "role": "orchestrator"})["role"] == role
+    return cid, s
+
+
+def entries(hub, cid, kind):
+    hub.read_models.catch_up()
+    return [r for r in hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq)
+            if r["cid"] == cid and r["kind"] == kind]
+
+
+def test_ask_mode_waits_in_approvals_and_the_approved_call_runs_once_with_its_exact_input(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    ac.update(cmds, cmds.context("owner"), cid, {"permission_mode": "ask"})
+    call = {"op": "decide", "tool": "vm.write_file", "args": {"path": "a.txt", "content": "hi"}, "call_id": "c1"}
+    first = s.handle(call)
+    assert first["effect"] == "ask" and first["approval"] and "approval" in first["message"]
+    assert s.handle(call)["approval"] == first["approval"]  # asking again while it waits: the same one
+    other = s.handle(dict(call, args={"path": "a.txt", "content": "other"}))
+    assert other["effect"] == "ask" and other["approval"] != first["approval"]
+    approvals.decide(cmds, cmds.context("owner"), first["approval"], True)
+    ran = s.handle(call)
+    assert ran["effect"] == "allow"
+    again = s.handle(call)  # used once: the same call asks anew
+    assert again["effect"] == "ask" and again["approval"] != first["approval"]
+    calls = entries(hub, cid, "tool_call")
+    assert [c["detail"]["effect"] for c in calls] == ["ask", "ask", "ask", "allow", "ask"]
+    assert calls[3]["detail"]["approved_by"] == first["approval"] and calls[3]["detail"]["mode"] == "ask"
+
+
+def test_read_only_mode_refuses_writes_and_a_held_plaza_refuses_every_call(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    ac.update(cmds, cmds.context("owner"), cid, {"permission_mode": "read-only"})
+    assert s.handle({"op": "decide", "tool": "vm.write_file", "args": {"path": "a", "content": ""}})["effect"] == "deny"
+    assert s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})["effect"] == "allow"
+    plaza_commands.stop_all(cmds, cmds.context("owner", "test"))
+    held = s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})
+    assert held["effect"] == "deny" and "held" in held["message"]
+    assert s.handle({"op": "tool", "tool": "plaza_status", "args": {}})["ok"] is False
+
+
+def test_the_scheduler_hears_available_busy_and_offline(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    assert tc.worker(cmds, str(cid)).status == "idle"
+    ac.tell(cmds, cmds.context("owner"), cid, "do a thing")
+    item = s.handle({"op": "next", "wait": 0})["item"]
+    assert tc.worker(cmds, str(cid)).status == "busy"
+    s.handle({"op": "done", "item": item["item"], "outcome": "done"})
+    assert tc.worker(cmds, str(cid)).status == "idle"
+    s.rt.worker_state(cid, "offline")
+    assert tc.worker(cmds, str(cid)).status == "offline"
+
+
+def tool(s, name, **args):
+    r = s.handle({"op": "tool", "tool": name, "args": args, "call_id": name})
+    assert r["ok"], r
+    return r["result"]
+
+
+def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
+    cmds = hub.commands
+    _orch, o = session(hub, "orchestrator")
+    b1, w1 = session(hub, "builder")
+    _b2, w2 = session(hub, "builder")
+    rev, r = session(hub, "reviewer")
+    t1 = tool(o, "plaza_task_create", title="a", acceptance="a.txt says a", budget=400, role="builder")["id"]
+    t2 = tool(o, "plaza_task_create", title="b", acceptance="b.txt says b", budget=300, role="builder")["id"]
+    hub.read_models.catch_up()
+    assert [t["number"] for t in tool(w1, "plaza_task_list")] == [t1, t2]
+    assert tool(w1, "plaza_task_claim", task=t1)["claimed"]
+    assert tool(w2, "plaza_task_claim", task=t2)["claimed"]
+    assert not o.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t2}})["ok"]  # taken
+    tool(w1, "plaza_task_submit", task=t1, summary="wrote a", files=["a.txt"], checks="cat a.txt")
+    tool(w2, "plaza_task_submit", task=t2, summary="wrote b", files=["b.txt"], checks="cat b.txt")
+    mine = r.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1, "review": True}})
+    assert mine["ok"] and mine["result"]["report"]["summary"] == "wrote a"
+    tool(r, "plaza_task_submit", task=t1, verdict="pass", notes="good")
+    tool(r, "plaza_task_claim", task=t2, review=True)
+    tool(r, "plaza_task_submit", task=t2, verdict="fail", notes="b.txt is empty")
+    assert (tc.load(cmds, t1).state, tc.load(cmds, t2).state) == ("done", "failed")
+    assert tc.load(cmds, t1).worker == str(b1) and tc.load(cmds, t1).reviewer == str(rev)
+    assert tc.worker(cmds, str(b1)).status == "idle"
+
+
+def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    t1 = tc.create(cmds, cmds.context("owner"), "a", "a", 300, role="builder")["id"]
+    ac.tell(cmds, cmds.context("owner"), cid, "work")
+    item = s.handle({"op": "next", "wait": 0})["item"]["item"]
+    plaza_commands.stop_all(cmds, cmds.context("owner", "lunch"))
+    s.rt.on_held()  # what POST /v1/plaza/stop does after the hold is committed
+    done = entries(hub, cid, "done")
+    assert [(d["detail"]["item"], d["detail"]["outcome"]) for d in done] == [(item, "cancelled")]
+    for op in ({"op": "model", "messages": []}, {"op": "decide", "tool": "vm.shell", "args": {"command": "ls"}},
+               {"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}}):
+        r = s.handle(op)
+        assert r["error"]["code"] == "item_cancelled" and r["item"] == item
+    assert s.handle({"op": "done", "item": item, "outcome": "cancelled"}) == {"ok": True, "cancelled": True}
+    ac.tell(cmds, cmds.context("owner"), cid, "more work")
+    assert s.handle({"op": "next", "wait": 0})["item"] is None  # held: no work handed out
+    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is False
+    assert s.handle({"op": "model", "messages": []})["error"]["code"] == "plaza_held"
+    assert tc.load(cmds, t1).worker is None
+    plaza_commands.resume(cmds, cmds.context("owner", "back"))
+    assert s.handle({"op": "next", "wait": 0})["item"]["text"] == "more work"
+    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is True
+
+
+def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    t1 = tc.create(cmds, cmds.context("owner"), "Notes", "notes.md exists", 300, role="builder")["id"]
+    tc.assign(cmds, cmds.context("owner"), t1, str(cid))
+    hub.read_models.catch_up()
+    s.rt.deliver_work()
+    s.rt.deliver_work()
+    item = s.handle({"op": "next", "wait": 0})["item"]
+    assert f"You were given task {t1}" in item["text"] and "notes.md exists" in item["text"]
+    s.handle({"op": "done", "item": item["item"], "outcome": "done"})
+    assert s.handle({"op": "next", "wait": 0})["item"] is None
+
+
+def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_busy_one(folders, database_url):
+    import datetime as dt
+
+    now = [dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)]
+    h = Hub.open(folders, database_url=database_url, clock=lambda: now[0])
+    try:
+        orch, _ = session(h, "orchestrator")
+        b1, s1 = session(h, "builder")
+        b2, _ = session(h, "builder")
+        t1 = tc.create(h.commands, h.commands.context("owner"), "a", "a", 300, role="builder")["id"]
+        tc.assign(h.commands, h.commands.context("owner"), t1, str(b2))  # b2 holds a task: it stays up
+        h.read_models.catch_up()
+        rt = s1.rt
+        now[0] += dt.timedelta(minutes=9)
+        assert rt.idle_sleep() == []
+        now[0] += dt.timedelta(minutes=2)
+        h.read_models.catch_up()
+        assert rt.idle_sleep() == [b1]
+        h.read_models.catch_up()
+        assert ac.agent(h.commands, b1).status == "asleep" and ac.agent(h.commands, orch).status == "idle"
+    finally:
+        h.close()
