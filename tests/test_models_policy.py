@@ -11,7 +11,9 @@ from agentplaza.domain.models import (
     DEFAULT_ORCHESTRATOR_MODEL,
     DEFAULT_WORKER_MODEL,
     EFFORTS,
+    MAX_FETCH_BLOCKLIST,
     MAX_IDLE_SLEEP_MIN,
+    MODELS_ID,
     ModelSettings,
     check_agent_model,
     is_contributor,
@@ -90,6 +92,36 @@ def test_idle_sleep_min_bounds():
     s.set_policy(ctx(), {"idle_sleep_min": MAX_IDLE_SLEEP_MIN})
     with pytest.raises(Refusal):
         s.set_policy(ctx(), {"idle_sleep_min": -1})
+
+
+def test_the_fetch_blocklist_is_bare_host_names_lower_cased_once_each():
+    s = settings()
+    assert s.policy["fetch_blocklist"] == [] and shipped_policy()["fetch_blocklist"] == []
+    s.set_policy(ctx(), {"fetch_blocklist": ["Example.COM ", "*.example.net", "example.com", "x-1.io"]})
+    assert s.policy["fetch_blocklist"] == ["example.com", "*.example.net", "x-1.io"]
+    before = (dict(s.policy), s.version)
+    for bad in ("http://example.com", "example.com/x", "*example.com", "*.", "a..b", "example.com:443", 7):
+        with pytest.raises(Refusal) as r:
+            s.set_policy(ctx(), {"fetch_blocklist": ["ok.example", bad]})
+        assert r.value.code == "invalid_blocklist_entry" and repr(bad) in r.value.message and r.value.status == 422
+    with pytest.raises(Refusal) as r:
+        s.set_policy(ctx(), {"fetch_blocklist": [f"h{i}.example" for i in range(MAX_FETCH_BLOCKLIST + 1)]})
+    assert r.value.code == "invalid_policy"
+    assert (s.policy, s.version) == before
+    with pytest.raises(Refusal) as r:  # the same list, written differently, is no change
+        s.set_policy(ctx(), {"fetch_blocklist": ["EXAMPLE.com", "*.example.net", "x-1.io"]})
+    assert r.value.code == "no_change"
+    s.set_policy(ctx(), {"fetch_blocklist": []})
+    assert s.policy["fetch_blocklist"] == []
+
+
+def test_a_policy_stored_before_the_fetch_blocklist_reads_it_as_empty():
+    old = shipped_policy()
+    del old["fetch_blocklist"]
+    s = ModelSettings.start(ctx(), id=MODELS_ID, providers={}, policy=old)  # what an older hub recorded
+    assert s.policy["fetch_blocklist"] == []
+    s.set_policy(ctx(), {"idle_sleep_min": 3})
+    assert s.policy["fetch_blocklist"] == [] and s.policy["idle_sleep_min"] == 3
 
 
 def test_tiers_follow_the_role():

@@ -59,6 +59,10 @@ MAX_PROVIDER_MODELS = 500
 MAX_NAME_CHARS = 200
 #: A price is at most this many credits per million tokens (a million dollars a million tokens).
 MAX_PRICE = 1_000_000_000
+#: The most entries the fetch blocklist holds.
+MAX_FETCH_BLOCKLIST = 1000
+#: The longest host name (DNS); a ``*.`` entry may add its two characters.
+MAX_HOST_CHARS = 253
 
 ROUTES = ("gateway", "loop")  # a call came through the gateway, or from the agent's own harness
 GATEWAY_ROUTE, LOOP_ROUTE = ROUTES
@@ -66,6 +70,8 @@ GATEWAY_ROUTE, LOOP_ROUTE = ROUTES
 _PROVIDER_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,199}$")
 _ROLE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+#: A fetch blocklist entry: a bare host name (``example.com``), or ``*.`` and one (``*.example.net``).
+BLOCK_ENTRY_RE = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*$")
 
 
 def is_contributor(model: str) -> bool:
@@ -124,6 +130,34 @@ def parse_entry(text: str, *, pins: bool = True) -> Entry:
     return Entry(provider, model, pin)
 
 
+def blocklist_entry(entry: Any) -> str | None:
+    """A fetch blocklist entry, trimmed and lower-cased; None when it is not a bare host name.
+
+    ``example.com`` blocks the host and all of its subdomains; ``*.example.net`` the subdomains only.
+    """
+    if not isinstance(entry, str):
+        return None
+    e = entry.strip().lower()
+    if len(e) > MAX_HOST_CHARS + (2 if e.startswith("*.") else 0) or not BLOCK_ENTRY_RE.match(e):
+        return None
+    return e
+
+
+def check_fetch_blocklist(entries: Any) -> list[str]:
+    """The whole blocklist: each entry a bare host name, lower-cased, duplicates removed (first kept)."""
+    if not isinstance(entries, list) or len(entries) > MAX_FETCH_BLOCKLIST:
+        raise Refusal("invalid_policy", f"fetch_blocklist is a list of at most {MAX_FETCH_BLOCKLIST} host names", 422)
+    out: dict[str, None] = {}
+    for entry in entries:
+        e = blocklist_entry(entry)
+        if e is None:
+            raise Refusal("invalid_blocklist_entry",
+                          f"fetch_blocklist entry {entry!r} is not a bare host name: write example.com "
+                          "(the host and its subdomains) or *.example.net (the subdomains only)", 422)
+        out[e] = None
+    return list(out)
+
+
 def check_effort(effort: str | None) -> str | None:
     if effort is None:
         return None
@@ -143,7 +177,10 @@ def check_price(model: str, price: Any) -> list[int]:
 # -- the policy --------------------------------------------------------------------------
 
 POLICY_FIELDS = ("orchestrator", "worker", "effort", "default_model", "orchestrator_model", "role_models",
-                 "allow_training_models", "prices", "idle_sleep_min", "sleep_never_roles", "decision_models")
+                 "allow_training_models", "prices", "idle_sleep_min", "sleep_never_roles", "decision_models",
+                 "fetch_blocklist")
+#: Fields added after policies were first stored, with the value an older stored policy reads as.
+LATER_POLICY_FIELDS = {"fetch_blocklist": ()}
 
 
 def shipped_policy() -> dict:
@@ -159,7 +196,16 @@ def shipped_policy() -> dict:
         "idle_sleep_min": DEFAULT_IDLE_SLEEP_MIN,
         "sleep_never_roles": list(DEFAULT_SLEEP_NEVER_ROLES),
         "decision_models": list(DEFAULT_DECISION_MODELS),
+        "fetch_blocklist": [],
     }
+
+
+def stored_policy(p: dict) -> dict:
+    """A policy as stored by any version: fields added later read as their defaults."""
+    out = dict(p)
+    for k, default in LATER_POLICY_FIELDS.items():
+        out.setdefault(k, list(default))
+    return out
 
 
 def _on_list(entries: list[str], model: str) -> bool:
@@ -235,6 +281,7 @@ def check_policy(p: dict) -> dict:
         name = parse_entry(m, pins=False).name
         no_contributor(name, "as a decision model")
         out["decision_models"].append(name)
+    out["fetch_blocklist"] = check_fetch_blocklist(p["fetch_blocklist"])
     return out
 
 
@@ -390,11 +437,11 @@ class ModelSettings(PlazaAggregate):
         changed: list[str]
 
         def apply(self, s: "ModelSettings") -> None:
-            s.policy = dict(self.policy)
+            s.policy = stored_policy(self.policy)
 
     def __init__(self, providers: dict[str, dict], policy: dict):
         self.providers = {k: dict(v) for k, v in providers.items()}
-        self.policy = dict(policy)
+        self.policy = stored_policy(policy)
 
     @classmethod
     def create(cls, ctx: Context, providers: Iterable[dict]) -> "ModelSettings":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..domain.models import stored_policy
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
 
@@ -103,7 +104,7 @@ hourly_table = sa.Table(
 
 class ModelsProjection(Projection):
     name = "models"
-    version = 2  # 2: a gateway link's route
+    version = 3  # 2: a gateway link's route; 3: the policy's fetch blocklist (empty on older policies)
     tables = (providers_table, policy_table, links_table, tokens_table, price_lists_table)
 
     def _provider(self, e: EventRecord, rows: Rows, p: dict) -> None:
@@ -115,7 +116,8 @@ class ModelsProjection(Projection):
         })
 
     def _policy(self, e: EventRecord, rows: Rows, policy: dict) -> None:
-        rows.put("rm_model_policy", {"id": "policy", "policy": policy, "changed_at": e.at, "by": e.actor})
+        rows.put("rm_model_policy", {"id": "policy", "policy": stored_policy(policy), "changed_at": e.at,
+                                     "by": e.actor})
 
     def on_ModelSettings_Created(self, e: EventRecord, rows: Rows) -> None:
         for p in e.data["providers"].values():

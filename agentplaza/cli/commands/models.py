@@ -65,6 +65,9 @@ def register(sub) -> None:
     pset.add_argument("--idle-sleep-min", type=int, help="idle minutes before an agent sleeps (0: never)")
     pset.add_argument("--sleep-never-roles", help="roles that never sleep on their own, comma-separated")
     pset.add_argument("--decision-models", help="the decision models, comma-separated")
+    pset.add_argument("--fetch-blocklist", metavar="HOSTS",
+                      help="the hosts agents may not fetch from, comma-separated (example.com: the host and its "
+                           "subdomains; *.example.net: the subdomains only); '' clears it")
     pset.add_argument("--yes", action="store_true", help="confirm --allow-training-models on")
     s.add_parser("decision-models", help="the plaza's decision models")
     pr = s.add_parser("prices", help="where prices come from; the price of one model")
@@ -117,6 +120,7 @@ def _policy(d: dict) -> str:
         "prices": ", ".join(f"{m}={':'.join(str(x) for x in v)}" for m, v in p["prices"].items()) or "(none)",
         "idle_sleep_min": p["idle_sleep_min"], "sleep_never_roles": ", ".join(p["sleep_never_roles"]) or "(none)",
         "decision_models": ", ".join(p["decision_models"]),
+        "fetch_blocklist": ", ".join(p.get("fetch_blocklist", [])) or "(none)",
     }
     return pairs(lines)
 
@@ -166,6 +170,8 @@ def _policy_body(args) -> dict | None:
         body["sleep_never_roles"] = _csv(args.sleep_never_roles)
     if args.decision_models is not None:
         body["decision_models"] = _csv(args.decision_models)
+    if args.fetch_blocklist is not None:
+        body["fetch_blocklist"] = _csv(args.fetch_blocklist)
     return body
 
 
