@@ -1,8 +1,10 @@
 """The egress proxy: a guest's outbound web traffic, reached over its channel (service ``egress``).
 
 The guest's forwarder sends ``CONNECT host:port HTTP/1.1``. Before the hub dials it checks, in order:
-the port (80 and 443 unless the owner allows more), the fetch blocklist (``example.com`` blocks the host
-and its subdomains, ``*.example.net`` only the subdomains), the laws (``egress.connect`` with
+whether egress is on (``apid --egress off`` refuses everything), the port (80 and 443, plus any the
+owner adds with ``apid --egress-ports``), the fetch blocklist (the model policy's ``fetch_blocklist``,
+read afresh on every CONNECT: ``example.com`` blocks the host and its subdomains, ``*.example.net``
+only the subdomains), the laws (``egress.connect`` with
 ``args.host`` and ``args.port``), and every address the name resolves to (loopback, private,
 link-local, unique-local, multicast, unspecified, cloud-metadata and any other non-public address are
 refused). It then dials the address it checked (no second lookup), answers ``200`` and splices the
@@ -22,8 +24,16 @@ from typing import Callable, Iterable
 
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
+from ..domain.models import blocklist_entry
+
 #: Ports open to agents unless the owner allows more.
 DEFAULT_PORTS = frozenset({80, 443})
+#: The ports an owner may add (``--egress-ports``).
+MIN_PORT, MAX_PORT = 1, 65535
+#: apid's environment variables for its egress flags (the flag wins).
+EGRESS_ENV, EGRESS_PORTS_ENV = "APZ_EGRESS", "APZ_EGRESS_PORTS"
+#: What a guest hears from a hub started with ``--egress off``.
+EGRESS_OFF = "egress is switched off on this hub (apid --egress off)"
 #: An idle tunnel closes after this many seconds.
 IDLE_TUNNEL_S = 300.0
 #: The longest CONNECT request head the proxy reads.
@@ -34,7 +44,6 @@ METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "metadata.az
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "169.254.169.253"))
 HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?$")
-BLOCK_ENTRY_RE = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*$")
 
 Resolver = Callable[[str, int], list]
 
@@ -46,9 +55,10 @@ class Refused(Exception):
 
 
 def check_blocklist_entry(entry: str) -> str:
-    """A bare host name, or ``*.`` and one; anything else is refused when the owner saves."""
-    e = entry.strip().lower()
-    if not BLOCK_ENTRY_RE.match(e):
+    """A bare host name, or ``*.`` and one; anything else is refused when the owner saves (the rule
+    is the domain's, ``domain.models.blocklist_entry``, so the policy and the proxy agree)."""
+    e = blocklist_entry(entry)
+    if e is None:
         raise ValueError(f"{entry!r} is not a bare host name (example.com or *.example.net)")
     return e
 
@@ -95,6 +105,9 @@ def system_resolver(host: str, port: int) -> list:
 
 @dataclasses.dataclass
 class EgressPolicy:
+    """The hub's egress settings, fixed when it starts (apid's flags). The owner's fetch blocklist is
+    not here: the proxy reads it live from the model policy. ``blocklist`` is a fixed one on top."""
+
     enabled: bool = True
     ports: frozenset = DEFAULT_PORTS
     blocklist: tuple = ()
@@ -104,6 +117,43 @@ class EgressPolicy:
 
     def __post_init__(self) -> None:
         self.blocklist = tuple(check_blocklist_entry(e) for e in self.blocklist)
+
+    def view(self) -> dict:
+        """The settings in effect, as ``/v1/nodes`` shows them."""
+        return {"egress": "on" if self.enabled else "off", "ports": sorted(self.ports)}
+
+
+def parse_ports(text: str) -> frozenset:
+    """``8080,8443``: ports added to 80 and 443. Raises ValueError saying what is wrong."""
+    extra = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if not item.isdigit() or not MIN_PORT <= int(item) <= MAX_PORT:
+            raise ValueError(f"{item!r} is not a port: give port numbers {MIN_PORT} to {MAX_PORT}, "
+                             "separated by commas (e.g. 8080,8443)")
+        extra.add(int(item))
+    return DEFAULT_PORTS | extra
+
+
+def policy_from_flags(egress: str | None, ports: str | None, environ: dict | None = None) -> EgressPolicy:
+    """apid's ``--egress on|off`` and ``--egress-ports``, else ``APZ_EGRESS`` and ``APZ_EGRESS_PORTS``
+    (the flag wins). Raises ValueError naming the flag or variable that is wrong."""
+    env = environ if environ is not None else {}
+    where = "--egress"
+    if egress is None:
+        egress, where = env.get(EGRESS_ENV) or "on", EGRESS_ENV
+    if egress not in ("on", "off"):
+        raise ValueError(f"{where} is on or off, not {egress!r}")
+    where = "--egress-ports"
+    if ports is None:
+        ports, where = env.get(EGRESS_PORTS_ENV) or "", EGRESS_PORTS_ENV
+    try:
+        allowed = parse_ports(ports)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return EgressPolicy(enabled=egress == "on", ports=allowed)
 
 
 def parse_connect(head: bytes) -> tuple[str, int]:
@@ -126,20 +176,22 @@ def parse_connect(head: bytes) -> tuple[str, int]:
 
 class EgressProxy:
     """``decide(cid, host, port)`` asks the laws (raises Refused); ``record(cid, detail)`` writes the
-    transcript entry."""
+    transcript entry; ``blocklist()`` is the owner's fetch blocklist now, asked on every CONNECT."""
 
     def __init__(self, policy: EgressPolicy, decide: Callable[[int, str, int], None],
-                 record: Callable[[int, dict], None], resolver: Resolver = system_resolver):
+                 record: Callable[[int, dict], None], resolver: Resolver = system_resolver,
+                 blocklist: Callable[[], Iterable[str]] = tuple):
         self.policy = policy
         self.decide = decide
         self.record = record
         self.resolver = resolver
+        self.blocklist = blocklist
 
     def check(self, cid: int, host: str, port: int) -> str:
         """The address to dial, or Refused with the reason."""
         p = self.policy
         if not p.enabled:
-            raise Refused("egress is switched off")
+            raise Refused(EGRESS_OFF)
         h = host.lower().rstrip(".")
         try:
             literal = ipaddress.ip_address(h)
@@ -151,7 +203,7 @@ class EgressProxy:
             raise Refused(f"port {port} is not open (only {', '.join(map(str, sorted(p.ports)))})")
         if h in METADATA_HOSTS:
             raise Refused(f"{host} is a cloud metadata service")
-        entry = blocked_by(h, p.blocklist)
+        entry = blocked_by(h, p.blocklist) or blocked_by(h, self.blocklist())
         if entry:
             raise Refused(f"{host} is on the fetch blocklist ({entry})")
         self.decide(cid, h, port)

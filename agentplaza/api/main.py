@@ -13,6 +13,7 @@ from hypercorn.trio import serve
 
 from ..config import DEFAULT_BIND, folders
 from .app import create_app
+from .egress import EGRESS_ENV, EGRESS_PORTS_ENV, policy_from_flags
 from .hub import VERSION, Hub
 
 
@@ -22,6 +23,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--node", default=os.environ.get("APZ_NODE", "local"),
                    help="local: start node n0 (noded) for this machine's agents; off: no node; "
                         "or the path of a running noded's socket (default: APZ_NODE or local)")
+    p.add_argument("--egress", choices=("on", "off"), default=None,
+                   help=f"agents' outbound web traffic through the hub's egress proxy (default: {EGRESS_ENV} or on)")
+    p.add_argument("--egress-ports", metavar="PORT,PORT", default=None,
+                   help=f"ports agents may reach besides 80 and 443, comma-separated (default: {EGRESS_PORTS_ENV})")
     p.add_argument("--version", action="version", version=f"apid {VERSION}")
     return p.parse_args(argv)
 
@@ -33,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apid: --bind wants address:port, not {args.bind!r}", file=sys.stderr)
         return 2
     host = host.strip("[]") or "127.0.0.1"
+    try:
+        egress = policy_from_flags(args.egress, args.egress_ports, os.environ)
+    except ValueError as e:
+        print(f"apid: {e}", file=sys.stderr)
+        return 2
     try:
         hub = Hub.open(folders())
     except Exception as e:  # noqa: BLE001 - a failed start says why, in one line
@@ -49,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         from .runtime import AgentRuntime
 
         try:
-            hub.runtime = AgentRuntime(hub, node=args.node, images_dir=os.environ.get("APZ_IMAGE_DIR") or None).start()
+            hub.runtime = AgentRuntime(hub, node=args.node, images_dir=os.environ.get("APZ_IMAGE_DIR") or None,
+                                       egress=egress).start()
             print(f"apid: node n0 connected ({args.node})")
         except (NodeError, OSError) as e:
             hub.runtime = None

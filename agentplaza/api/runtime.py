@@ -79,7 +79,8 @@ class AgentRuntime:
         self._work = threading.Condition()
         self._stop = threading.Event()
         self.lock = threading.Lock()
-        self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress)
+        self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress,
+                                  blocklist=self._fetch_blocklist)
         self.shared_dir = Path(hub.folders.state) / "shared"
         self.relay = ModelRelay(hub)
         self.sessions: dict[int, HarnessSession] = {}
@@ -371,6 +372,11 @@ class AgentRuntime:
         if d.effect != "allow":
             raise Refused(f"the laws refuse egress.connect to {host}:{port} ({d.reason}"
                           + (f", {d.forbidding}" if d.forbidding else "") + ")")
+
+    def _fetch_blocklist(self) -> list:
+        """The owner's fetch blocklist as the model policy says now (read on every CONNECT)."""
+        row = self.hub.read_models.states["models"].rows.get("rm_model_policy", "policy")
+        return row["policy"].get("fetch_blocklist", []) if row else []
 
     def _record_egress(self, cid: int, detail: dict) -> None:
         where = f"{detail.get('host')}:{detail.get('port')}" if detail.get("host") else "(bad request)"

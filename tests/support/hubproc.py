@@ -22,8 +22,9 @@ def free_port() -> int:
 
 
 class HubProcess:
-    def __init__(self, folders, database_url: str | None = None, port: int | None = None):
+    def __init__(self, folders, database_url: str | None = None, port: int | None = None, args: tuple = ()):
         self.folders = folders
+        self.args = tuple(args)  # more apid flags
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = dict(os.environ)
@@ -39,7 +40,7 @@ class HubProcess:
 
     def start(self, timeout: float = 30) -> "HubProcess":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}"],
+            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.time() + timeout

@@ -99,7 +99,8 @@ def nodes(hub: Hub) -> list[dict]:
     count = len(hub.read_models.rows(agents_table, agents_table.c.node == LOCAL_NODE))
     return [{"name": LOCAL_NODE, "cid_first": LOCAL_CID_FIRST, "cid_last": LOCAL_CID_FIRST + CID_RANGE_SIZE - 1,
              "agents": count, "online": bool(rt is not None and rt.link is not None and rt.link.up),
-             "facts": dict(rt.facts) if rt is not None else {}}]
+             "facts": dict(rt.facts) if rt is not None else {},
+             "egress": rt.egress.policy.view() if rt is not None else None}]
 
 
 def overview_counts(hub: Hub) -> dict:
