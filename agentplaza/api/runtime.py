@@ -30,7 +30,7 @@ from typing import Any
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
-from ..domain.agents import LOCAL_NODE, node_id
+from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
@@ -166,6 +166,26 @@ class AgentRuntime:
                         actor=f"node:{LOCAL_NODE}")
         return {k: v for k, v in answer.items() if k != "ok"}
 
+    def fork(self, cid: int, count: int, checkpoint: str | None, ctx) -> dict:
+        """``count`` copies of agent ``cid`` (the guide's Fork): each an agent of the same role with a name
+        of its own, its machine a copy of this one's at a checkpoint (taken now, labelled fork, unless
+        one is named). Returns the checkpoint and the new CIDs; reconcile starts their machines."""
+        if not MIN_SPAWN <= count <= MAX_SPAWN:
+            raise Refusal("invalid_count", f"you can fork {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+        if self.agent_of(cid) is None:
+            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+        if checkpoint is None:
+            checkpoint = self.checkpoint_op(cid, "checkpoint", label="fork")["name"]
+        elif cid in self.applied:
+            names = [c["name"] for c in self.checkpoint_op(cid, "checkpoints")["checkpoints"]]
+            if checkpoint not in names:
+                raise Refusal("unknown_checkpoint", f"agent {cid} has no checkpoint {checkpoint}", 404)
+        cids = ac.fork(self.cmds, ctx, cid, count, checkpoint)
+        self._entry(cid, "note", f"forked at {checkpoint} into {', '.join(map(str, cids))}",
+                    detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
+        self.kick()
+        return {"checkpoint": checkpoint, "forks": cids}
+
     def deliver_work(self) -> None:
         """Work the scheduler or the owner gave an agent (a task to do, a task to review) becomes a
         work item in its queue, with what it needs to know. What the agent took itself it knows."""
@@ -181,7 +201,8 @@ class AgentRuntime:
             a = self.agent_of(int(who))
             if a is None or a.run != "running":
                 continue
-            self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r))
+            ref = f"{r['number']}:{r['phase']}:{r['queued_at']}"  # the record remembers it across restarts
+            self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r), ref)
             self.work_for(int(who))
 
     def idle_sleep(self, rows: list[dict] | None = None) -> list[int]:
@@ -226,8 +247,7 @@ class AgentRuntime:
                     f = self.failed.get(cid)
                     if f and f[0] == key and time.monotonic() - f[1] < BOOT_RETRY_S:
                         continue
-                    fresh = have is None or have[0] != r["agent_id"] or have[2] != key[2]
-                    self._spawn(self._boot, cid, key, have is not None, fresh)
+                    self._spawn(self._boot, cid, key, have is not None, r)
                 elif r["run"] == "running" and r["status"] == "asleep" and cid not in self.asleep:
                     self._spawn(self._sleep_wake, cid, "sleep")
                 elif r["run"] == "running" and r["status"] != "asleep" and cid in self.asleep:
@@ -251,11 +271,16 @@ class AgentRuntime:
 
         threading.Thread(target=run, daemon=True, name=f"node-{cid}").start()
 
-    def _boot(self, cid: int, key: tuple, running: bool, fresh: bool) -> None:
+    def _boot(self, cid: int, key: tuple, running: bool, row: dict) -> None:
+        """Start the agent's machine. The node keeps its files when the identity (agent id, wipes) is the
+        one it last ran, makes them new when it is not, and copies a fork's from its source's checkpoint."""
+        agent_id, _generation, wipes = key
+        fork = {"fork_of": row["forked_from"], "checkpoint": row["fork_checkpoint"]} \
+            if row.get("forked_from") is not None and not wipes else {}
         try:
             if running:
                 self.link.request("stop", cid=cid)
-            answer = self.link.request("start", timeout=180, cid=cid, wipe=fresh)
+            answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
         except NodeError as e:
             with self.lock:
                 self.failed[cid] = (key, time.monotonic())

@@ -173,3 +173,18 @@ def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_bu
         assert ac.agent(h.commands, b1).status == "asleep" and ac.agent(h.commands, orch).status == "idle"
     finally:
         h.close()
+
+
+def test_a_task_is_delivered_once_even_by_a_restarted_hub(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", 300)["id"]
+    tc.assign(cmds, cmds.context("owner"), number, str(cid))
+    hub.read_models.catch_up()
+    s.rt.deliver_work()
+    s.rt.deliver_work()
+    restarted = AgentRuntime(hub, node="off")  # a new hub process: its memory of deliveries is empty
+    restarted.deliver_work()
+    told = [e for e in entries(hub, cid, "told") if f"given task {number}" in (e["text"] or "")]
+    assert len(told) == 1
+    assert len(ac.agent(cmds, cid).queue) == 1
