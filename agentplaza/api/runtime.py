@@ -30,10 +30,11 @@ from typing import Any
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
-from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, node_id
+from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, check_role, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
+from ..events import approvals
 from ..events import models as model_commands
 from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
@@ -53,7 +54,8 @@ MAX_NEXT_WAIT_S = 30.0
 MAX_SHARE_BYTES = 1 << 20
 #: The host tools the hub runs for agents today (the laws decide each call first).
 HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message", "plaza_task_list",
-              "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel")
+              "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel",
+              "plaza_agent_propose")
 #: The most tasks ``plaza_task_list`` returns.
 MAX_TASK_LIST = 50
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
@@ -207,8 +209,8 @@ class AgentRuntime:
 
     def idle_sleep(self, rows: list[dict] | None = None) -> list[int]:
         """Idle agents sleep after the policy's ``idle_sleep_min`` (0: never), unless their role is in
-        ``sleep_never_roles``, and only with nothing queued, no approval waiting and no task or review
-        held (engines, terminals, sessions and leases come with their areas). Returns the CIDs put to sleep."""
+        ``sleep_never_roles``, and only when nothing keeps them awake (``awake_because``). Returns the
+        CIDs put to sleep."""
         policy = model_commands.load(self.cmds).policy
         minutes = policy.get("idle_sleep_min", 0)
         if not minutes or self.held():
@@ -218,19 +220,29 @@ class AgentRuntime:
         never = set(policy.get("sleep_never_roles") or [])
         out = []
         for r in rows:
-            if r["status"] != "idle" or r["run"] != "running" or r["role"] in never or r["queue"]:
+            if r["status"] != "idle" or r["run"] != "running" or r["role"] in never:
                 continue
             if now - dt.datetime.fromisoformat(r["changed_at"]) < dt.timedelta(minutes=minutes):
                 continue
-            w = tasks_commands.worker(self.cmds, str(r["cid"]))
-            if w is not None and w.task is not None:
-                continue
-            a = work_rm.approvals
-            if self.hub.read_models.rows(a, a.c.agent == str(r["cid"]), a.c.status == "pending", limit=1):
+            if self.awake_because(r) is not None:
                 continue
             if self._safely(ac.sleep, self.cmds.context("hub", f"idle for {minutes} minutes"), r["cid"]) is not None:
                 out.append(r["cid"])
         return out
+
+    def awake_because(self, r: dict) -> str | None:
+        """What keeps an idle agent awake, or None. The guide's list is its queue, engines, terminals, IDE
+        sessions, approvals and workstation leases; this hub has queues, tasks and reviews held, and
+        approvals (engines, terminals, IDE sessions and leases add their check here when they are built)."""
+        if r["queue"]:
+            return "work queued"
+        w = tasks_commands.worker(self.cmds, str(r["cid"]))
+        if w is not None and w.task is not None:
+            return f"holds task {w.task}"
+        a = work_rm.approvals
+        if self.hub.read_models.rows(a, a.c.agent == str(r["cid"]), a.c.status == "pending", limit=1):
+            return "an approval waits"
+        return None
 
     def reconcile(self) -> None:
         self.on_held()
@@ -411,6 +423,7 @@ class HarnessSession:
         self.buf = b""
         self.said_hello = False
         self.taken: str | None = None
+        self.taken_from: str | None = None  # who told the running item ("owner": the owner's own chat)
         self.cancelled: str | None = None  # the item cancelled under the harness (STOP ALL, budget exhausted)
         self.cancelled_why = HELD_MESSAGE
         self.cancel_lock = threading.Lock()
@@ -521,7 +534,7 @@ class HarnessSession:
             if not self.rt.held():
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
                 if item is not None:
-                    self.taken, self.cancelled = item["item"], None
+                    self.taken, self.cancelled, self.taken_from = item["item"], None, item.get("from")
                     self.rt.worker_state(self.cid, "busy")
                     return {"ok": True, "item": item}
             left = end - time.monotonic()
@@ -581,6 +594,8 @@ class HarnessSession:
         tool, args = req.get("tool"), req.get("args")
         if not isinstance(tool, str) or not isinstance(args, dict):
             return _err("bad_request", "tool takes a name and args")
+        if tool == "plaza_agent_propose":  # a fact the hub knows, never the model's word
+            args = dict(args, owner_asked=self.taken_from == "owner")
         d = self._decide(agent, tool, args, req.get("call_id"))
         if d["effect"] == "ask":
             return dict(_err("awaiting_approval", d["message"]), approval=d["approval"])
@@ -616,6 +631,8 @@ class HarnessSession:
             return {"sent": True, "item": item}
         if tool.startswith("plaza_task_"):
             return self._task_tool(agent, tool, args)
+        if tool == "plaza_agent_propose":
+            return self._propose(agent, args)
         raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
 
     def _task_tool(self, agent, tool: str, args: dict) -> Any:
@@ -671,6 +688,25 @@ class HarnessSession:
             tasks_commands.withdraw(cmds, ctx, number, tier=agent.tier)
             return {"task": number, "withdrawn": True}
         raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def _propose(self, agent, args: dict) -> dict:
+        """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
+        ``agent``); approving it starts them. Who may propose is the laws' (S-028 to S-030: the orchestrator,
+        only when the owner asked in the owner's own chat: ``owner_asked``, set by ``op_tool``)."""
+        role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
+        if not isinstance(role, str) or not isinstance(why, str) or not why.strip():
+            raise Refusal("bad_request", "plaza_agent_propose takes role, why (and count 1-16, model)", 422)
+        if type(count) is not int or not MIN_SPAWN <= count <= MAX_SPAWN:
+            raise Refusal("invalid_count", f"a proposal is for {MIN_SPAWN} to {MAX_SPAWN} agents", 422)
+        if model is not None and not isinstance(model, str):
+            raise Refusal("bad_request", "model is provider/model", 422)
+        check_role(role)
+        out = approvals.request(self.rt.cmds, self.rt.ctx_agent(self.cid), "agent",
+                                f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "
+                                f"{why.strip()[:200]}", agent=str(self.cid),
+                                detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
+        return {"approval": out["id"], "status": "pending",
+                "note": "nothing starts until the owner approves it in Approvals"}
 
     def _task_view(self, number: str) -> dict:
         v = tasks_commands.view(tasks_commands.load(self.rt.cmds, number))

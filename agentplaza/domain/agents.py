@@ -206,7 +206,7 @@ class Agent(PlazaAggregate):
         ref: str | None = None  # what the hub delivered (a task to do or review): told once
 
         def apply(self, a: "Agent") -> None:
-            a.queue.append({"item": self.item, "text": self.text})
+            a.queue.append({"item": self.item, "text": self.text, "from": self.actor})
             if self.ref is not None:
                 a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
 
