@@ -24,6 +24,7 @@ from typing import Any
 
 from vmm.guest.harness import MAX_FILE, MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
 
+from ..domain.agents import MAX_SPAWN, MIN_SPAWN
 from ..domain.tasks import MAX_TITLE_CHARS
 from ..domain.treasury import DEFAULT_TOOL_TASK_BUDGET, MIN_TOOL_TASK_BUDGET
 
@@ -169,6 +170,16 @@ _SPECS = (
              "Withdraw a task before it ends; its escrow returns to the plaza budget. Only the orchestrator "
              "may do this.",
              _obj({"task": _TASK}, ("task",))),
+    ToolSpec("plaza_agent_propose",
+             "Propose new agents to the owner (you cannot start agents yourself). Only the orchestrator may, "
+             "and only when the owner asked for them in the owner's own chat. The proposal waits in the "
+             "owner's approvals; nothing starts until the owner approves it. Returns the approval's number.",
+             _obj({"role": _s("The role of the new agents, like builder."),
+                   "count": {"type": "integer", "minimum": MIN_SPAWN, "maximum": MAX_SPAWN,
+                             "description": f"How many ({MIN_SPAWN} to {MAX_SPAWN}); default 1."},
+                   "model": _s("provider/model for them; default: their role's model."),
+                   "why": _s("What they are for, for the owner to judge.", minLength=1)},
+                  ("role", "why"))),
 )
 
 #: Every tool an agent may be offered, by name.

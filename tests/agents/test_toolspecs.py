@@ -56,6 +56,8 @@ USED = [
     ("plaza_task_submit", {"task": "t2", "verdict": "fail", "notes": "b.txt is empty"}),
     ("plaza_task_submit", {"task": "t1", "give_up": True, "notes": "cannot"}),
     ("plaza_task_cancel", {"task": "t1"}),
+    ("plaza_agent_propose", {"role": "builder", "count": 2, "why": "two builders for the release"}),
+    ("plaza_agent_propose", {"role": "builder", "why": "one more", "model": "mock/echo"}),
 ]
 
 #: A value of the wrong type for each JSON type a schema names.
@@ -250,6 +252,10 @@ def test_every_host_tool_runs_in_the_hub(hub):
     _, builder = session(hub, "builder")
     args = {t: a for t, a in reversed(USED)}
     args["plaza_message"] = {"to": cid, "text": "hi"}
+    from agentplaza.events import agents as ac
+
+    ac.tell(hub.commands, hub.commands.context("owner"), cid, "We need a builder.")  # the owner's own chat
+    assert orch.handle({"op": "next", "wait": 0})["item"]
     for tool in HOST_TOOLS:  # as the first role the laws let call it
         answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder)]
         r = next((a for a in answers if a["ok"] or a["error"]["code"] != "refused"), answers[-1])
