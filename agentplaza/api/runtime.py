@@ -40,9 +40,14 @@ from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import tooldecide
+from . import tooldecide, toolspecs
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import ModelRelay
+from .toolspecs import (  # the tools, with their specs
+    GUEST_TOOLS,
+    HOST_TOOLS,
+    MAX_TASK_LIST,
+)
 
 log = logging.getLogger("apid.runtime")
 
@@ -52,17 +57,10 @@ BOOT_RETRY_S = 30.0
 MAX_NEXT_WAIT_S = 30.0
 #: Largest file an agent shares.
 MAX_SHARE_BYTES = 1 << 20
-#: The host tools the hub runs for agents today (the laws decide each call first).
-HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message", "plaza_task_list",
-              "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel",
-              "plaza_agent_propose")
-#: The most tasks ``plaza_task_list`` returns.
-MAX_TASK_LIST = 50
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
 ITEM_OPS = ("model", "decide", "result", "tool", "share")
 #: The own loop's refusal of a call its task's escrow cannot cover: the item is cancelled.
 BUDGET_EXHAUSTED = "budget_exhausted"
-GUEST_TOOLS = ("vm.shell", "vm.read_file", "vm.list_dir", "vm.write_file", "vm.edit_file", "vm.share_file")
 
 
 class AgentRuntime:
@@ -594,6 +592,12 @@ class HarnessSession:
         tool, args = req.get("tool"), req.get("args")
         if not isinstance(tool, str) or not isinstance(args, dict):
             return _err("bad_request", "tool takes a name and args")
+        bad = toolspecs.check_args(tool, args) if tool in HOST_TOOLS else None
+        if bad:  # args that do not fit the tool's schema never reach the laws (nor the owner's approvals)
+            self.rt._entry(self.cid, "error", bad, tool=tool, detail={
+                "code": "bad_request", "call_id": req.get("call_id"),
+                "args": json.dumps(args, sort_keys=True, default=str)[:500]})
+            return _err("bad_request", bad)
         if tool == "plaza_agent_propose":  # a fact the hub knows, never the model's word
             args = dict(args, owner_asked=self.taken_from == "owner")
         d = self._decide(agent, tool, args, req.get("call_id"))
@@ -620,8 +624,7 @@ class HarnessSession:
             return [{k: r[k] for k in ("cid", "name", "role", "status")}
                     for r in hub.read_models.rows(agents_table, order_by=agents_table.c.cid)]
         if tool == "plaza_toolbox":
-            return {"vm": [t for t in tooldecide.offered(hub, agent, GUEST_TOOLS)],
-                    "plaza": [t for t in tooldecide.offered(hub, agent, HOST_TOOLS)]}
+            return toolspecs.grouped(tooldecide.offered(hub, agent, GUEST_TOOLS + HOST_TOOLS))
         if tool == "plaza_message":
             to, text = args.get("to"), args.get("text")
             if not isinstance(to, int) or not isinstance(text, str):

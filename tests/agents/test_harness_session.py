@@ -196,13 +196,15 @@ def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_s
     cmds = hub.commands
     orch, s = session(hub, "orchestrator")
     propose = {"op": "tool", "tool": "plaza_agent_propose",
-               "args": {"role": "builder", "count": 2, "why": "two builders for the release", "owner_asked": True}}
+               "args": {"role": "builder", "count": 2, "why": "two builders for the release"}}
 
     # In the owner's own chat: a pending approval of kind agent; bad input proposes nothing.
     ac.tell(cmds, cmds.context("owner"), orch, "We need two builders.")
     s.handle({"op": "next", "wait": 0})
     bad = s.handle(dict(propose, args=dict(propose["args"], count=40)))
-    assert bad["error"]["code"] == "invalid_count", bad
+    assert bad["error"]["code"] == "bad_request" and "count" in bad["error"]["message"], bad
+    claimed = s.handle(dict(propose, args=dict(propose["args"], owner_asked=True)))  # the model cannot say so
+    assert claimed["error"]["code"] == "bad_request" and "owner_asked" in claimed["error"]["message"]
     got = s.handle(propose)
     assert got["ok"] and got["result"]["status"] == "pending"
     a = approvals.load(cmds, got["result"]["approval"])
