@@ -3,7 +3,7 @@ VM boot of bench/vmm.py (qemu-system-x86_64 on the same image to the guest's HEL
 
     python bench/agents.py
 
-One agent cold; one agent from a warm template (the template is made by an earlier spawn, not timed);
+One agent cold; a fork of an idle agent (checkpoint taken, copy resumed, idle); one agent from a warm template (the template is made by an earlier spawn, not timed);
 four agents at once from the warm template. In process: a hub's store and runtime, node n0, real guests.
 The last line is the headline.
 """
@@ -86,8 +86,25 @@ def main() -> int:
             time.sleep(0.1)
         return took
 
+    def fork_to_idle(rt) -> float:
+        """`agents fork` of an idle agent, one copy: a checkpoint taken, the copy resumed from it, idle."""
+        (src,) = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1)
+        hub.read_models.catch_up()
+        rt.kick()
+        while not any(r["cid"] == src and r["status"] == "idle" for r in hub.read_models.rows(agents_table)):
+            hub.read_models.catch_up()
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        (cid,) = rt.fork(src, 1, None, hub.commands.context("owner"))["forks"]
+        while True:
+            hub.read_models.catch_up()
+            if any(r["cid"] == cid and r["status"] == "idle" for r in hub.read_models.rows(agents_table)):
+                return time.monotonic() - t0
+            time.sleep(0.05)
+
     node, stop, rt = run_node(templates=False)
     results["cold, 1 agent"] = spawn_to_idle(rt, 1)
+    results["fork of an idle agent, 1 copy"] = fork_to_idle(rt)
     rt.close(); stop.set(); node.stop_all()
     node, stop, rt = run_node(templates=True)
     spawn_to_idle(rt, 1)  # makes the template
@@ -100,7 +117,8 @@ def main() -> int:
     for k, v in results.items():
         print(f"agents create -> idle, {k}: {v:.2f} s = {v / bare:.2f}x bare boot")
     print(f"headline: create->idle cold {results['cold, 1 agent'] / bare:.2f}x, warm "
-          f"{results['warm template, 1 agent'] / bare:.2f}x, 4 at once {results['warm template, 4 at once'] / bare:.2f}x "
+          f"{results['warm template, 1 agent'] / bare:.2f}x, 4 at once {results['warm template, 4 at once'] / bare:.2f}x, "
+          f"fork {results['fork of an idle agent, 1 copy'] / bare:.2f}x "
           f"the bare VM boot")
     return 0
 

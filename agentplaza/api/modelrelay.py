@@ -13,7 +13,7 @@ now (it is issued again when that changes): each call is charged to that task's 
 call with no task is not charged, and a call the escrow cannot cover answers "budget exhausted"
 (402) with the reply discarded. ``tool_use`` blocks come back to the
 harness as tool calls, their names mapped back (Anthropic tool names have no dots: ``vm.shell`` is
-sent as ``vm__shell``).
+sent as ``vm__shell``). Each tool goes with its description and input schema from ``api.toolspecs``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import httpx
 from ..domain.models import LOOP_ROUTE, resolve
 from ..events import models as model_commands
 from ..events import tasks as tasks_commands
+from . import toolspecs
 from .gateway import (
     GATEWAY_TOKEN_BYTES,
     GATEWAY_TOKEN_PREFIX,
@@ -75,10 +76,21 @@ def to_anthropic(messages: list, tools: list) -> tuple[list, list]:
                 out[-1]["content"].append(block)
             else:
                 out.append({"role": "user", "content": [block]})
-    specs = [{"name": wire_name(t), "description": f"the plaza tool {t}",
-              "input_schema": {"type": "object", "additionalProperties": True}}
-             for t in tools if isinstance(t, str)]
-    return out, specs
+    return out, tool_specs(tools)
+
+
+def tool_specs(tools: list) -> list[dict]:
+    """The Anthropic ``tools`` of a turn: each named tool with its description and input schema
+    (``api.toolspecs``). A name the hub has no spec for is dropped (no such tool could run), and a
+    name given twice is sent once."""
+    out, seen = [], set()
+    for t in tools:
+        s = toolspecs.spec(t) if isinstance(t, str) else None
+        if s is None or t in seen:
+            continue
+        seen.add(t)
+        out.append({"name": wire_name(t), "description": s.description, "input_schema": s.input_schema})
+    return out
 
 
 def from_anthropic(body: dict) -> dict:

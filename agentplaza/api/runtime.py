@@ -30,18 +30,24 @@ from typing import Any
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
-from ..domain.agents import LOCAL_NODE, node_id
+from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, check_role, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
+from ..events import approvals
 from ..events import models as model_commands
 from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import tooldecide
+from . import tooldecide, toolspecs
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import ModelRelay
+from .toolspecs import (  # the tools, with their specs
+    GUEST_TOOLS,
+    HOST_TOOLS,
+    MAX_TASK_LIST,
+)
 
 log = logging.getLogger("apid.runtime")
 
@@ -51,16 +57,10 @@ BOOT_RETRY_S = 30.0
 MAX_NEXT_WAIT_S = 30.0
 #: Largest file an agent shares.
 MAX_SHARE_BYTES = 1 << 20
-#: The host tools the hub runs for agents today (the laws decide each call first).
-HOST_TOOLS = ("plaza_status", "plaza_roster", "plaza_toolbox", "plaza_message", "plaza_task_list",
-              "plaza_task_create", "plaza_task_claim", "plaza_task_submit", "plaza_task_cancel")
-#: The most tasks ``plaza_task_list`` returns.
-MAX_TASK_LIST = 50
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
 ITEM_OPS = ("model", "decide", "result", "tool", "share")
 #: The own loop's refusal of a call its task's escrow cannot cover: the item is cancelled.
 BUDGET_EXHAUSTED = "budget_exhausted"
-GUEST_TOOLS = ("vm.shell", "vm.read_file", "vm.list_dir", "vm.write_file", "vm.edit_file", "vm.share_file")
 
 
 class AgentRuntime:
@@ -167,6 +167,26 @@ class AgentRuntime:
                         actor=f"node:{LOCAL_NODE}")
         return {k: v for k, v in answer.items() if k != "ok"}
 
+    def fork(self, cid: int, count: int, checkpoint: str | None, ctx) -> dict:
+        """``count`` copies of agent ``cid`` (the guide's Fork): each an agent of the same role with a name
+        of its own, its machine a copy of this one's at a checkpoint (taken now, labelled fork, unless
+        one is named). Returns the checkpoint and the new CIDs; reconcile starts their machines."""
+        if not MIN_SPAWN <= count <= MAX_SPAWN:
+            raise Refusal("invalid_count", f"you can fork {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+        if self.agent_of(cid) is None:
+            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+        if checkpoint is None:
+            checkpoint = self.checkpoint_op(cid, "checkpoint", label="fork")["name"]
+        elif cid in self.applied:
+            names = [c["name"] for c in self.checkpoint_op(cid, "checkpoints")["checkpoints"]]
+            if checkpoint not in names:
+                raise Refusal("unknown_checkpoint", f"agent {cid} has no checkpoint {checkpoint}", 404)
+        cids = ac.fork(self.cmds, ctx, cid, count, checkpoint)
+        self._entry(cid, "note", f"forked at {checkpoint} into {', '.join(map(str, cids))}",
+                    detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
+        self.kick()
+        return {"checkpoint": checkpoint, "forks": cids}
+
     def deliver_work(self) -> None:
         """Work the scheduler or the owner gave an agent (a task to do, a task to review) becomes a
         work item in its queue, with what it needs to know. What the agent took itself it knows."""
@@ -182,13 +202,14 @@ class AgentRuntime:
             a = self.agent_of(int(who))
             if a is None or a.run != "running":
                 continue
-            self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r))
+            ref = f"{r['number']}:{r['phase']}:{r['queued_at']}"  # the record remembers it across restarts
+            self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r), ref)
             self.work_for(int(who))
 
     def idle_sleep(self, rows: list[dict] | None = None) -> list[int]:
         """Idle agents sleep after the policy's ``idle_sleep_min`` (0: never), unless their role is in
-        ``sleep_never_roles``, and only with nothing queued, no approval waiting and no task or review
-        held (engines, terminals, sessions and leases come with their areas). Returns the CIDs put to sleep."""
+        ``sleep_never_roles``, and only when nothing keeps them awake (``awake_because``). Returns the
+        CIDs put to sleep."""
         policy = model_commands.load(self.cmds).policy
         minutes = policy.get("idle_sleep_min", 0)
         if not minutes or self.held():
@@ -198,19 +219,29 @@ class AgentRuntime:
         never = set(policy.get("sleep_never_roles") or [])
         out = []
         for r in rows:
-            if r["status"] != "idle" or r["run"] != "running" or r["role"] in never or r["queue"]:
+            if r["status"] != "idle" or r["run"] != "running" or r["role"] in never:
                 continue
             if now - dt.datetime.fromisoformat(r["changed_at"]) < dt.timedelta(minutes=minutes):
                 continue
-            w = tasks_commands.worker(self.cmds, str(r["cid"]))
-            if w is not None and w.task is not None:
-                continue
-            a = work_rm.approvals
-            if self.hub.read_models.rows(a, a.c.agent == str(r["cid"]), a.c.status == "pending", limit=1):
+            if self.awake_because(r) is not None:
                 continue
             if self._safely(ac.sleep, self.cmds.context("hub", f"idle for {minutes} minutes"), r["cid"]) is not None:
                 out.append(r["cid"])
         return out
+
+    def awake_because(self, r: dict) -> str | None:
+        """What keeps an idle agent awake, or None. The guide's list is its queue, engines, terminals, IDE
+        sessions, approvals and workstation leases; this hub has queues, tasks and reviews held, and
+        approvals (engines, terminals, IDE sessions and leases add their check here when they are built)."""
+        if r["queue"]:
+            return "work queued"
+        w = tasks_commands.worker(self.cmds, str(r["cid"]))
+        if w is not None and w.task is not None:
+            return f"holds task {w.task}"
+        a = work_rm.approvals
+        if self.hub.read_models.rows(a, a.c.agent == str(r["cid"]), a.c.status == "pending", limit=1):
+            return "an approval waits"
+        return None
 
     def reconcile(self) -> None:
         self.on_held()
@@ -227,8 +258,7 @@ class AgentRuntime:
                     f = self.failed.get(cid)
                     if f and f[0] == key and time.monotonic() - f[1] < BOOT_RETRY_S:
                         continue
-                    fresh = have is None or have[0] != r["agent_id"] or have[2] != key[2]
-                    self._spawn(self._boot, cid, key, have is not None, fresh)
+                    self._spawn(self._boot, cid, key, have is not None, r)
                 elif r["run"] == "running" and r["status"] == "asleep" and cid not in self.asleep:
                     self._spawn(self._sleep_wake, cid, "sleep")
                 elif r["run"] == "running" and r["status"] != "asleep" and cid in self.asleep:
@@ -252,11 +282,16 @@ class AgentRuntime:
 
         threading.Thread(target=run, daemon=True, name=f"node-{cid}").start()
 
-    def _boot(self, cid: int, key: tuple, running: bool, fresh: bool) -> None:
+    def _boot(self, cid: int, key: tuple, running: bool, row: dict) -> None:
+        """Start the agent's machine. The node keeps its files when the identity (agent id, wipes) is the
+        one it last ran, makes them new when it is not, and copies a fork's from its source's checkpoint."""
+        agent_id, _generation, wipes = key
+        fork = {"fork_of": row["forked_from"], "checkpoint": row["fork_checkpoint"]} \
+            if row.get("forked_from") is not None and not wipes else {}
         try:
             if running:
                 self.link.request("stop", cid=cid)
-            answer = self.link.request("start", timeout=180, cid=cid, wipe=fresh)
+            answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
         except NodeError as e:
             with self.lock:
                 self.failed[cid] = (key, time.monotonic())
@@ -392,6 +427,7 @@ class HarnessSession:
         self.buf = b""
         self.said_hello = False
         self.taken: str | None = None
+        self.taken_from: str | None = None  # who told the running item ("owner": the owner's own chat)
         self.cancelled: str | None = None  # the item cancelled under the harness (STOP ALL, budget exhausted)
         self.cancelled_why = HELD_MESSAGE
         self.cancel_lock = threading.Lock()
@@ -502,7 +538,7 @@ class HarnessSession:
             if not self.rt.held():
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
                 if item is not None:
-                    self.taken, self.cancelled = item["item"], None
+                    self.taken, self.cancelled, self.taken_from = item["item"], None, item.get("from")
                     self.rt.worker_state(self.cid, "busy")
                     return {"ok": True, "item": item}
             left = end - time.monotonic()
@@ -562,6 +598,14 @@ class HarnessSession:
         tool, args = req.get("tool"), req.get("args")
         if not isinstance(tool, str) or not isinstance(args, dict):
             return _err("bad_request", "tool takes a name and args")
+        bad = toolspecs.check_args(tool, args) if tool in HOST_TOOLS else None
+        if bad:  # args that do not fit the tool's schema never reach the laws (nor the owner's approvals)
+            self.rt._entry(self.cid, "error", bad, tool=tool, detail={
+                "code": "bad_request", "call_id": req.get("call_id"),
+                "args": json.dumps(args, sort_keys=True, default=str)[:500]})
+            return _err("bad_request", bad)
+        if tool == "plaza_agent_propose":  # a fact the hub knows, never the model's word
+            args = dict(args, owner_asked=self.taken_from == "owner")
         d = self._decide(agent, tool, args, req.get("call_id"))
         if d["effect"] == "ask":
             return dict(_err("awaiting_approval", d["message"]), approval=d["approval"])
@@ -586,8 +630,7 @@ class HarnessSession:
             return [{k: r[k] for k in ("cid", "name", "role", "status")}
                     for r in hub.read_models.rows(agents_table, order_by=agents_table.c.cid)]
         if tool == "plaza_toolbox":
-            return {"vm": [t for t in tooldecide.offered(hub, agent, GUEST_TOOLS)],
-                    "plaza": [t for t in tooldecide.offered(hub, agent, HOST_TOOLS)]}
+            return toolspecs.grouped(tooldecide.offered(hub, agent, GUEST_TOOLS + HOST_TOOLS))
         if tool == "plaza_message":
             to, text = args.get("to"), args.get("text")
             if not isinstance(to, int) or not isinstance(text, str):
@@ -597,6 +640,8 @@ class HarnessSession:
             return {"sent": True, "item": item}
         if tool.startswith("plaza_task_"):
             return self._task_tool(agent, tool, args)
+        if tool == "plaza_agent_propose":
+            return self._propose(agent, args)
         raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
 
     def _task_tool(self, agent, tool: str, args: dict) -> Any:
@@ -652,6 +697,25 @@ class HarnessSession:
             tasks_commands.withdraw(cmds, ctx, number, tier=agent.tier)
             return {"task": number, "withdrawn": True}
         raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+
+    def _propose(self, agent, args: dict) -> dict:
+        """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
+        ``agent``); approving it starts them. Who may propose is the laws' (S-028 to S-030: the orchestrator,
+        only when the owner asked in the owner's own chat: ``owner_asked``, set by ``op_tool``)."""
+        role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
+        if not isinstance(role, str) or not isinstance(why, str) or not why.strip():
+            raise Refusal("bad_request", "plaza_agent_propose takes role, why (and count 1-16, model)", 422)
+        if type(count) is not int or not MIN_SPAWN <= count <= MAX_SPAWN:
+            raise Refusal("invalid_count", f"a proposal is for {MIN_SPAWN} to {MAX_SPAWN} agents", 422)
+        if model is not None and not isinstance(model, str):
+            raise Refusal("bad_request", "model is provider/model", 422)
+        check_role(role)
+        out = approvals.request(self.rt.cmds, self.rt.ctx_agent(self.cid), "agent",
+                                f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "
+                                f"{why.strip()[:200]}", agent=str(self.cid),
+                                detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
+        return {"approval": out["id"], "status": "pending",
+                "note": "nothing starts until the owner approves it in Approvals"}
 
     def _task_view(self, number: str) -> dict:
         v = tasks_commands.view(tasks_commands.load(self.rt.cmds, number))

@@ -37,11 +37,15 @@ JOINED_CID_FIRST = 1000
 #: One spawn starts 1 to 16 agents.
 MIN_SPAWN, MAX_SPAWN = 1, 16
 #: A name: 1-40 characters, letters, digits, space, '-', '_', '.'; starts with a letter or digit.
+#: A machine checkpoint's name, as the node gives it or the owner chooses it (vmm's rule).
+CHECKPOINT_RE = re.compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}$")
 #: A model is provider/model.
 MODEL_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}/[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
 #: The longest message the owner or an agent can tell.
 MAX_TELL_CHARS = 16_000
+#: How many of the hub's deliveries an agent remembers (a task delivered again after that is told again).
+MAX_DELIVERED_REFS = 500
 #: Transcript text and detail are cut to this many characters.
 MAX_ENTRY_CHARS = 4_000
 DEFAULT_MODE = "autonomous"
@@ -154,6 +158,8 @@ class Agent(PlazaAggregate):
         node: str
         model: str | None
         permission_mode: str
+        forked_from: int | None = None  # a fork: the agent whose machine it starts from ...
+        fork_checkpoint: str | None = None  # ... at this checkpoint of that machine
 
     class Named(PlazaAggregate.Event):
         """The agent chose its own name (once)."""
@@ -194,12 +200,15 @@ class Agent(PlazaAggregate):
             a.status = "offline"
 
     class Told(PlazaAggregate.Event):
-        """Work for it: a message (from the owner, or another agent)."""
+        """Work for it: a message (from the owner, or another agent), or work the hub delivers."""
         item: str
         text: str
+        ref: str | None = None  # what the hub delivered (a task to do or review): told once
 
         def apply(self, a: "Agent") -> None:
-            a.queue.append({"item": self.item, "text": self.text})
+            a.queue.append({"item": self.item, "text": self.text, "from": self.actor})
+            if self.ref is not None:
+                a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
 
     class WorkStarted(PlazaAggregate.Event):
         item: str
@@ -270,8 +279,10 @@ class Agent(PlazaAggregate):
             a.working = None
             a.queue = []
 
-    def __init__(self, cid: int, role: str, node: str, model: str | None, permission_mode: str):
+    def __init__(self, cid: int, role: str, node: str, model: str | None, permission_mode: str,
+                 forked_from: int | None = None, fork_checkpoint: str | None = None):
         self.cid = cid
+        self.forked_from, self.fork_checkpoint = forked_from, fork_checkpoint
         self.role = role
         self.node = node
         self.model = model
@@ -284,6 +295,7 @@ class Agent(PlazaAggregate):
         self.queue: list[dict] = []  # {"item", "text"}, oldest first
         self.working: str | None = None
         self.deleted = False
+        self.delivered: list[str] = []  # the refs of the hub's deliveries, newest last
 
     @property
     def tier(self) -> str:
@@ -299,6 +311,18 @@ class Agent(PlazaAggregate):
         check_model(model)
         return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model,
                          permission_mode=DEFAULT_MODE)
+
+    def fork(self, ctx: Context, *, agent_id: uuid.UUID, cid: int, checkpoint: str) -> "Agent":
+        """A copy of this agent: the same role, model and permission mode, a name of its own (it names
+        itself), its machine started from a copy of this one's at ``checkpoint``."""
+        if ctx.actor != "owner":
+            raise Refusal("owner_only", "only the owner starts agents (C-005)", 403)
+        self._not_retired("be forked")
+        if not isinstance(checkpoint, str) or not CHECKPOINT_RE.match(checkpoint):
+            raise Refusal("invalid_checkpoint", f"{checkpoint!r} is not a checkpoint name", 422)
+        return type(self).start(ctx, id=agent_id, cid=cid, role=self.role, node=self.node, model=self.model,
+                                permission_mode=self.permission_mode, forked_from=self.cid,
+                                fork_checkpoint=checkpoint)
 
     def _alive(self) -> None:
         if self.deleted:
@@ -328,8 +352,14 @@ class Agent(PlazaAggregate):
         if mode != self.permission_mode:
             self.record(self.ModeSet, ctx, permission_mode=mode)
 
-    def tell(self, ctx: Context, item: str, text: str) -> None:
+    def was_delivered(self, ref: str) -> bool:
+        return ref in getattr(self, "delivered", ())
+
+    def tell(self, ctx: Context, item: str, text: str, ref: str | None = None) -> None:
+        """Queue work. A delivery the hub already made (the same ``ref``) is not told again."""
         self._not_retired("take work")
+        if ref is not None and self.was_delivered(ref):
+            raise Refusal("already_delivered", f"agent {self.cid} was already given {ref}")
         if self.run == "stopped":
             raise Refusal("agent_stopped", f"agent {self.cid} is stopped; restart it first")
         if not text.strip():
@@ -338,7 +368,7 @@ class Agent(PlazaAggregate):
             raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters", 422)
         if self.status == "asleep":  # work wakes a sleeping agent first
             self.record(self.Woke, ctx)
-        self.record(self.Told, ctx, item=item, text=text)
+        self.record(self.Told, ctx, item=item, text=text, ref=ref)
 
     def sleep(self, ctx: Context) -> None:
         """Only an idle agent with nothing queued sleeps."""

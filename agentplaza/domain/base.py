@@ -73,8 +73,9 @@ def _validator_for(event_class: type) -> typing.Callable[[dict], None]:
         import pydantic
 
         hints = typing.get_type_hints(event_class)
+        # A field with a default may be left out (an event stored before the field existed reads with it).
         fields = {
-            f.name: (hints[f.name], ...)
+            f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
             for f in dataclasses.fields(event_class)
             if f.name not in _BASE_FIELDS
         }

@@ -64,15 +64,43 @@ def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | 
         return made
 
     cmds.run(decide)
+    _open_wallets(cmds, ctx, out, role)
+    return out
+
+
+def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str) -> list[int]:
+    """``count`` copies of agent ``source`` (1-16) from its machine's ``checkpoint``; returns their CIDs.
+    The runtime makes each one's machine from that checkpoint (``api.runtime``)."""
+    if not MIN_SPAWN <= count <= MAX_SPAWN:
+        raise Refusal("invalid_count", f"you can fork {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+    ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
+    out: list[int] = []
+
+    def decide():
+        src = agent(cmds, source)
+        n = node_or_new(cmds, ctx)
+        cids = n.assign(ctx, [i.hex for i in ids])
+        made: list[Any] = [n]
+        for agent_id, cid in zip(ids, cids):
+            made += [src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
+                     Transcript.open(ctx, agent_id, cid)]
+        out[:] = cids
+        return made
+
+    cmds.run(decide)
+    _open_wallets(cmds, ctx, out, agent(cmds, source).role)
+    return out
+
+
+def _open_wallets(cmds: Commands, ctx: Context, cids: list[int], role: str) -> None:
     from . import treasury
 
-    for cid in out:  # each new agent's wallet, at zero
+    for cid in cids:  # each new agent's wallet, at zero
         try:
             treasury.open_wallet(cmds, ctx, str(cid), f"agent-{cid}", role)
         except Refusal as r:
             if r.code != "wallet_exists":  # a CID freed by a delete keeps its wallet (keyed by CID)
                 raise
-    return out
 
 
 def _on_agent(cmds: Commands, cid: int, act) -> list[int]:
@@ -130,12 +158,14 @@ def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
     return cmds.run(decide)
 
 
-def tell(cmds: Commands, ctx: Context, cid: int, text: str) -> str:
+def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = None) -> str:
+    """Queue a work item; returns its id. ``ref`` names a delivery of the hub's (a task to do or to
+    review), refused as ``already_delivered`` when the agent was given it before (a restarted hub)."""
     item = "w-" + cmds.new_id()[:12]
 
     def decide():
         a = agent(cmds, cid)
-        a.tell(ctx, item, text)
+        a.tell(ctx, item, text, ref)
         t = transcript_of(cmds, a)
         t.add(ctx, "told", text=text, detail={"item": item, "from": ctx.actor})
         return [a, t]

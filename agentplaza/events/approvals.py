@@ -116,8 +116,18 @@ def request(cmds: Commands, ctx: Context, kind: str, title: str, *, agent: str |
 
 
 def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> treasury.Outcome:
-    """Approve or deny one approval; the decision is an event and is final."""
+    """Approve or deny one approval; the decision is an event and is final.
+
+    Approving an agent proposal starts the agents it names first (the owner's spawn: a refusal, such
+    as no free CID, leaves the proposal pending and changes nothing), then records the approval."""
     box: dict = {}
+    spawned: list[int] = []
+    pre = load(cmds, number)
+    if approve and pre.kind == "agent" and pre.status == "pending":
+        from . import agents
+
+        d = pre.detail
+        spawned = agents.spawn(cmds, ctx, d["role"], d.get("count", 1), d.get("model"))
 
     def attempt():
         a = load(cmds, number)
@@ -145,4 +155,6 @@ def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> treasury
 
     out = treasury.run_books(cmds, attempt)
     out.detail["approval"] = view(box["approval"])
+    if spawned:
+        out.detail["spawned"] = spawned
     return out

@@ -24,6 +24,8 @@ agents_table = sa.Table(
     sa.Column("queue", sa.Integer, nullable=False),
     sa.Column("working_on", sa.String(40)),
     sa.Column("entries", sa.Integer, nullable=False),
+    sa.Column("forked_from", sa.Integer),
+    sa.Column("fork_checkpoint", sa.String(40)),
     sa.Column("created_at", sa.String(40), nullable=False),
     sa.Column("changed_at", sa.String(40), nullable=False),
 )
@@ -56,7 +58,7 @@ class AgentsProjection(Projection):
     """The roster, keyed by CID (a deleted agent's row goes; its CID may name a new agent later)."""
 
     name = "agents"
-    version = 1
+    version = 2  # 2: forks
     tables = (agents_table, agent_index)
 
     def _row(self, e: EventRecord, rows: Rows) -> dict | None:
@@ -80,7 +82,8 @@ class AgentsProjection(Projection):
         rows.put("rm_agents", {
             "cid": d["cid"], "agent_id": e.originator_id, "name": None, "role": d["role"], "node": d["node"],
             "status": "offline", "run": "running", "model": d["model"], "permission_mode": d["permission_mode"],
-            "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0, "created_at": e.at, "changed_at": e.at,
+            "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0,
+            "forked_from": d.get("forked_from"), "fork_checkpoint": d.get("fork_checkpoint"), "created_at": e.at, "changed_at": e.at,
         })
 
     def on_Transcript_Created(self, e: EventRecord, rows: Rows) -> None:

@@ -130,7 +130,7 @@ def test_work_flows_through_statuses_and_the_transcript(plaza):
     item = ac.tell(cmds, owner(cmds), cid, "Introduce yourself in one line.")
     assert roster(rm)[cid]["queue"] == 1
     got = ac.take_work(cmds, agent, cid)
-    assert got == {"item": item, "kind": "tell", "text": "Introduce yourself in one line."}
+    assert got == {"item": item, "kind": "tell", "from": "owner", "text": "Introduce yourself in one line."}
     assert ac.take_work(cmds, agent, cid) is None  # one item at a time
     assert roster(rm)[cid]["status"] == "working"
     ac.add_entry(cmds, agent, cid, "tool_call", tool="vm.shell", detail={"effect": "allow"})

@@ -234,3 +234,56 @@ def test_apid_starts_node_n0_and_an_owner_spawn_comes_up_idle(folders, image, tm
             assert c.post(f"/v1/agents/{agent['cid']}/stop", json={}).json()["agent"]["status"] == "offline"
     finally:
         h.stop()
+
+
+def test_fork_copies_the_machine_at_a_checkpoint_and_a_hub_restart_keeps_workspaces(plaza):
+    from agentplaza.domain.base import Refusal
+
+    hub, node, rt = plaza
+    owner = hub.commands.context("owner")
+    (a,) = ac.spawn(hub.commands, owner, "builder", 1)
+    ac.update(hub.commands, owner, a, {"permission_mode": "ask"})
+    kick(hub, rt)
+    wait_for("the agent idle", lambda: roster(hub).get(a, {}).get("status") == "idle")
+    guest(node, a, "open('/workspace/mark.txt','w').write('from a')")
+
+    # Bad input changes nothing: no agent, no checkpoint.
+    before = set(roster(hub))
+    for n, checkpoint, code in ((0, None, "invalid_count"), (17, None, "invalid_count"), (1, "snap-99", "unknown_checkpoint")):
+        with pytest.raises(Refusal) as r:
+            rt.fork(a, n, checkpoint, owner)
+        assert r.value.code == code
+    assert set(roster(hub)) == before and node.runs[a].machine.checkpoints() == []
+
+    # Two forks: a checkpoint is taken, each fork is a builder of its own, started from a copy of that machine.
+    done = rt.fork(a, 2, None, owner)
+    f1, f2 = done["forks"]
+    kick(hub, rt)
+    wait_for("both forks idle", lambda: all(roster(hub).get(c, {}).get("status") == "idle" for c in (f1, f2)), 240,
+             diag=lambda: [(c, [(e["kind"], (e["text"] or "")[:100]) for e in transcript(hub, c)][-4:]) for c in (f1, f2)])
+    rows = roster(hub)
+    for f in (f1, f2):
+        assert (rows[f]["role"], rows[f]["forked_from"], rows[f]["fork_checkpoint"]) == ("builder", a, done["checkpoint"])
+        assert rows[f]["permission_mode"] == "ask" and rows[f]["agent_id"] != rows[a]["agent_id"]
+        assert guest(node, f, "print(open('/workspace/mark.txt').read())").strip() == "from a"
+    assert [c["name"] for c in node.runs[a].machine.checkpoints()] == [done["checkpoint"]]
+    guest(node, f1, "open('/workspace/mark.txt','w').write('f1 changed it')")
+    assert guest(node, a, "print(open('/workspace/mark.txt').read())").strip() == "from a"
+    assert guest(node, f2, "print(open('/workspace/mark.txt').read())").strip() == "from a"
+    assert any(e["kind"] == "note" and e["detail"].get("forks") == [f1, f2] for e in transcript(hub, a))
+
+    # The hub (and its node's machines) go down and come back: each workspace is where it was, a fork
+    # boots from its own files (not forked again).
+    rt.close()
+    node.stop_all()
+    rt2 = AgentRuntime(hub, node=str(hub.folders.state / "node.sock"))
+    hub.runtime = rt2
+    rt2.start()
+    try:
+        kick(hub, rt2)
+        wait_for("all three back", lambda: all(c in node.runs and node.runs[c].machine.running() and c in rt2.applied
+                                               for c in (a, f1, f2)), 300)
+        assert guest(node, f1, "print(open('/workspace/mark.txt').read())").strip() == "f1 changed it"
+        assert guest(node, a, "print(open('/workspace/mark.txt').read())").strip() == "from a"
+    finally:
+        rt2.close()

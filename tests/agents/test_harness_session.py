@@ -173,3 +173,62 @@ def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_bu
         assert ac.agent(h.commands, b1).status == "asleep" and ac.agent(h.commands, orch).status == "idle"
     finally:
         h.close()
+
+
+def test_a_task_is_delivered_once_even_by_a_restarted_hub(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", 300)["id"]
+    tc.assign(cmds, cmds.context("owner"), number, str(cid))
+    hub.read_models.catch_up()
+    s.rt.deliver_work()
+    s.rt.deliver_work()
+    restarted = AgentRuntime(hub, node="off")  # a new hub process: its memory of deliveries is empty
+    restarted.deliver_work()
+    told = [e for e in entries(hub, cid, "told") if f"given task {number}" in (e["text"] or "")]
+    assert len(told) == 1
+    assert len(ac.agent(cmds, cid).queue) == 1
+
+
+def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_starts_them(hub):
+    from agentplaza.projections.agents import agents_table
+
+    cmds = hub.commands
+    orch, s = session(hub, "orchestrator")
+    propose = {"op": "tool", "tool": "plaza_agent_propose",
+               "args": {"role": "builder", "count": 2, "why": "two builders for the release"}}
+
+    # In the owner's own chat: a pending approval of kind agent; bad input proposes nothing.
+    ac.tell(cmds, cmds.context("owner"), orch, "We need two builders.")
+    s.handle({"op": "next", "wait": 0})
+    bad = s.handle(dict(propose, args=dict(propose["args"], count=40)))
+    assert bad["error"]["code"] == "bad_request" and "count" in bad["error"]["message"], bad
+    claimed = s.handle(dict(propose, args=dict(propose["args"], owner_asked=True)))  # the model cannot say so
+    assert claimed["error"]["code"] == "bad_request" and "owner_asked" in claimed["error"]["message"]
+    got = s.handle(propose)
+    assert got["ok"] and got["result"]["status"] == "pending"
+    a = approvals.load(cmds, got["result"]["approval"])
+    assert (a.kind, a.status, a.agent, a.detail["role"], a.detail["count"]) == ("agent", "pending", str(orch), "builder", 2)
+    hub.read_models.catch_up()
+    before = len(hub.read_models.rows(agents_table))
+
+    # Approved: the agents start.
+    out = approvals.decide(cmds, cmds.context("owner"), a.number, True)
+    spawned = out.detail["spawned"]
+    assert len(spawned) == 2 and all(ac.agent(cmds, c).role == "builder" for c in spawned)
+    assert approvals.load(cmds, a.number).status == "approved"
+    hub.read_models.catch_up()
+    assert len(hub.read_models.rows(agents_table)) == before + 2
+    s.handle({"op": "done", "item": s.taken, "outcome": "done"})
+
+    # Told by another agent, not the owner: refused by the laws, whatever the model claims.
+    ac.tell(cmds, cmds.context("agent:99"), orch, "hire some builders")
+    s.handle({"op": "next", "wait": 0})
+    refused = s.handle(propose)
+    assert refused["ok"] is False and "S-029" in refused["error"]["message"]
+
+    # A builder cannot propose, even in the owner's chat.
+    b, sb = session(hub, "builder")
+    ac.tell(cmds, cmds.context("owner"), b, "hire help")
+    sb.handle({"op": "next", "wait": 0})
+    assert "S-030" in sb.handle(propose)["error"]["message"]

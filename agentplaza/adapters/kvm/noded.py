@@ -53,6 +53,10 @@ HARNESS_ARGV = ["/usr/bin/python3", "-u", "-B", "/opt/apz/harness.py"]
 BOOT_TIMEOUT_S = 90.0
 
 
+#: In a machine's folder: whose machine it is (the hub's agent id and wipe count).
+IDENTITY_FILE = "plaza-identity"
+
+
 def machine_name(cid: int) -> str:
     return f"agent-{cid}"
 
@@ -273,17 +277,42 @@ class Node:
         with self.lock:
             return {"ok": True, "machines": [{"cid": c, "running": r.machine.running()} for c, r in self.runs.items()]}
 
+    # -- whose machine this is: the hub's identity of the agent (its id and how often it was wiped) --
+    def identity(self, cid: int) -> str | None:
+        try:
+            return (self.vms_dir / machine_name(cid) / IDENTITY_FILE).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def _set_identity(self, cid: int, identity: str | None) -> None:
+        if identity is not None:
+            d = self.vms_dir / machine_name(cid)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / IDENTITY_FILE).write_text(identity + "\n")
+
+    def _spec(self, cid: int, meta: dict) -> MachineSpec:
+        return MachineSpec(machine_name(cid), vcpus=int(meta.get("vcpus") or DEFAULT_VCPUS),
+                           memory_mib=int(meta.get("memory_mib") or DEFAULT_MEMORY_MIB), image=self.image(), cid=cid)
+
     def op_start(self, meta: dict) -> dict:
+        """Start the machine of ``cid``. ``identity`` (the hub's agent id and wipe count) decides what its
+        files are: the same as last time, they are kept (a hub restart loses no workspace); another, they
+        are made new (a wipe, or a CID that names a new agent), or, for a fork (``fork_of`` and
+        ``checkpoint``), copied from that machine's checkpoint. ``wipe`` makes them new regardless."""
         cid = int(meta["cid"])
         with self.lock:
             old = self.runs.get(cid)
         if old is not None and old.machine.running():
             return {"ok": True, "already": True}
-        spec = MachineSpec(machine_name(cid), vcpus=int(meta.get("vcpus") or DEFAULT_VCPUS),
-                           memory_mib=int(meta.get("memory_mib") or DEFAULT_MEMORY_MIB), image=self.image(), cid=cid)
+        identity = meta.get("identity")
+        spec = self._spec(cid, meta)
+        changed = identity is not None and self.identity(cid) != identity
+        if changed and meta.get("fork_of") is not None:
+            return self._fork(cid, spec, int(meta["fork_of"]), str(meta.get("checkpoint") or ""), identity)
         m = self.backend.machine(spec, self.vms_dir)
-        if meta.get("wipe"):
+        if meta.get("wipe") or changed:
             m.wipe()
+        self._set_identity(cid, identity)
         run = Run(self, cid, m)
         with self.lock:
             self.runs[cid] = run
@@ -295,6 +324,35 @@ class Node:
         took = m.boot_seconds or getattr(m, "restore_seconds", None) or 0
         return {"ok": True, "boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
                 "jailed": m.jailed, "notes": m.notes}
+
+    def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str) -> dict:
+        """A new machine for ``cid`` from a copy of ``source``'s machine at ``checkpoint``: its disk layers
+        and its memory, so it resumes where the source was; then a harness of its own is started."""
+        if not checkpoint:
+            raise VMError("a fork names the checkpoint it starts from")
+        t0 = time.monotonic()
+        with self.lock:
+            src_run = self.runs.get(source)
+        src = src_run.machine if src_run is not None else \
+            self.backend.machine(MachineSpec(machine_name(source), image=self.image()), self.vms_dir)
+        if checkpoint not in {c.get("name") for c in src.checkpoints()}:
+            raise VMError(f"agent {source} has no checkpoint {checkpoint}")
+        stale = self.vms_dir / machine_name(cid)
+        if stale.exists():  # the files of an agent that held this CID before
+            shutil.rmtree(stale)
+        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir)
+        self._set_identity(cid, identity)
+        run = Run(self, cid, m)
+        with self.lock:
+            self.runs[cid] = run
+        try:
+            run._attach()
+        except BaseException:
+            self.forget(cid, run)
+            m.kill()
+            raise
+        return {"ok": True, "boot_s": round(time.monotonic() - t0, 3),
+                "booted_from": f"fork of {source} at {checkpoint}", "jailed": m.jailed, "notes": m.notes}
 
     def op_stop(self, meta: dict) -> dict:
         cid = int(meta["cid"])

@@ -23,7 +23,7 @@ from ..kit import MAX_LIST_LIMIT, Api
 #: Transcript entries the agent page shows.
 PAGE_TRANSCRIPT = 50
 ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "generation", "queue",
-                  "working_on", "entries", "created_at", "changed_at")
+                  "working_on", "entries", "forked_from", "fork_checkpoint", "created_at", "changed_at")
 
 
 class SpawnBody(Body):
@@ -53,6 +53,11 @@ class CheckpointBody(Body):
 
 class RollbackBody(Body):
     name: str
+
+
+class ForkBody(Body):
+    n: int = 1
+    checkpoint: str | None = None
 
 
 def agent_view(row: dict) -> dict:
@@ -225,7 +230,19 @@ def routes(api: Api) -> list:
     async def checkpoint_delete(request: Request) -> dict:
         return await on_machine(cid_of(request), "checkpoint_delete", name=request.path_params["name"])
 
+    async def fork(request: Request) -> dict:
+        cid = cid_of(request)
+        body = await read_body(request, ForkBody)
+        if hub.runtime is None:
+            raise ApiError(409, "no_node", "this hub runs without a node; agents have no machines to fork")
+        ctx = api.context(request, f"fork agent {cid}")
+        done = await anyio.to_thread.run_sync(lambda: hub.runtime.fork(cid, body.n, body.checkpoint, ctx))
+        hub.read_models.catch_up()
+        return {"checkpoint": done["checkpoint"], "source": cid,
+                "forks": [agent_view(agent_row(hub, c)) for c in done["forks"]]}
+
     return [
+        Route("/v1/agents/{cid}/fork", api.endpoint(fork), methods=["POST"]),
         Route("/v1/agents/{cid}/checkpoint", api.endpoint(checkpoint), methods=["POST"]),
         Route("/v1/agents/{cid}/checkpoints", api.endpoint(checkpoints), methods=["GET"]),
         Route("/v1/agents/{cid}/rollback", api.endpoint(rollback), methods=["POST"]),

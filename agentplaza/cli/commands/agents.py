@@ -1,6 +1,8 @@
 """agentplaza agents create --role R [--count N] [--model M] | list [--role R] | show CID | tell CID --text T
 | stop CID | restart CID | wipe CID | retire CID | delete CID | model CID M|default | mode CID MODE
-| rename CID NAME | logs CID.  Stop, restart, wipe, retire and delete ask first unless --yes."""
+| rename CID NAME | logs CID | sleep CID | wake CID | checkpoint CID [--name N] [--label L] | checkpoints CID
+| rollback CID NAME | checkpoint-delete CID NAME | fork CID [--n N] [--checkpoint NAME].
+Stop, restart, wipe, retire, delete, rollback and checkpoint-delete ask first unless --yes."""
 
 from __future__ import annotations
 
@@ -59,6 +61,11 @@ def register(sub) -> None:
     cd = s.add_parser("checkpoint-delete", help="delete one of the agent's checkpoints")
     cd.add_argument("cid", type=int)
     cd.add_argument("name")
+    cd.add_argument("--yes", action="store_true", help="do not ask to confirm")
+    fk = s.add_parser("fork", help="start copies of the agent (same role, names of their own) from a checkpoint")
+    fk.add_argument("cid", type=int)
+    fk.add_argument("--n", type=int, default=1, help="how many copies, 1 to 16")
+    fk.add_argument("--checkpoint", help="the checkpoint to start from; default: one taken now")
     m = s.add_parser("model", help="set the agent's model, or `default` to use its role's")
     m.add_argument("cid", type=int)
     m.add_argument("model")
@@ -137,8 +144,14 @@ def run(env: Env) -> int:
         return env.show(c.post(f"/v1/agents/{a.cid}/rollback", {"name": a.name}),
                         lambda d: f"agent {a.cid} is back at {a.name} (undo: agents rollback {a.cid} {d['safety']})")
     if a.action == "checkpoint-delete":
+        if not a.yes and not confirm(f"Delete checkpoint {a.name} of agent {a.cid}? It cannot be restored after."):
+            return refuse("agents checkpoint-delete not confirmed; pass --yes to skip the question", "not_confirmed")
         return env.show(c.request("DELETE", f"/v1/agents/{a.cid}/checkpoints/{a.name}"),
                         lambda d: f"checkpoint {a.name} deleted")
+    if a.action == "fork":
+        body = {"n": a.n, **({"checkpoint": a.checkpoint} if a.checkpoint else {})}
+        return env.show(c.post(f"/v1/agents/{a.cid}/fork", body),
+                        lambda d: f"agent {d['source']} forked at {d['checkpoint']}:\n" + table(d["forks"], ROSTER))
     if a.action == "model":
         model = None if a.model == "default" else a.model
         return env.show(c.request("PATCH", f"/v1/agents/{a.cid}", json={"model": model}), render_page)
