@@ -51,15 +51,29 @@ from starlette.responses import Response, StreamingResponse
 from ..adapters.providers.client import UPSTREAM_ERRORS, Answer, Upstream
 from ..adapters.providers.presets import GEMINI, OPENAI, ProviderConfig
 from ..adapters.providers.prices import CREDITS_PER_USD, MICRO, PriceBook, snapshots
-from ..adapters.providers.wire import PASSED_HEADERS, Meter, error_body, read_ask, rewrite
+from ..adapters.providers.wire import (
+    PASSED_HEADERS,
+    Meter,
+    error_body,
+    read_ask,
+    rewrite,
+)
 from ..domain.base import Context, Refusal
-from ..domain.models import GATEWAY_ROUTE, LOOP_ROUTE, Permit, key_binding, permit, tier_of, vault_key_name
+from ..domain.models import (
+    GATEWAY_ROUTE,
+    LOOP_ROUTE,
+    Permit,
+    key_binding,
+    permit,
+    tier_of,
+    vault_key_name,
+)
 from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
 from ..domain.treasury import own_loop_charge
 from ..domain.vault import HUB_NODE, Denied, resolve
 from ..events import models as model_commands
-from ..events.models import MICRO_PER_CREDIT
 from ..events import treasury as treasury_commands
+from ..events.models import MICRO_PER_CREDIT
 from .hub import Hub
 
 #: The key every gateway caller presents: useless outside the hub.

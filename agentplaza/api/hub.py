@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Folders, database_url as env_database_url
 from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
+from ..config import Folders
+from ..config import database_url as env_database_url
 from ..events import models as model_commands
 from ..events import plaza as plaza_commands
 from ..events.bus import Bus

@@ -187,6 +187,18 @@ class AgentRuntime:
         self.kick()
         return {"checkpoint": checkpoint, "forks": cids}
 
+    def cancel_work(self, cid: int, why: str | None = None) -> str:
+        """The owner's Cancel work: the item the agent runs now ends cancelled (as STOP ALL does for every
+        agent); the harness is told at its next step. Returns the item."""
+        if self.agent_of(cid) is None:
+            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+        s = self.sessions.get(cid)
+        item = s.taken if s is not None else None
+        if item is None:
+            raise Refusal("not_working", f"agent {cid} is running no work item")
+        s.cancel("cancelled by the owner" + (f": {why}" if why else ""))
+        return item
+
     def deliver_work(self) -> None:
         """Work the scheduler or the owner gave an agent (a task to do, a task to review) becomes a
         work item in its queue, with what it needs to know. What the agent took itself it knows."""

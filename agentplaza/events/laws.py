@@ -14,7 +14,15 @@ from dataclasses import dataclass
 import jhrl
 
 from ..domain.base import Context
-from ..domain.laws import LAWBOOK_ID, LawBook, ToolCall, all_laws, draft_change, law_arg_names, new_book
+from ..domain.laws import (
+    LAWBOOK_ID,
+    LawBook,
+    ToolCall,
+    all_laws,
+    draft_change,
+    law_arg_names,
+    new_book,
+)
 from .commands import Commands
 
 _CALL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "agentplaza:call")

@@ -13,9 +13,13 @@ from ..domain.models import (
     PriceList,
     Usage,
     fetched_list,
-    issue_link as _issue_link,
     link_id,
     price_list_id,
+)
+from ..domain.models import (
+    issue_link as _issue_link,
+)
+from ..domain.models import (
     record_call as _record_call,
 )
 from .commands import Commands

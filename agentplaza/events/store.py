@@ -11,8 +11,8 @@ the live bus and audit.
 from __future__ import annotations
 
 import copy
-import logging
 import datetime
+import logging
 import threading
 import uuid
 from collections import OrderedDict

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .framework import Projection
 from .agents import AgentsProjection, TranscriptProjection
+from .framework import Projection
 from .laws import LawsProjection
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection

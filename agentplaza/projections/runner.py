@@ -11,7 +11,16 @@ import sqlalchemy as sa
 from ..config import READ_MODELS_FILE
 from ..events.catalogue import record
 from ..events.records import EventRecord
-from .framework import CATCH_UP_BATCH, REBUILD_PAGE, Projection, Rows, _State, fold, metadata, positions
+from .framework import (
+    CATCH_UP_BATCH,
+    REBUILD_PAGE,
+    Projection,
+    Rows,
+    _State,
+    fold,
+    metadata,
+    positions,
+)
 
 
 def read_model_url(*, state_dir: Path | None, database_url: str | None) -> str:

@@ -32,15 +32,39 @@ from typing import Any, Callable
 from ..config import Folders
 from ..domain.base import Context, Refusal
 from ..domain.vault import (
-    AUDIT_MAX_LIMIT, HUB_NODE, SEALED_MESSAGE, TAMPERED_MESSAGE, VAULT_ID, Denied, DOTENV_WARNING, Entry,
-    UseGroup, UseGroups, Vault, VaultUsage, check_binding, check_bindings, check_name, check_passphrase,
-    check_scope, format_recovery_code, index_of, matrix, normalize_recovery_code, parse_dotenv, plan_import,
-    resolve, usage_id, RECOVERY_ALPHABET, RECOVERY_CODE_CHARS, NODE_PATTERN,
+    AUDIT_MAX_LIMIT,
+    DOTENV_WARNING,
+    HUB_NODE,
+    NODE_PATTERN,
+    RECOVERY_ALPHABET,
+    RECOVERY_CODE_CHARS,
+    SEALED_MESSAGE,
+    TAMPERED_MESSAGE,
+    VAULT_ID,
+    Denied,
+    Entry,
+    UseGroup,
+    UseGroups,
+    Vault,
+    VaultUsage,
+    check_binding,
+    check_bindings,
+    check_name,
+    check_passphrase,
+    check_scope,
+    format_recovery_code,
+    index_of,
+    matrix,
+    normalize_recovery_code,
+    parse_dotenv,
+    plan_import,
+    resolve,
+    usage_id,
 )
 from ..events.commands import Commands
 from . import crypto
 from .audit import AUDIT_FILE, AUDIT_KEY_FILE, AuditLog
-from .files import check_key_file, read_json, write_json, write_private, KeyFileExposed
+from .files import KeyFileExposed, check_key_file, read_json, write_json, write_private
 
 VAULT_DOCUMENT = "vault.json"
 KEY_FILE = "vault.key"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from support.hubproc import HubProcess, cli
 
@@ -66,7 +65,7 @@ def test_the_cli_spawns_lists_and_asks_before_stopping(hub):
     r = cli(hub, "agents", "model", "4", "anthropic/claude-haiku-5-5")
     assert "anthropic/claude-haiku-5-5 (agent)" in r.stdout
     r = cli(hub, "agents", "model", "4", "default")
-    assert "- (default)" in r.stdout
+    assert " (default)" in r.stdout and "- (default)" not in r.stdout  # the model it thinks with, and where from
     r = cli(hub, "agents", "logs", "3")
     assert "told" in r.stdout and "Introduce yourself" in r.stdout
     r = cli(hub, "agents", "delete", "4", "--yes")

@@ -19,8 +19,8 @@ import pytest
 
 from agentplaza.adapters.kvm.noded import Node
 from agentplaza.api.hub import Hub
-from agentplaza.api.runtime import AgentRuntime
 from agentplaza.api.modelrelay import NO_GATEWAY
+from agentplaza.api.runtime import AgentRuntime
 from agentplaza.events import agents as ac
 from agentplaza.projections.agents import agents_table
 from vmm.channel import Channel

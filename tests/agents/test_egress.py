@@ -8,8 +8,15 @@ import threading
 
 import pytest
 
-from agentplaza.api.egress import (EgressPolicy, EgressProxy, Refused, address_refusal, blocked_by,
-                                   check_blocklist_entry, parse_connect)
+from agentplaza.api.egress import (
+    EgressPolicy,
+    EgressProxy,
+    Refused,
+    address_refusal,
+    blocked_by,
+    check_blocklist_entry,
+    parse_connect,
+)
 from vmm.channel import Channel
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from agentplaza.api.hub import Hub
 from agentplaza.api.runtime import AgentRuntime, HarnessSession
+from agentplaza.domain.base import Refusal
 from agentplaza.events import agents as ac
 from agentplaza.events import approvals
 from agentplaza.events import plaza as plaza_commands
@@ -232,3 +233,20 @@ def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_s
     ac.tell(cmds, cmds.context("owner"), b, "hire help")
     sb.handle({"op": "next", "wait": 0})
     assert "S-030" in sb.handle(propose)["error"]["message"]
+
+
+def test_the_owner_cancels_the_running_item_and_the_harness_is_told(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    with pytest.raises(Refusal) as r:
+        s.rt.cancel_work(cid)
+    assert r.value.code == "not_working"
+    ac.tell(cmds, cmds.context("owner"), cid, "a long job")
+    item = s.handle({"op": "next", "wait": 0})["item"]["item"]
+    assert s.rt.cancel_work(cid, "wrong job") == item
+    after = s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})
+    assert after["error"]["code"] == "item_cancelled" and "cancelled by the owner: wrong job" in after["error"]["message"]
+    done = entries(hub, cid, "done")
+    assert done[-1]["detail"] == {"item": item, "outcome": "cancelled"}
+    assert s.handle({"op": "done", "item": item, "outcome": "failed"})["cancelled"] is True
+    assert tc.worker(cmds, str(cid)).status == "idle"

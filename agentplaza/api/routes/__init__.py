@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
-from . import agents, approvals, conduct, gateway, models, plaza, rules, system, tasks, treasury, usage, vault
+from . import (
+    agents,
+    approvals,
+    conduct,
+    gateway,
+    models,
+    plaza,
+    rules,
+    system,
+    tasks,
+    treasury,
+    usage,
+    vault,
+)
 
 AREAS = [system, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]

@@ -14,14 +14,18 @@ from ...domain.agents import (
     roles,
     transcript_id,
 )
+from ...domain.models import resolve
 from ...events import agents as agent_commands
 from ...projections.agents import agents_table, transcript_table
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
 from ..kit import MAX_LIST_LIMIT, Api
+from .conduct import conduct_view
 
 #: Transcript entries the agent page shows.
 PAGE_TRANSCRIPT = 50
+#: Sanctions (the conduct log's latest) the agent page shows.
+PAGE_SANCTIONS = 20
 ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "generation", "queue",
                   "working_on", "entries", "forked_from", "fork_checkpoint", "created_at", "changed_at")
 
@@ -60,16 +64,27 @@ class ForkBody(Body):
     checkpoint: str | None = None
 
 
-def agent_view(row: dict) -> dict:
+def policy_of(hub: Hub) -> dict | None:
+    row = hub.read_models.states["models"].rows.get("rm_model_policy", "policy")
+    return row["policy"] if row else None
+
+
+def agent_view(row: dict, policy: dict | None = None) -> dict:
+    """``model`` is the agent's own (or None); ``resolved_model`` the one it thinks with, and
+    ``model_source`` where that comes from: agent (set for it), role (its role's) or default."""
     view = {k: row[k] for k in ROSTER_COLUMNS}
-    # The model's source: the agent's own, else its role's model or the plaza's default (model policy).
-    view["model_source"] = "agent" if row["model"] else "default"
+    if policy is not None:
+        r = resolve(policy, row["role"], row["model"])
+        view["resolved_model"], view["model_source"] = r.model, r.source
+    else:
+        view["resolved_model"], view["model_source"] = row["model"], "agent" if row["model"] else "default"
     return view
 
 
 def roster(hub: Hub, role: str | None = None) -> list[dict]:
     where = [agents_table.c.role == role] if role else []
-    return [agent_view(r) for r in hub.read_models.rows(agents_table, *where, order_by=agents_table.c.cid)]
+    policy = policy_of(hub)
+    return [agent_view(r, policy) for r in hub.read_models.rows(agents_table, *where, order_by=agents_table.c.cid)]
 
 
 def agent_row(hub: Hub, cid: int) -> dict:
@@ -94,8 +109,11 @@ def transcript(hub: Hub, cid: int, after: int = 0, limit: int = PAGE_TRANSCRIPT,
 
 
 def agent_page(hub: Hub, cid: int) -> dict:
+    """The agent page: the profile, the transcript's last entries, and its conduct (the suspensions in
+    force, each liftable at /v1/conduct/{cid}/suspensions/{id}/lift, and the sanctions it received)."""
     row = agent_row(hub, cid)
-    return {"agent": agent_view(row), "transcript": transcript(hub, cid, tail=True)}
+    return {"agent": agent_view(row, policy_of(hub)), "transcript": transcript(hub, cid, tail=True),
+            "conduct": conduct_view(hub, str(cid), PAGE_SANCTIONS)}
 
 
 def nodes(hub: Hub) -> list[dict]:
@@ -140,7 +158,7 @@ def routes(api: Api) -> list:
 
         await api.command(run)
         kick()
-        return {"agents": [agent_view(agent_row(hub, c)) for c in cids]}
+        return {"agents": [agent_view(agent_row(hub, c), policy_of(hub)) for c in cids]}
 
     async def list_(request: Request) -> dict:
         return {"agents": await api.query(roster, hub, request.query_params.get("role") or None)}
@@ -175,7 +193,7 @@ def routes(api: Api) -> list:
         await api.command(run)
         if hub.runtime is not None:
             hub.runtime.work_for(cid)
-        return {"item": items[0], "agent": agent_view(await api.query(agent_row, hub, cid))}
+        return {"item": items[0], "agent": agent_view(await api.query(agent_row, hub, cid), policy_of(hub))}
 
     def action(name: str):
         command = getattr(agent_commands, name)
@@ -186,10 +204,20 @@ def routes(api: Api) -> list:
             ctx = api.context(request, body.reason)
             await api.command(lambda: command(hub.commands, ctx, cid))
             kick()
-            return {"agent": agent_view(await api.query(agent_row, hub, cid))}
+            return {"agent": agent_view(await api.query(agent_row, hub, cid), policy_of(hub))}
 
         act.__name__ = name
         return act
+
+    async def cancel(request: Request) -> dict:
+        """Cancel work: the item the agent runs now ends cancelled; its harness stops it at its next step."""
+        cid = cid_of(request)
+        body = await read_body(request, ActionBody)
+        if hub.runtime is None:
+            raise ApiError(409, "no_node", "this hub runs without a node; no agent runs work")
+        item = await anyio.to_thread.run_sync(lambda: hub.runtime.cancel_work(cid, body.reason))
+        hub.read_models.catch_up()
+        return {"cancelled": item, "agent": agent_view(agent_row(hub, cid), policy_of(hub))}
 
     async def delete(request: Request) -> dict:
         cid = cid_of(request)
@@ -239,10 +267,11 @@ def routes(api: Api) -> list:
         done = await anyio.to_thread.run_sync(lambda: hub.runtime.fork(cid, body.n, body.checkpoint, ctx))
         hub.read_models.catch_up()
         return {"checkpoint": done["checkpoint"], "source": cid,
-                "forks": [agent_view(agent_row(hub, c)) for c in done["forks"]]}
+                "forks": [agent_view(agent_row(hub, c), policy_of(hub)) for c in done["forks"]]}
 
     return [
         Route("/v1/agents/{cid}/fork", api.endpoint(fork), methods=["POST"]),
+        Route("/v1/agents/{cid}/cancel", api.endpoint(cancel), methods=["POST"]),
         Route("/v1/agents/{cid}/checkpoint", api.endpoint(checkpoint), methods=["POST"]),
         Route("/v1/agents/{cid}/checkpoints", api.endpoint(checkpoints), methods=["GET"]),
         Route("/v1/agents/{cid}/rollback", api.endpoint(rollback), methods=["POST"]),

@@ -15,9 +15,9 @@ from starlette.routing import Route
 from ...domain.approvals import KINDS, STATUSES, check_number
 from ...events import approvals as cmd
 from ...projections import work as rm
+from ...projections.runner import equal_to
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
-from ...projections.runner import equal_to
 from ..kit import MAX_LIST_LIMIT, Api
 
 

@@ -14,7 +14,12 @@ from starlette.routing import Route
 
 from ...adapters.providers import prices as price_lists
 from ...adapters.providers.client import test_call
-from ...adapters.providers.presets import PRESETS, STARTING_PROVIDERS, ProviderConfig, config_from_preset
+from ...adapters.providers.presets import (
+    PRESETS,
+    STARTING_PROVIDERS,
+    ProviderConfig,
+    config_from_preset,
+)
 from ...domain.models import (
     EFFORTS,
     check_effort,
@@ -28,7 +33,13 @@ from ...domain.models import (
 from ...domain.vault import PLAZA as VAULT_PLAZA
 from ...events import models as model_commands
 from ..errors import ApiError, Body, read_body
-from ..gateway import GATEWAY_TOKEN_BYTES, GATEWAY_TOKEN_PREFIX, VAULT_KEY_KINDS, token_sha256, vault_name
+from ..gateway import (
+    GATEWAY_TOKEN_BYTES,
+    GATEWAY_TOKEN_PREFIX,
+    VAULT_KEY_KINDS,
+    token_sha256,
+    vault_name,
+)
 from ..kit import Api
 from .gateway import base_urls, gateway_of
 

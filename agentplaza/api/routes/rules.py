@@ -8,16 +8,29 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import jhrl
 import sqlalchemy as sa
-from jhrl.catalog import TOOLS, tier_of
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ...domain.laws import JhrlRefusal, all_laws, call_from_event, owner_rule_of, warnings_of
+import jhrl
+from jhrl.catalog import TOOLS, tier_of
+
+from ...domain.laws import (
+    JhrlRefusal,
+    all_laws,
+    call_from_event,
+    owner_rule_of,
+    warnings_of,
+)
 from ...events import laws as law_commands
-from ...projections.laws import RECENT_CALLS, infractions, law_counts, recent_calls, rule_totals
+from ...projections.laws import (
+    RECENT_CALLS,
+    infractions,
+    law_counts,
+    recent_calls,
+    rule_totals,
+)
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
 from ..kit import MAX_LIST_LIMIT, Api

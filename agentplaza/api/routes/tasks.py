@@ -17,9 +17,9 @@ from ...domain.tasks import STATES
 from ...events import scheduler
 from ...events import tasks as cmd
 from ...projections import work as rm
+from ...projections.runner import equal_to
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
-from ...projections.runner import equal_to
 from ..kit import MAX_LIST_LIMIT, Api
 
 # -- queries -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """agentplaza agents create --role R [--count N] [--model M] | list [--role R] | show CID | tell CID --text T
 | stop CID | restart CID | wipe CID | retire CID | delete CID | model CID M|default | mode CID MODE
 | rename CID NAME | logs CID | sleep CID | wake CID | checkpoint CID [--name N] [--label L] | checkpoints CID
-| rollback CID NAME | checkpoint-delete CID NAME | fork CID [--n N] [--checkpoint NAME].
+| rollback CID NAME | checkpoint-delete CID NAME | fork CID [--n N] [--checkpoint NAME] | cancel CID [--reason R].
 Stop, restart, wipe, retire, delete, rollback and checkpoint-delete ask first unless --yes."""
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ def register(sub) -> None:
     cd.add_argument("cid", type=int)
     cd.add_argument("name")
     cd.add_argument("--yes", action="store_true", help="do not ask to confirm")
+    cn = s.add_parser("cancel", help="cancel the work item the agent runs now")
+    cn.add_argument("cid", type=int)
+    cn.add_argument("--reason")
     fk = s.add_parser("fork", help="start copies of the agent (same role, names of their own) from a checkpoint")
     fk.add_argument("cid", type=int)
     fk.add_argument("--n", type=int, default=1, help="how many copies, 1 to 16")
@@ -81,10 +84,18 @@ def render_page(d: dict) -> str:
     a = d["agent"]
     head = pairs({
         "cid": a["cid"], "name": a["name"], "role": a["role"], "status": a["status"], "run": a["run"],
-        "model": f"{a['model'] or '-'} ({a['model_source']})", "permission mode": a["permission_mode"],
-        "node": a["node"], "queue": a["queue"], "working on": a["working_on"],
+        "model": f"{a.get('resolved_model') or a['model'] or '-'} ({a['model_source']})",
+        "permission mode": a["permission_mode"], "node": a["node"], "queue": a["queue"], "working on": a["working_on"],
+        **({"fork of": f"{a['forked_from']} at {a['fork_checkpoint']}"} if a.get("forked_from") is not None else {}),
     })
-    return head + "\n\n" + render_transcript(d["transcript"])
+    out = head + "\n\n" + render_transcript(d["transcript"])
+    conduct = d.get("conduct")
+    if conduct:
+        force = conduct["in_force"]
+        out += (f"\n\nconduct: {conduct['offences']} offences, {conduct['warnings']} warnings, {conduct['fined']} fined; "
+                + (", ".join(f"{x['kind']} {x['suspension']} of {x['tool']} until {x['until'][:19]} ({x['law']})"
+                             for x in force) if force else "no suspension in force"))
+    return out
 
 
 def render_transcript(entries: list[dict]) -> str:
@@ -148,6 +159,10 @@ def run(env: Env) -> int:
             return refuse("agents checkpoint-delete not confirmed; pass --yes to skip the question", "not_confirmed")
         return env.show(c.request("DELETE", f"/v1/agents/{a.cid}/checkpoints/{a.name}"),
                         lambda d: f"checkpoint {a.name} deleted")
+    if a.action == "cancel":
+        body = {"reason": a.reason} if a.reason else {}
+        return env.show(c.post(f"/v1/agents/{a.cid}/cancel", body),
+                        lambda d: f"agent {d['agent']['cid']}: work item {d['cancelled']} cancelled")
     if a.action == "fork":
         body = {"n": a.n, **({"checkpoint": a.checkpoint} if a.checkpoint else {})}
         return env.show(c.post(f"/v1/agents/{a.cid}/fork", body),
