@@ -30,7 +30,14 @@ from typing import Any
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
-from ..domain.agents import LOCAL_NODE, MAX_SPAWN, MIN_SPAWN, check_role, node_id
+from ..domain.agents import (
+    LOCAL_NODE,
+    MAX_SPAWN,
+    MIN_SPAWN,
+    check_model,
+    check_role,
+    node_id,
+)
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..events import agents as ac
@@ -644,9 +651,7 @@ class HarnessSession:
         if tool == "plaza_toolbox":
             return toolspecs.grouped(tooldecide.offered(hub, agent, GUEST_TOOLS + HOST_TOOLS))
         if tool == "plaza_message":
-            to, text = args.get("to"), args.get("text")
-            if not isinstance(to, int) or not isinstance(text, str):
-                raise Refusal("bad_request", "plaza_message takes to (a cid) and text", 422)
+            to, text = args["to"], args["text"]
             item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text)
             self.rt.work_for(to)
             return {"sent": True, "item": item}
@@ -658,26 +663,20 @@ class HarnessSession:
 
     def _task_tool(self, agent, tool: str, args: dict) -> Any:
         """The task tools, through ``events.tasks`` with the agent's CID as the actor and the role
-        the hub gave it (never one the guest names)."""
+        the hub gave it (never one the guest names). Their arguments fit their schemas (``op_tool``
+        checks them against ``toolspecs`` first); the rules on the values are the domain's."""
         cmds, me = self.rt.cmds, str(self.cid)
         ctx = self.rt.ctx_agent(self.cid)
         number = args.get("task")
-        if tool != "plaza_task_list" and tool != "plaza_task_create" and not isinstance(number, str):
-            raise Refusal("bad_request", f"{tool} takes task (its number, like t1)", 422)
         if tool == "plaza_task_list":
             rows = self.rt.hub.read_models.rows(work_rm.tasks, work_rm.tasks.c.state.notin_(tuple(tasks_commands.ENDED)),
                                                 order_by=work_rm.tasks.c.position, limit=MAX_TASK_LIST)
             return [{k: r[k] for k in ("number", "title", "acceptance", "role", "budget", "state", "phase",
                                         "worker", "reviewer", "report")} for r in rows]
         if tool == "plaza_task_create":
-            title, acceptance, budget = args.get("title"), args.get("acceptance"), args.get("budget")
-            if not isinstance(title, str) or not isinstance(acceptance, str):
-                raise Refusal("bad_request", "plaza_task_create takes title and acceptance (and budget, details, role)", 422)
-            if budget is not None and not isinstance(budget, int):
-                raise Refusal("bad_request", "a budget is a whole number of credits", 422)
-            out = tasks_commands.create(cmds, ctx, title, acceptance, budget, details=str(args.get("details") or ""),
-                                        role=args.get("role") if isinstance(args.get("role"), str) else None,
-                                        parent=args.get("parent") if isinstance(args.get("parent"), str) else None)
+            out = tasks_commands.create(cmds, ctx, args["title"], args["acceptance"], args.get("budget"),
+                                        details=args.get("details") or "", role=args.get("role"),
+                                        parent=args.get("parent"))
             out.pop("positions", None)
             return out
         if tool == "plaza_task_claim":
@@ -690,8 +689,6 @@ class HarnessSession:
         if tool == "plaza_task_submit":
             verdict = args.get("verdict")
             if verdict is not None:
-                if verdict not in ("pass", "fail"):
-                    raise Refusal("bad_request", "a verdict is pass or fail", 422)
                 out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
                 return {"task": number, "verdict": verdict, "entries": len(out.entries)}
             if args.get("give_up"):
@@ -700,8 +697,6 @@ class HarnessSession:
             files = args.get("files") or []
             if isinstance(files, str):  # "a.txt, b.txt" is taken as the list it names
                 files = [f.strip() for f in files.split(",") if f.strip()]
-            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-                raise Refusal("bad_request", "files is a list of paths", 422)
             tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files,
                                        str(args.get("checks") or ""))
             return {"task": number, "reported": True}
@@ -714,14 +709,11 @@ class HarnessSession:
         """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
         ``agent``); approving it starts them. Who may propose is the laws' (S-028 to S-030: the orchestrator,
         only when the owner asked in the owner's own chat: ``owner_asked``, set by ``op_tool``)."""
-        role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
-        if not isinstance(role, str) or not isinstance(why, str) or not why.strip():
-            raise Refusal("bad_request", "plaza_agent_propose takes role, why (and count 1-16, model)", 422)
-        if type(count) is not int or not MIN_SPAWN <= count <= MAX_SPAWN:
-            raise Refusal("invalid_count", f"a proposal is for {MIN_SPAWN} to {MAX_SPAWN} agents", 422)
-        if model is not None and not isinstance(model, str):
-            raise Refusal("bad_request", "model is provider/model", 422)
+        role, count, model, why = args["role"], args.get("count", 1), args.get("model"), args["why"]
         check_role(role)
+        check_model(model)
+        if not why.strip():
+            raise Refusal("empty_why", "say why the owner should start these agents", 422)
         out = approvals.request(self.rt.cmds, self.rt.ctx_agent(self.cid), "agent",
                                 f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "
                                 f"{why.strip()[:200]}", agent=str(self.cid),
