@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -66,6 +67,8 @@ MAX_NEXT_WAIT_S = 30.0
 MAX_SHARE_BYTES = 1 << 20
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
 ITEM_OPS = ("model", "decide", "result", "tool", "share")
+#: A warm template's key: a hash the node gives it.
+TEMPLATE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 #: The own loop's refusal of a call its task's escrow cannot cover: the item is cancelled.
 BUDGET_EXHAUSTED = "budget_exhausted"
 
@@ -193,6 +196,23 @@ class AgentRuntime:
                     detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
         self.kick()
         return {"checkpoint": checkpoint, "forks": cids}
+
+    def templates(self) -> dict:
+        """The node's warm templates ({key, created_at, vcpus, memory_mib, image, bytes})."""
+        try:
+            return {k: v for k, v in self.link.request("templates", timeout=60).items() if k != "ok"}
+        except NodeError as e:
+            raise Refusal("node_error", str(e), 502) from None
+
+    def template_rm(self, key: str) -> None:
+        if not TEMPLATE_KEY_RE.match(key):
+            raise Refusal("invalid_template", f"{key!r} is not a template key", 422)
+        try:
+            removed = self.link.request("template_rm", timeout=60, key=key)["removed"]
+        except NodeError as e:
+            raise Refusal("node_error", str(e), 502) from None
+        if not removed:
+            raise Refusal("unknown_template", f"node {LOCAL_NODE} has no template {key}", 404)
 
     def cancel_work(self, cid: int, why: str | None = None) -> str:
         """The owner's Cancel work: the item the agent runs now ends cancelled (as STOP ALL does for every

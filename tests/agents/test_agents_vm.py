@@ -232,6 +232,20 @@ def test_apid_starts_node_n0_and_an_owner_spawn_comes_up_idle(folders, image, tm
             (agent,) = c.post("/v1/agents", json={"role": "researcher"}).json()["agents"]
             wait_for("idle", lambda: c.get(f"/v1/agents/{agent['cid']}").json()["agent"]["status"] == "idle")
             assert c.post(f"/v1/agents/{agent['cid']}/stop", json={}).json()["agent"]["status"] == "offline"
+        # The first agent of its shape was saved as the warm template; the CLI lists and removes it.
+        from support.hubproc import cli
+
+        listed = wait_for("the warm template", lambda: (r := cli(h, "--json", "templates", "list")).returncode == 0
+                          and json.loads(r.stdout)["templates"] and json.loads(r.stdout)["templates"], 60)
+        key = listed[0]["key"]
+        assert listed[0]["memory_mib"] and listed[0]["bytes"] > 0
+        assert key in cli(h, "templates", "list").stdout
+        assert cli(h, "templates", "rm", key).returncode == 1  # asks first; no terminal to answer
+        assert cli(h, "templates", "rm", key, "--yes").returncode == 0
+        assert json.loads(cli(h, "--json", "templates", "list").stdout)["templates"] == []
+        gone = cli(h, "templates", "rm", key, "--yes")
+        assert gone.returncode == 1 and "no template" in gone.stderr
+        assert cli(h, "templates", "rm", "../x", "--yes").returncode == 1
     finally:
         h.stop()
 

@@ -404,6 +404,17 @@ class Node:
             shutil.rmtree(d)
         return {"ok": True}
 
+    def op_templates(self, meta: dict) -> dict:
+        t = self.backend.templates
+        return {"ok": True, "templates": t.list() if t is not None else [], "enabled": t is not None}
+
+    def op_template_rm(self, meta: dict) -> dict:
+        """Remove one warm template; machines already restored from it keep running."""
+        t = self.backend.templates
+        if t is None:
+            return {"ok": True, "removed": False}
+        return {"ok": True, "removed": t.remove(str(meta.get("key") or ""))}
+
     def stop_all(self) -> None:
         with self.lock:
             cids = list(self.runs)
@@ -443,7 +454,7 @@ class Node:
 
 
 OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake", "checkpoint", "checkpoints", "rollback",
-       "checkpoint_delete")
+       "checkpoint_delete", "templates", "template_rm")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,6 +209,21 @@ def routes(api: Api) -> list:
         act.__name__ = name
         return act
 
+    def node_runtime():
+        if hub.runtime is None or hub.runtime.link is None:
+            raise ApiError(409, "no_node", "this hub runs without a node; it has no warm templates")
+        return hub.runtime
+
+    async def list_templates(request: Request) -> dict:
+        rt = node_runtime()
+        return await anyio.to_thread.run_sync(rt.templates)
+
+    async def remove_template(request: Request) -> dict:
+        rt = node_runtime()
+        key = request.path_params["key"]
+        await anyio.to_thread.run_sync(lambda: rt.template_rm(key))
+        return {"removed": key}
+
     async def cancel(request: Request) -> dict:
         """Cancel work: the item the agent runs now ends cancelled; its harness stops it at its next step."""
         cid = cid_of(request)
@@ -287,4 +302,6 @@ def routes(api: Api) -> list:
         Route("/v1/agents/{cid}/logs", api.endpoint(logs)),
         Route("/v1/society/roles", api.endpoint(society_roles)),
         Route("/v1/nodes", api.endpoint(list_nodes)),
+        Route("/v1/templates", api.endpoint(list_templates)),
+        Route("/v1/templates/{key}", api.endpoint(remove_template), methods=["DELETE"]),
     ]

@@ -16,6 +16,7 @@ from . import (
     rules,
     society,
     tasks,
+    templates,
     treasury,
     usage,
     vault,
@@ -24,5 +25,5 @@ from . import (
 AREAS = {
     m.NAME: m
     for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society)
+              models, usage, agents, society, templates)
 }
