@@ -194,6 +194,7 @@ class AgentRuntime:
         cids = ac.fork(self.cmds, ctx, cid, count, checkpoint)
         self._entry(cid, "note", f"forked at {checkpoint} into {', '.join(map(str, cids))}",
                     detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
+        self.hub.read_models.catch_up()  # reconcile reads the roster: the forks must be in it when it looks
         self.kick()
         return {"checkpoint": checkpoint, "forks": cids}
 
