@@ -242,7 +242,7 @@ class AgentRuntime:
             a = self.agent_of(int(who))
             if a is None or a.run != "running":
                 continue
-            ref = f"{r['number']}:{r['phase']}:{r['queued_at']}"  # the record remembers it across restarts
+            ref = delivery_ref(r)  # the agent's record remembers it across restarts
             self._safely(ac.tell, self.cmds.context("hub", f"task {r['number']}"), int(who), task_text(r), ref)
             self.work_for(int(who))
 
@@ -701,12 +701,15 @@ class HarnessSession:
             out.pop("positions", None)
             return out
         if tool == "plaza_task_claim":
-            self.rt.delivered.add((number, "reviewing" if args.get("review") else "working", me))
+            phase = "reviewing" if args.get("review") else "working"
+            self.rt.delivered.add((number, phase, me))
             if args.get("review"):
                 tasks_commands.take_review(cmds, ctx, number, me, agent.role)
-                return {"task": number, "reviewing": True, **self._task_view(number)}
-            tasks_commands.claim(cmds, ctx, number, me, agent.role)
-            return {"task": number, "claimed": True, **self._task_view(number)}
+            else:
+                tasks_commands.claim(cmds, ctx, number, me, agent.role)
+            self._took_itself(number, phase)
+            return {"task": number, ("reviewing" if args.get("review") else "claimed"): True,
+                    **self._task_view(number)}
         if tool == "plaza_task_submit":
             verdict = args.get("verdict")
             if verdict is not None:
@@ -741,6 +744,14 @@ class HarnessSession:
                                 detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
         return {"approval": out["id"], "status": "pending",
                 "note": "nothing starts until the owner approves it in Approvals"}
+
+    def _took_itself(self, number: str, phase: str) -> None:
+        """What the agent claimed itself is never delivered to it, even by a hub started after."""
+        t = work_rm.tasks
+        rows = self.rt.hub.read_models.rows(t, t.c.number == number)
+        if rows:
+            self.rt._safely(ac.took_itself, self.rt.ctx_agent(self.cid), self.cid,
+                            delivery_ref(dict(rows[0], phase=phase)))
 
     def _task_view(self, number: str) -> dict:
         v = tasks_commands.view(tasks_commands.load(self.rt.cmds, number))
@@ -779,6 +790,12 @@ class HarnessSession:
             self.taken = None
         self.rt.worker_state(self.cid, "available")
         return {"ok": True}
+
+
+def delivery_ref(r: dict) -> str:
+    """One delivery of a task to an agent: its number, the phase (working or reviewing) and the position
+    at which it was queued (created, or reported done), so a second round is a new delivery."""
+    return f"{r['number']}:{r['phase']}:{r['queued_at']}"
 
 
 def task_text(r: dict) -> str:

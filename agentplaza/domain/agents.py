@@ -210,6 +210,13 @@ class Agent(PlazaAggregate):
             if self.ref is not None:
                 a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
 
+    class Delivered(PlazaAggregate.Event):
+        """Work the hub would deliver that the agent took itself (a task it claimed): never told to it."""
+        ref: str
+
+        def apply(self, a: "Agent") -> None:
+            a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
+
     class WorkStarted(PlazaAggregate.Event):
         item: str
 
@@ -369,6 +376,12 @@ class Agent(PlazaAggregate):
         if self.status == "asleep":  # work wakes a sleeping agent first
             self.record(self.Woke, ctx)
         self.record(self.Told, ctx, item=item, text=text, ref=ref)
+
+    def took_itself(self, ctx: Context, ref: str) -> None:
+        """The agent took this delivery itself (it claimed the task): the hub does not tell it."""
+        self._alive()
+        if not self.was_delivered(ref):
+            self.record(self.Delivered, ctx, ref=ref)
 
     def sleep(self, ctx: Context) -> None:
         """Only an idle agent with nothing queued sleeps."""

@@ -174,6 +174,11 @@ def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = No
     return item
 
 
+def took_itself(cmds: Commands, ctx: Context, cid: int, ref: str) -> list[int]:
+    """The agent took a delivery itself (``ref`` as ``tell`` names it): the hub will not tell it."""
+    return _on_agent(cmds, cid, lambda a: a.took_itself(ctx, ref))
+
+
 def _lifecycle(name: str):
     def command(cmds: Commands, ctx: Context, cid: int) -> list[int]:
         def decide():

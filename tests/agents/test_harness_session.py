@@ -250,3 +250,16 @@ def test_the_owner_cancels_the_running_item_and_the_harness_is_told(hub):
     assert done[-1]["detail"] == {"item": item, "outcome": "cancelled"}
     assert s.handle({"op": "done", "item": item, "outcome": "failed"})["cancelled"] is True
     assert tc.worker(cmds, str(cid)).status == "idle"
+
+
+def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hub):
+    cmds = hub.commands
+    cid, s = session(hub, "builder")
+    number = tc.create(cmds, cmds.context("owner"), "Write b.txt", "b.txt holds a line", 300)["id"]
+    hub.read_models.catch_up()
+    ac.tell(cmds, cmds.context("owner"), cid, "pick a task")
+    s.handle({"op": "next", "wait": 0})
+    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": number}})["ok"]
+    hub.read_models.catch_up()
+    AgentRuntime(hub, node="off").deliver_work()  # a hub started after: it knows only the records
+    assert not [e for e in entries(hub, cid, "told") if f"given task {number}" in (e["text"] or "")]
