@@ -8,9 +8,9 @@ Without ``APZ_DATABASE_URL`` the store is SQLite in the state folder.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 DEFAULT_BIND = "127.0.0.1:7700"
 DEFAULT_HUB = "http://127.0.0.1:7700"
@@ -26,7 +26,7 @@ class Folders:
     config: Path
     data: Path
 
-    def make(self) -> "Folders":
+    def make(self) -> Folders:
         for folder in (self.state, self.config, self.data):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self

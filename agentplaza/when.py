@@ -15,5 +15,5 @@ def parse_when(text: str) -> str:
     except ValueError:
         raise ValueError(f"not a timestamp: {text!r} (use ISO 8601, e.g. 2026-11-29T21:00:00Z)") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc).isoformat()
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC).isoformat()

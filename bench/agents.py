@@ -23,11 +23,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def main() -> int:
+    import vmm as _vmm  # noqa: F401
+    from vmm import probe
     from vmm.backend import MachineSpec
     from vmm.image import ensure_image
     from vmm.qemu import QemuMachine, make_workspace
-    from vmm import probe
-    import vmm as _vmm  # noqa: F401
 
     images = os.environ.get("APZ_IMAGE_DIR") or str(Path.home() / ".local/share/agentplaza/images")
     img = ensure_image(images)
@@ -102,15 +102,20 @@ def main() -> int:
                 return time.monotonic() - t0
             time.sleep(0.05)
 
+    def shut(rt, stop, node) -> None:
+        rt.close()
+        stop.set()
+        node.stop_all()
+
     node, stop, rt = run_node(templates=False)
     results["cold, 1 agent"] = spawn_to_idle(rt, 1)
     results["fork of an idle agent, 1 copy"] = fork_to_idle(rt)
-    rt.close(); stop.set(); node.stop_all()
+    shut(rt, stop, node)
     node, stop, rt = run_node(templates=True)
     spawn_to_idle(rt, 1)  # makes the template
     results["warm template, 1 agent"] = spawn_to_idle(rt, 1)
     results["warm template, 4 at once"] = spawn_to_idle(rt, 4)
-    rt.close(); stop.set(); node.stop_all()
+    shut(rt, stop, node)
     hub.close()
 
     print(f"bare VM boot to HELLO (bench/vmm.py baseline): {bare:.2f} s")

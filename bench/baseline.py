@@ -14,7 +14,7 @@ class Counter(Aggregate):
     class Counted(Aggregate.Event):
         by: int
 
-        def apply(self, agg: "Counter") -> None:
+        def apply(self, agg: Counter) -> None:
             agg.total += self.by
 
     def count(self, by: int) -> None:

@@ -46,7 +46,7 @@ class Tick(PlazaAggregate):
     class Ticked(PlazaAggregate.Event):
         n: int
 
-        def apply(self, agg: "Tick") -> None:
+        def apply(self, agg: Tick) -> None:
             agg.n = self.n
 
     def __init__(self, n: int) -> None:

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("POSTGRES_PASSWORD", "")
 
-from eventsourcing.application import Application  # noqa: E402
 from baseline import Counter  # noqa: E402
+from eventsourcing.application import Application  # noqa: E402
 from support.pg import TempPostgres  # noqa: E402
 from support.tally import Tally  # noqa: E402
 
@@ -38,7 +38,7 @@ from agentplaza.events.store import EventStore, store_env  # noqa: E402
 from agentplaza.projections.registry import all_projections  # noqa: E402
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url  # noqa: E402
 
-T0 = dt.datetime(2026, 11, 29, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
 AGGREGATES = 100
 CLIENTS = 20
 

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import sqlalchemy as sa  # noqa: E402
-from eventsourcing.application import Application  # noqa: E402
 from baseline import Counter  # noqa: E402
+from eventsourcing.application import Application  # noqa: E402
 from eventsourcing.domain import Aggregate  # noqa: E402
 from support.treasury import Clock, Plaza  # noqa: E402
 
@@ -39,7 +39,7 @@ from agentplaza.projections import treasury as rm  # noqa: E402
 from agentplaza.projections.framework import metadata, positions  # noqa: E402
 from agentplaza.projections.runner import ReadModels, make_engine  # noqa: E402
 
-T0 = dt.datetime(2026, 11, 29, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
 
 
 class Note(Aggregate):
@@ -55,7 +55,7 @@ def library_rate(commands: int) -> float:
     a, b = Counter("a"), Counter("b")
     app.save(a, b)
     t0 = time.perf_counter()
-    for i in range(commands):
+    for _i in range(commands):
         a.count(-1)
         b.count(1)
         app.save(a, b, Note("x", {"a": -1, "b": 1}))
@@ -140,7 +140,7 @@ def read_times(engine: sa.Engine, reads: int) -> tuple[float, float]:
             t0 = time.perf_counter()
             conn.execute(sa.select(acc.c.balance).where(acc.c.account == key)).scalar()
             bal.append(time.perf_counter() - t0)
-        for i in range(reads):
+        for _ in range(reads):
             key = t.BUDGET
             t0 = time.perf_counter()
             conn.execute(sa.select(p.c.position, p.c.amount, j.c.memo).join(j, j.c.position == p.c.position)

@@ -61,7 +61,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="apz-bench-vault.") as d:
         folders = Folders(Path(d) / "s", Path(d) / "c", Path(d) / "d").make()
         store = EventStore.open(state_dir=folders.state)
-        now = [dt.datetime(2026, 11, 29, tzinfo=dt.timezone.utc)]
+        now = [dt.datetime(2026, 11, 29, tzinfo=dt.UTC)]
         cmds = Commands(store, clock=lambda: now[0])
         vault = VaultService.open(folders, cmds)
         ctx = cmds.context("owner")

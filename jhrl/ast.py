@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
 LAW_TIERS = ("constitutional", "statute", "tool", "owner")
@@ -36,8 +35,8 @@ BAREWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/*-]*\Z")
 LAW_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 ACTION_PATTERN = re.compile(r"(\*|[A-Za-z_][A-Za-z0-9_.:-]*\*?)\Z")
 
-Scalar = Union[str, int, bool]
-Value = Union[Scalar, tuple]  # a tuple holds scalars only (a list literal)
+Scalar = str | int | bool
+Value = Scalar | tuple  # a tuple holds scalars only (a list literal)
 
 
 @dataclass(frozen=True)
@@ -63,20 +62,20 @@ class Const:
 
 @dataclass(frozen=True)
 class Not:
-    operand: "Condition"
+    operand: Condition
 
 
 @dataclass(frozen=True)
 class And:
-    operands: tuple["Condition", ...]
+    operands: tuple[Condition, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    operands: tuple["Condition", ...]
+    operands: tuple[Condition, ...]
 
 
-Condition = Union[Compare, Flag, Const, Not, And, Or]
+Condition = Compare | Flag | Const | Not | And | Or
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ action name are worked out once and cached, so a decision touches a handful of l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from . import ast
 from .conditions import ConditionFault, compile_condition, compile_maybe

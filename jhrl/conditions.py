@@ -12,7 +12,8 @@ from __future__ import annotations
 import fnmatch
 import operator
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import ast
 from .call import AGENT_TIERS, MODES, RISKS

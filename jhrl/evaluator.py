@@ -12,10 +12,9 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-from .call import (ASK_LAW, ASK_MODE, DEFAULT_DENY, FORBIDDEN, PERMITTED, READ, READ_ONLY_MODE,
-                   Call, Decision)
+from .call import ASK_LAW, ASK_MODE, DEFAULT_DENY, FORBIDDEN, PERMITTED, READ, READ_ONLY_MODE, Call, Decision
 from .compiler import LawSet
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import ast
-from .call import (ASK_LAW, ASK_MODE, DEFAULT_DENY, FORBIDDEN, READ, READ_ONLY_MODE, Call,
-                   Decision)
+from .call import ASK_LAW, ASK_MODE, DEFAULT_DENY, FORBIDDEN, READ, READ_ONLY_MODE, Call, Decision
 from .compiler import LawSet
 from .conditions import _MISSING, compile_condition
 from .evaluator import decide

@@ -10,8 +10,8 @@ shows which decisions would change.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 from . import ast
 from .call import Call, Decision

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support.treasury import Plaza, refused_command as refused
+from support.treasury import Plaza
+from support.treasury import refused_command as refused
 
 import jhrl
 from agentplaza.domain import sanction_schedule as sched

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import sys
 import threading
 import time
-import sys
 
 import anyio
 import httpx

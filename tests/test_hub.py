@@ -11,6 +11,7 @@ import sys
 import pytest
 from support.hubproc import HubProcess, cli
 
+
 def genesis_events(h: HubProcess) -> int:
     """How many events a new plaza starts with (its founding: the plaza, the budget, the vault ...)."""
     with h.client() as c:

@@ -27,7 +27,7 @@ from agentplaza.events.commands import Commands
 from agentplaza.events.models import ensure_models, load, set_policy
 from agentplaza.events.store import EventStore
 
-T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 def ctx() -> Context:

@@ -17,7 +17,7 @@ from agentplaza.projections.framework import Projection, Rows, metadata
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 
-T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 seen_table = sa.Table(
     "rm_test_seen", metadata,

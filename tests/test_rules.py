@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import warnings
 
-import jhrl
 import pytest
 from support.hubproc import HubProcess, cli
 
+import jhrl
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.domain.base import Refusal
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 NO_GIT = 'law no-git "No git for builders" {\n  statement "Builders leave git alone."\n  forbid plaza_git\n  when role == builder\n}\n'
 BROKEN = 'law broken "Broken" {\n  statement "x"\n  forbidd plaza_git\n}\n'
-T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from agentplaza.events.commands import Commands
 from agentplaza.events.committer import CommitConflict
 from agentplaza.events.store import EventStore
 
-T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 def ctx(reason: str | None = "test", actor: str = "owner") -> Context:

@@ -7,7 +7,8 @@ one it does not.  Each test quotes the guide's sentence it checks.
 from __future__ import annotations
 
 import pytest
-from support.treasury import Plaza, refused_command as refused
+from support.treasury import Plaza
+from support.treasury import refused_command as refused
 
 from agentplaza.domain import treasury as t
 from agentplaza.events import plaza as plaza_commands

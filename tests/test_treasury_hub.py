@@ -8,8 +8,6 @@ import threading
 from support.hubproc import HubProcess, cli, ok
 
 
-
-
 def earn(c, cid: str, amount: int, task: str) -> None:
     """A wallet is filled the only way there is: a passed task pays its worker 20% of the real cost."""
     cost = amount * 5

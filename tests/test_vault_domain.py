@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain import vault as V
+from agentplaza.domain.base import Context, Refusal
 
-T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def ctx(at=T0, actor="owner"):

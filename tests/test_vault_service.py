@@ -16,7 +16,7 @@ from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.vault import KeyFileExposed, VaultService
 
-T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 LOW_COST = dict(passphrase_n=2**10, recovery_n=2**10)  # real scrypt, cheaper parameters for tests
 KEY = "sk-ant-api03-THE-real-value-0123456789"
 
@@ -197,7 +197,7 @@ def test_an_edited_scope_or_binding_in_the_document_makes_the_vault_tampered(rig
 
 
 def test_an_edited_binding_in_the_store_makes_the_vault_tampered(rig, folders, database_url):
-    e = rig.vault.set(rig.ctx(), "K", KEY, bindings=["hf"])
+    rig.vault.set(rig.ctx(), "K", KEY, bindings=["hf"])
     rig.close()
     # rewrite the stored event as an intruder with database access would
     import sqlite3

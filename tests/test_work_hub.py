@@ -7,8 +7,6 @@ import json
 from support.hubproc import cli, ok
 
 
-
-
 def error(r, status: int, code: str) -> str:
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code, r.text

@@ -12,7 +12,6 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 MAX_VOLUMES = 4
 VOLUME_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
@@ -44,15 +43,15 @@ class MachineSpec:
     name: str                               # unique on this node; names the machine's folder
     vcpus: int = 1
     memory_mib: int = 256
-    image: Optional[object] = None          # vmm.image.Image; None: the cached image (built on need)
+    image: object | None = None          # vmm.image.Image; None: the cached image (built on need)
     workspace_mib: int = 1024               # size of the per-agent workspace disk (sparse)
     volumes: tuple = ()                     # up to 4 Volume
     pids_max: int = 256                     # cgroup pids.max for the VMM process
     memory_overhead_mib: int = 192          # cgroup memory.max = memory_mib + this (QEMU itself)
-    cpu_max: Optional[float] = None         # cgroup cpu.max in CPUs; default: vcpus
+    cpu_max: float | None = None         # cgroup cpu.max in CPUs; default: vcpus
     jail: bool = True                       # run QEMU in its jail (namespaces, pivot_root, no caps)
-    uid: Optional[int] = None               # host uid the jailed QEMU runs as; default from the name
-    cid: Optional[int] = None               # vsock guest CID (used where vhost-vsock exists)
+    uid: int | None = None               # host uid the jailed QEMU runs as; default from the name
+    cid: int | None = None               # vsock guest CID (used where vhost-vsock exists)
 
     def validate(self) -> None:
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.name):
@@ -68,7 +67,7 @@ class MachineSpec:
             raise ValueError("volume names must be unique")
 
 
-def machines_dir(explicit: Optional[os.PathLike] = None) -> Path:
+def machines_dir(explicit: os.PathLike | None = None) -> Path:
     if explicit:
         return Path(explicit)
     if os.environ.get("APZ_DATA_DIR"):
@@ -82,7 +81,7 @@ class Machine(abc.ABC):
     spec: MachineSpec
 
     @abc.abstractmethod
-    def boot(self, wait_ready: bool = True, timeout: float = 60.0) -> "Machine":
+    def boot(self, wait_ready: bool = True, timeout: float = 60.0) -> Machine:
         """Start the VM; with wait_ready, return once the guest's channel said HELLO."""
 
     @abc.abstractmethod
@@ -119,11 +118,11 @@ class Machine(abc.ABC):
         """Save to the sleep snapshot and end the process (host memory freed)."""
         raise NotImplementedError
 
-    def wake(self, timeout: float = 60.0) -> "Machine":
+    def wake(self, timeout: float = 60.0) -> Machine:
         """Restore the sleep snapshot; the channel reconnects."""
         raise NotImplementedError
 
-    def checkpoint(self, name: Optional[str] = None, label: str = "", disk_only: bool = False) -> str:
+    def checkpoint(self, name: str | None = None, label: str = "", disk_only: bool = False) -> str:
         """Save the whole machine under a name; returns the name."""
         raise NotImplementedError
 
@@ -137,7 +136,7 @@ class Machine(abc.ABC):
     def delete_checkpoint(self, name: str) -> None:
         raise NotImplementedError
 
-    def fork(self, specs: list, checkpoint: Optional[str] = None) -> tuple:
+    def fork(self, specs: list, checkpoint: str | None = None) -> tuple:
         """(checkpoint, [machines]): copies of this machine, each with its own identity."""
         raise NotImplementedError
 
@@ -146,5 +145,5 @@ class Backend(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def machine(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None) -> Machine:
+    def machine(self, spec: MachineSpec, base_dir: os.PathLike | None = None) -> Machine:
         """A (not yet booted) machine for spec, its files under base_dir/<name>."""

@@ -38,7 +38,7 @@ import socket
 import struct
 import threading
 from collections import deque
-from typing import Callable, Optional
+from collections.abc import Callable
 
 VERSION = 1
 HEADER = struct.Struct(">BBHII")
@@ -92,7 +92,7 @@ class FrameDecoder:
 class Stream:
     """One logical, flow-controlled, bidirectional byte stream."""
 
-    def __init__(self, channel: "Channel", sid: int, meta: dict) -> None:
+    def __init__(self, channel: Channel, sid: int, meta: dict) -> None:
         self.channel = channel
         self.id = sid
         self.meta = meta
@@ -103,11 +103,11 @@ class Stream:
         self._send_credit = INITIAL_WINDOW
         self._remote_closed = False   # peer sent CLOSE: no more data will come
         self._local_closed = False    # we sent CLOSE
-        self._reset: Optional[str] = None
+        self._reset: str | None = None
         self.close_info: dict = {}    # payload of the peer's CLOSE
 
     # -- reading -----------------------------------------------------------
-    def read(self, n: int = 65536, timeout: Optional[float] = None) -> bytes:
+    def read(self, n: int = 65536, timeout: float | None = None) -> bytes:
         """Up to n bytes; b"" at end of stream (peer closed)."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._rx or self._remote_closed or self._reset
@@ -127,7 +127,7 @@ class Stream:
                 return b""
             raise ChannelClosed("channel closed")
 
-    def read_all(self, timeout: Optional[float] = None) -> bytes:
+    def read_all(self, timeout: float | None = None) -> bytes:
         out = bytearray()
         while True:
             chunk = self.read(65536, timeout)
@@ -143,7 +143,7 @@ class Stream:
             self.channel._send_locked(WINDOW, self.id, struct.pack(">I", grant))
 
     # -- writing -----------------------------------------------------------
-    def write(self, data: bytes, timeout: Optional[float] = None) -> None:
+    def write(self, data: bytes, timeout: float | None = None) -> None:
         """Send all of data, waiting for credit from the peer as needed."""
         view = memoryview(bytes(data))
         with self._cond:
@@ -162,7 +162,7 @@ class Stream:
                 self._send_credit -= n
                 view = view[n:]
 
-    def close(self, info: Optional[dict] = None) -> None:
+    def close(self, info: dict | None = None) -> None:
         """Half-close: we send no more. The stream goes once both sides closed."""
         with self._cond:
             if self._local_closed or self._reset is not None or self.channel._dead:
@@ -180,7 +180,7 @@ class Stream:
             self.channel._streams.pop(self.id, None)
             self._cond.notify_all()
 
-    def wait_closed(self, timeout: Optional[float] = None) -> bool:
+    def wait_closed(self, timeout: float | None = None) -> bool:
         """Wait until the peer has closed its side."""
         with self._cond:
             return self._cond.wait_for(lambda: self._remote_closed or self._reset is not None
@@ -209,10 +209,10 @@ class Channel:
     ``on_open(stream)`` if given.
     """
 
-    def __init__(self, fd_read: int, fd_write: Optional[int] = None, role: str = "host",
-                 on_open: Optional[Callable[[Stream], None]] = None,
-                 on_hello: Optional[Callable[[dict], None]] = None,
-                 sock: Optional[socket.socket] = None) -> None:
+    def __init__(self, fd_read: int, fd_write: int | None = None, role: str = "host",
+                 on_open: Callable[[Stream], None] | None = None,
+                 on_hello: Callable[[dict], None] | None = None,
+                 sock: socket.socket | None = None) -> None:
         if role not in ("host", "guest"):
             raise ValueError("role must be host or guest")
         self.role = role
@@ -230,16 +230,16 @@ class Channel:
         self._on_open = on_open
         self._on_hello = on_hello
         self._dead = False
-        self.peer_hello: Optional[dict] = None
+        self.peer_hello: dict | None = None
         self._hello_count = 0
         self._reader = threading.Thread(target=self._read_loop, name=f"channel-{role}", daemon=True)
 
     @classmethod
-    def over_socket(cls, sock: socket.socket, role: str = "host", **kw) -> "Channel":
+    def over_socket(cls, sock: socket.socket, role: str = "host", **kw) -> Channel:
         sock.setblocking(True)
         return cls(sock.fileno(), role=role, sock=sock, **kw)
 
-    def start(self, hello: bool = True) -> "Channel":
+    def start(self, hello: bool = True) -> Channel:
         self._reader.start()
         self._writer.start()
         if hello:
@@ -251,7 +251,7 @@ class Channel:
             self._send_locked(HELLO, 0, json.dumps({"version": VERSION, "role": self.role}).encode())
 
     # -- public --------------------------------------------------------------
-    def wait_ready(self, timeout: Optional[float] = None) -> dict:
+    def wait_ready(self, timeout: float | None = None) -> dict:
         """Wait for the peer's HELLO; returns it."""
         with self._cond:
             if not self._cond.wait_for(lambda: self.peer_hello is not None or self._dead, timeout):
@@ -273,7 +273,7 @@ class Channel:
             self._send_locked(OPEN, sid, json.dumps(meta).encode())
             return st
 
-    def accept(self, timeout: Optional[float] = None) -> Stream:
+    def accept(self, timeout: float | None = None) -> Stream:
         """Next stream the peer opened (when no on_open handler is set)."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._accept_q or self._dead, timeout):
@@ -332,7 +332,7 @@ class Channel:
                     self._die()
                 return
 
-    def flush(self, timeout: Optional[float] = 5.0) -> bool:
+    def flush(self, timeout: float | None = 5.0) -> bool:
         """Wait until every queued frame has been handed to the pipe."""
         import time
         end = None if timeout is None else time.monotonic() + timeout

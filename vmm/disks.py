@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 BASE = "base.ext4"
 CHAIN = "chain.json"
@@ -54,7 +54,7 @@ def layer_number(name: str) -> int:
     return int(name[1:5]) if name.startswith("L") and name.endswith(".qcow2") else 0
 
 
-def backing_of(layer: Path) -> Optional[str]:
+def backing_of(layer: Path) -> str | None:
     """The backing file name written in a qcow2 header (None for a raw file)."""
     if layer.name == BASE:
         return None
@@ -122,7 +122,7 @@ class Chain:
         except FileNotFoundError:
             return {"layers": [], "next": 1}
 
-    def _write(self, layers: list, next_n: Optional[int] = None) -> None:
+    def _write(self, layers: list, next_n: int | None = None) -> None:
         d = self._read()
         d["layers"] = layers
         if next_n is not None:
@@ -142,7 +142,7 @@ class Chain:
         return self.dir / layers[-1]
 
     # -- making ----------------------------------------------------------------
-    def create(self, make_base, size_mib: int, owner: Optional[int] = None) -> None:
+    def create(self, make_base, size_mib: int, owner: int | None = None) -> None:
         """A new workspace: base made by ``make_base(path, size_mib)``, one layer on it."""
         self.dir.mkdir(parents=True, exist_ok=True)
         base = self.dir / BASE
@@ -153,7 +153,7 @@ class Chain:
         self._write([BASE])
         self.push(owner)
 
-    def adopt_base(self, raw: Path, owner: Optional[int] = None) -> None:
+    def adopt_base(self, raw: Path, owner: int | None = None) -> None:
         """A workspace whose base is an existing raw image (moved here)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         os.replace(raw, self.dir / BASE)
@@ -161,7 +161,7 @@ class Chain:
         self._write([BASE])
         self.push(owner)
 
-    def push(self, owner: Optional[int] = None, over: Optional[list] = None) -> Path:
+    def push(self, owner: int | None = None, over: list | None = None) -> Path:
         """Put a new empty layer on ``over`` (default: the current chain) and make
         it the top. The layer below is frozen. Returns the new top."""
         below = list(self.layers if over is None else over)
@@ -188,14 +188,14 @@ class Chain:
             except FileNotFoundError:
                 pass
 
-    def fix_modes(self, owner: Optional[int]) -> None:
+    def fix_modes(self, owner: int | None) -> None:
         """Before a start: every layer but the top frozen, the top the VM's."""
         layers = self.layers
         for name in layers[:-1]:
             self._freeze(self.dir / name)
         self.set_owner(self.dir / layers[-1], owner)
 
-    def set_owner(self, path: Path, owner: Optional[int]) -> None:
+    def set_owner(self, path: Path, owner: int | None) -> None:
         if owner is not None and os.geteuid() == 0:
             os.chown(path, owner, owner)
         os.chmod(path, 0o600)
@@ -240,7 +240,7 @@ class Chain:
                 gone.append(f)
         return gone
 
-    def copy_to(self, layers: list, dest: "Chain") -> None:
+    def copy_to(self, layers: list, dest: Chain) -> None:
         """Copy ``layers`` (a frozen chain) into dest (holes kept); the caller puts
         a new top on them."""
         dest.dir.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 log = logging.getLogger("vmm.jail")
 
@@ -70,7 +69,7 @@ class JailSpec:
     ro: dict = dataclasses.field(default_factory=dict)    # jail path -> host path, read-only
     rw: dict = dataclasses.field(default_factory=dict)    # jail path -> host path, writable
     devices: tuple = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
-    cgroup: Optional[str] = None    # cgroup folder to join first
+    cgroup: str | None = None    # cgroup folder to join first
 
 
 # -- the parent side -------------------------------------------------------------
@@ -127,7 +126,7 @@ class CgroupError(RuntimeError):
 NEEDED = ("memory", "cpu", "pids")
 
 
-def _cgroup2_mount() -> Optional[str]:
+def _cgroup2_mount() -> str | None:
     try:
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             left, right = line.split(" - ", 1)

@@ -23,8 +23,8 @@ import os
 import shutil
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .disks import data_extents
 

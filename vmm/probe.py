@@ -12,7 +12,6 @@ import dataclasses
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
 
 HW_KVM = "hardware-kvm"
 PVM = "pvm"
@@ -28,7 +27,7 @@ class Facts:
     cpu_flags: frozenset          # vmx / svm if the CPU shows them
     dev_kvm: bool
     dev_vhost_vsock: bool
-    qemu: Optional[str] = None    # path of qemu-system-x86_64, if installed
+    qemu: str | None = None    # path of qemu-system-x86_64, if installed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Platform:
     channel: str                  # "virtio-vsock" or "virtio-serial"
     isolation: str
     reasons: tuple
-    qemu: Optional[str] = None
+    qemu: str | None = None
 
     def summary(self) -> str:
         return (f"kvm={self.kvm} accel={self.accel} channel={self.channel}; "

@@ -22,7 +22,6 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Optional
 
 from . import jail as jailmod
 from . import recovery
@@ -41,7 +40,7 @@ ENTROPY_BYTES = 64                  # fresh host entropy mixed into a restored g
 WAKE_TIMEOUT_S = 60.0
 
 
-def host_tsc_khz() -> Optional[int]:
+def host_tsc_khz() -> int | None:
     """The host TSC frequency, for the guest's tsc_early_khz= (parallel boots under
     TCG hang calibrating against the PIT without it)."""
     try:
@@ -82,8 +81,8 @@ def make_workspace(path: Path, size_mib: int) -> None:
 class QemuMachine(Machine):
     backend_name = "qemu-microvm"
 
-    def __init__(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None,
-                 platform: Optional[Platform] = None, templates=None,
+    def __init__(self, spec: MachineSpec, base_dir: os.PathLike | None = None,
+                 platform: Platform | None = None, templates=None,
                  keep_alive: bool = False) -> None:
         spec.validate()
         self.spec = spec
@@ -96,14 +95,14 @@ class QemuMachine(Machine):
         self.console_log = self.run_dir / "console.log"
         self.templates = templates          # vmm.templates.Templates, or None: always boot cold
         self.keep_alive = keep_alive        # recover when the guest stops by itself
-        self.proc: Optional[subprocess.Popen] = None
-        self.qmp: Optional[QMP] = None
-        self._channel: Optional[Channel] = None
-        self.cgroup: Optional[Path] = None
+        self.proc: subprocess.Popen | None = None
+        self.qmp: QMP | None = None
+        self._channel: Channel | None = None
+        self.cgroup: Path | None = None
         self.jailed = False
         self.notes: list = []          # why a wall or a limit is not there
-        self.boot_seconds: Optional[float] = None
-        self.restore_seconds: Optional[float] = None
+        self.boot_seconds: float | None = None
+        self.restore_seconds: float | None = None
         self.booted_from = ""          # "cold", "template:<key>", "snapshot:<name>"
         self.recoveries: list = []     # (time, what it recovered from) of each recovery
         self.phase = "sleeping" if self.sleeping else "stopped"   # running, waking, restoring, exited
@@ -160,7 +159,7 @@ class QemuMachine(Machine):
             return UID_BASE + self.spec.cid
         return UID_BASE + 10000 + zlib.crc32(self.spec.name.encode()) % 50000
 
-    def _owner(self) -> Optional[int]:
+    def _owner(self) -> int | None:
         return self._uid() if self.spec.jail and jailmod.available()[0] else None
 
     def _image(self):
@@ -230,7 +229,7 @@ class QemuMachine(Machine):
         return [v.name for v in self.spec.volumes]
 
     # -- lifecycle --------------------------------------------------------------------
-    def boot(self, wait_ready: bool = True, timeout: float = 60.0) -> "QemuMachine":
+    def boot(self, wait_ready: bool = True, timeout: float = 60.0) -> QemuMachine:
         """Start the machine: a sleeping one wakes; a new one of a shape that has a
         warm template restores from it; otherwise a cold boot (which, with templates
         on and no volumes, saves the template once the guest is ready)."""
@@ -265,7 +264,7 @@ class QemuMachine(Machine):
                     self.notes.append(f"template not saved: {e}")
             return self
 
-    def _launch(self, incoming: Optional[Path], wait_ready: bool = True,
+    def _launch(self, incoming: Path | None, wait_ready: bool = True,
                 timeout: float = 60.0) -> None:
         """Spawn QEMU on the current workspace chain; with ``incoming`` (a snapshot
         folder) load its memory and resume instead of booting."""
@@ -755,7 +754,7 @@ class QemuMachine(Machine):
             self._gc()
             return man
 
-    def wake(self, timeout: float = WAKE_TIMEOUT_S) -> "QemuMachine":
+    def wake(self, timeout: float = WAKE_TIMEOUT_S) -> QemuMachine:
         """Restore the sleep snapshot; returns once the guest's channel is back.
         While waking, ``exec``/``channel`` raise ``MachineBusy`` (a 503)."""
         with self._lock:
@@ -774,7 +773,7 @@ class QemuMachine(Machine):
             return self
 
     def _restore_from(self, folder: Path, man: snap.Manifest, timeout: float = WAKE_TIMEOUT_S,
-                      new_top_over: Optional[list] = None) -> None:
+                      new_top_over: list | None = None) -> None:
         """Replace whatever runs with the snapshot in folder: a new top layer over its
         frozen chain, then its memory (or a cold boot for a disk-only checkpoint)."""
         snap.check_restorable(man, self.backend_name, self.shape(), self.volume_names())
@@ -794,7 +793,7 @@ class QemuMachine(Machine):
         self._gc()
 
     # -- checkpoints -------------------------------------------------------------------
-    def checkpoint(self, name: Optional[str] = None, label: str = "",
+    def checkpoint(self, name: str | None = None, label: str = "",
                    disk_only: bool = False) -> str:
         """Save the whole machine (memory, devices, workspace) under a name; a running
         machine runs on. A stopped one (or ``disk_only``) gets a disk-only checkpoint
@@ -864,8 +863,8 @@ class QemuMachine(Machine):
             self._gc()
 
     # -- forks -------------------------------------------------------------------------
-    def fork(self, specs: list, checkpoint: Optional[str] = None,
-             base_dir: Optional[os.PathLike] = None, keep_alive: bool = False) -> tuple:
+    def fork(self, specs: list, checkpoint: str | None = None,
+             base_dir: os.PathLike | None = None, keep_alive: bool = False) -> tuple:
         """N copies of this machine from a checkpoint (one is taken first when none
         is named). Each spec gives a fork its identity (name, cid, uid); each fork
         gets its own copy of the checkpoint's workspace layers and a new top, and
@@ -959,7 +958,7 @@ _NAME = re.compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
 class QemuBackend(Backend):
     name = QemuMachine.backend_name
 
-    def __init__(self, platform: Optional[Platform] = None, templates=None,
+    def __init__(self, platform: Platform | None = None, templates=None,
                  recover: bool = True) -> None:
         """``templates``: a ``vmm.templates.Templates`` store (None: always boot cold);
         ``recover=False`` turns crash recovery off for every machine (noded --no-recover)."""
@@ -967,7 +966,7 @@ class QemuBackend(Backend):
         self.templates = templates
         self.recover = recover
 
-    def machine(self, spec: MachineSpec, base_dir: Optional[os.PathLike] = None,
+    def machine(self, spec: MachineSpec, base_dir: os.PathLike | None = None,
                 keep_alive: bool = False) -> QemuMachine:
         return QemuMachine(spec, base_dir, self.platform, templates=self.templates,
                            keep_alive=keep_alive and self.recover)

@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
 class QMPError(Exception):
@@ -18,13 +18,13 @@ class QMPError(Exception):
 class QMP:
     def __init__(self, path: str) -> None:
         self.path = path
-        self.sock: Optional[socket.socket] = None
+        self.sock: socket.socket | None = None
         self._file = None
         self._lock = threading.Lock()
         self.events: list = []
         self.greeting: dict = {}
 
-    def connect(self, timeout: float = 10.0) -> "QMP":
+    def connect(self, timeout: float = 10.0) -> QMP:
         end = time.monotonic() + timeout
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -34,7 +34,7 @@ class QMP:
             except (FileNotFoundError, ConnectionRefusedError):
                 s.close()
                 if time.monotonic() > end:
-                    raise TimeoutError(f"QMP socket {self.path} did not come up")
+                    raise TimeoutError(f"QMP socket {self.path} did not come up") from None
                 time.sleep(0.01)
         s.settimeout(timeout)
         self.sock, self._file = s, s.makefile("rb")
@@ -50,7 +50,7 @@ class QMP:
             raise ConnectionError("QMP connection closed")
         return json.loads(line)
 
-    def execute(self, command: str, arguments: Optional[dict] = None, timeout: float = 10.0,
+    def execute(self, command: str, arguments: dict | None = None, timeout: float = 10.0,
                 fds: Sequence[int] = ()):
         """Run one command; ``fds`` ride along as SCM_RIGHTS (for ``getfd``)."""
         msg = {"execute": command}

@@ -15,7 +15,7 @@ the machine stays exited.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 MAX_RECOVERIES = 3                  # recoveries allowed within the window; one more crash: exited
 RECOVERY_WINDOW_S = 600             # ten minutes
@@ -25,7 +25,7 @@ SNAPSHOT_MAX_AGE_S = 86400          # a snapshot older than a day is not resumed
 @dataclasses.dataclass(frozen=True)
 class Plan:
     action: str                     # "exit" | "snapshot" | "cold"
-    snapshot: Optional[str] = None  # the snapshot to restore (action "snapshot")
+    snapshot: str | None = None  # the snapshot to restore (action "snapshot")
     reason: str = ""
 
 

@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
 
 from .backend import VMError
 
@@ -69,7 +68,7 @@ class Manifest:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "Manifest":
+    def from_json(cls, d: dict) -> Manifest:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -125,11 +124,11 @@ def check_restorable(m: Manifest, backend: str, shape: dict, volumes: list) -> N
 
 
 # -- the memory stream --------------------------------------------------------
-def _zstd() -> Optional[str]:
+def _zstd() -> str | None:
     return shutil.which("zstd")
 
 
-def memory_name(m: "Manifest") -> str:
+def memory_name(m: Manifest) -> str:
     if m.compression not in COMPRESSIONS:
         raise SnapshotError(f"snapshot {m.name}: unknown memory compression {m.compression!r}")
     return COMPRESSIONS[m.compression]

@@ -21,13 +21,12 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Optional
 
 from . import snapshot as snap
 from .disks import Chain, sparse_copy
 
 
-def templates_dir(explicit: Optional[os.PathLike] = None) -> Path:
+def templates_dir(explicit: os.PathLike | None = None) -> Path:
     if explicit:
         return Path(explicit)
     if os.environ.get("APZ_DATA_DIR"):
@@ -46,13 +45,13 @@ def key_of(shape: dict, backend: str) -> str:
 
 
 class Templates:
-    def __init__(self, root: Optional[os.PathLike] = None) -> None:
+    def __init__(self, root: os.PathLike | None = None) -> None:
         self.root = templates_dir(root)
 
     def key(self, machine) -> str:
         return key_of(machine.shape(), machine.backend_name)
 
-    def find(self, machine) -> Optional[tuple]:
+    def find(self, machine) -> tuple | None:
         """(key, folder, manifest) of the template for machine's shape, or None."""
         if machine.spec.volumes:
             return None
@@ -65,7 +64,7 @@ class Templates:
             return None
         return key, folder, man
 
-    def save(self, machine) -> Optional[str]:
+    def save(self, machine) -> str | None:
         """Save a running, ready machine as its shape's template (if there is none)."""
         if machine.spec.volumes:
             return None

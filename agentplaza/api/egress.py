@@ -20,7 +20,7 @@ import re
 import socket
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
@@ -323,7 +323,7 @@ class Tunnel:
             while not self.done.is_set():
                 try:
                     data = self.sock.recv(65536)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 if not data:
                     self.st.close()

@@ -38,9 +38,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, Protocol
 
 import anyio
 import orjson
@@ -400,7 +401,7 @@ class Gateway:
             if self._snapshots is None:
                 self._snapshots = snapshots()
             merged = {}
-            for source, (day, prices) in self._snapshots.items():
+            for source, (_day, prices) in self._snapshots.items():
                 merged[source] = prices
             for source, r in lists.items():
                 snap = self._snapshots.get(source)

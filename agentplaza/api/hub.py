@@ -42,7 +42,7 @@ class Hub:
     runtime: Any = None
 
     @classmethod
-    def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> "Hub":
+    def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> Hub:
         folders.make()
         check_key_file(folders.config / KEY_FILE)  # a key file others can read stops the hub here
         url = database_url if database_url is not None else env_database_url()
@@ -70,7 +70,7 @@ class Hub:
             "store": {"backend": self.store.backend, "where": self.store.info.where},
             "position": self.store.max_position(),
             "projections_at": self.read_models.position(),
-            "started_at": dt.datetime.fromtimestamp(self.started, dt.timezone.utc).isoformat(),
+            "started_at": dt.datetime.fromtimestamp(self.started, dt.UTC).isoformat(),
             "uptime_s": round(time.time() - self.started, 1),
         }
 

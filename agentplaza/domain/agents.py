@@ -100,13 +100,13 @@ class Node(PlazaAggregate):
         cid: int
         agent_id: str
 
-        def apply(self, node: "Node") -> None:
+        def apply(self, node: Node) -> None:
             node.cids[str(self.cid)] = self.agent_id
 
     class CidReleased(PlazaAggregate.Event):
         cid: int
 
-        def apply(self, node: "Node") -> None:
+        def apply(self, node: Node) -> None:
             node.cids.pop(str(self.cid), None)
 
     def __init__(self, name: str, cid_first: int, cid_last: int):
@@ -116,7 +116,7 @@ class Node(PlazaAggregate):
         self.cids: dict[str, str] = {}  # str(cid) -> agent id (str keys: snapshots are JSON)
 
     @classmethod
-    def found_local(cls, ctx: Context) -> "Node":
+    def found_local(cls, ctx: Context) -> Node:
         return cls.start(ctx, id=node_id(LOCAL_NODE), name=LOCAL_NODE, cid_first=LOCAL_CID_FIRST,
                          cid_last=LOCAL_CID_FIRST + CID_RANGE_SIZE - 1)
 
@@ -165,38 +165,38 @@ class Agent(PlazaAggregate):
         """The agent chose its own name (once)."""
         name: str
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.name = self.name
 
     class Renamed(PlazaAggregate.Event):
         """The owner renamed it."""
         name: str
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.name = self.name
 
     class ModelSet(PlazaAggregate.Event):
         model: str | None
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.model = self.model
 
     class ModeSet(PlazaAggregate.Event):
         permission_mode: str
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.permission_mode = self.permission_mode
 
     class Connected(PlazaAggregate.Event):
         """Its harness said hello over the channel: ready for work."""
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.status = "idle" if a.working is None else "working"
 
     class Disconnected(PlazaAggregate.Event):
         why: str
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.status = "offline"
 
     class Told(PlazaAggregate.Event):
@@ -205,7 +205,7 @@ class Agent(PlazaAggregate):
         text: str
         ref: str | None = None  # what the hub delivered (a task to do or review): told once
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.queue.append({"item": self.item, "text": self.text, "from": self.actor})
             if self.ref is not None:
                 a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
@@ -214,13 +214,13 @@ class Agent(PlazaAggregate):
         """Work the hub would deliver that the agent took itself (a task it claimed): never told to it."""
         ref: str
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
 
     class WorkStarted(PlazaAggregate.Event):
         item: str
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.queue = [q for q in a.queue if q["item"] != self.item]
             a.working = self.item
             a.status = "working"
@@ -229,7 +229,7 @@ class Agent(PlazaAggregate):
         item: str
         outcome: str  # done, failed, cancelled
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.working = None
             if a.status == "working":
                 a.status = "idle"
@@ -237,17 +237,17 @@ class Agent(PlazaAggregate):
     class Slept(PlazaAggregate.Event):
         """Its VM was saved and stopped; its memory is free."""
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.status = "asleep"
 
     class Woke(PlazaAggregate.Event):
         """Its VM is restored where it was (by the owner, or because work came for it)."""
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.status = "idle"
 
     class Stopped(PlazaAggregate.Event):
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.run = "stopped"
             a.status = "offline"
             a.working = None
@@ -255,7 +255,7 @@ class Agent(PlazaAggregate):
     class Restarted(PlazaAggregate.Event):
         generation: int
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.run = "running"
             a.status = "offline"
             a.working = None
@@ -264,7 +264,7 @@ class Agent(PlazaAggregate):
     class Wiped(PlazaAggregate.Event):
         generation: int
 
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.run = "running"
             a.status = "offline"
             a.working = None
@@ -273,14 +273,14 @@ class Agent(PlazaAggregate):
             a.wipes += 1
 
     class Retired(PlazaAggregate.Event):
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.run = "retired"
             a.status = "offline"
             a.working = None
             a.queue = []
 
     class Deleted(PlazaAggregate.Event):
-        def apply(self, a: "Agent") -> None:
+        def apply(self, a: Agent) -> None:
             a.deleted = True
             a.status = "offline"
             a.working = None
@@ -311,7 +311,7 @@ class Agent(PlazaAggregate):
     # -- the owner ------------------------------------------------------------------------------
     @classmethod
     def spawn(cls, ctx: Context, *, agent_id: uuid.UUID, cid: int, role: str, node: str,
-              model: str | None) -> "Agent":
+              model: str | None) -> Agent:
         if ctx.actor != "owner":
             raise Refusal("owner_only", "only the owner starts agents (C-005)", 403)
         check_role(role)
@@ -319,7 +319,7 @@ class Agent(PlazaAggregate):
         return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model,
                          permission_mode=DEFAULT_MODE)
 
-    def fork(self, ctx: Context, *, agent_id: uuid.UUID, cid: int, checkpoint: str) -> "Agent":
+    def fork(self, ctx: Context, *, agent_id: uuid.UUID, cid: int, checkpoint: str) -> Agent:
         """A copy of this agent: the same role, model and permission mode, a name of its own (it names
         itself), its machine started from a copy of this one's at ``checkpoint``."""
         if ctx.actor != "owner":
@@ -475,7 +475,7 @@ class Transcript(PlazaAggregate):
         tool: str | None
         detail: dict
 
-        def apply(self, t: "Transcript") -> None:
+        def apply(self, t: Transcript) -> None:
             t.count = self.seq
 
     def __init__(self, agent_id: str, cid: int):
@@ -484,7 +484,7 @@ class Transcript(PlazaAggregate):
         self.count = 0
 
     @classmethod
-    def open(cls, ctx: Context, agent_id: uuid.UUID, cid: int) -> "Transcript":
+    def open(cls, ctx: Context, agent_id: uuid.UUID, cid: int) -> Transcript:
         return cls.start(ctx, id=transcript_id(agent_id), agent_id=agent_id.hex, cid=cid)
 
     def add(self, ctx: Context, kind: str, text: str | None = None, tool: str | None = None,

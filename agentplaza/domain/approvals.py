@@ -61,11 +61,11 @@ class Approval(PlazaAggregate):
         detail: dict[str, Any]
 
     class Approved(PlazaAggregate.Event):
-        def apply(self, a: "Approval") -> None:
+        def apply(self, a: Approval) -> None:
             a.status = "approved"
 
     class Denied(PlazaAggregate.Event):
-        def apply(self, a: "Approval") -> None:
+        def apply(self, a: Approval) -> None:
             a.status = "denied"
 
     class Used(PlazaAggregate.Event):
@@ -73,7 +73,7 @@ class Approval(PlazaAggregate):
 
         digest: str
 
-        def apply(self, a: "Approval") -> None:
+        def apply(self, a: Approval) -> None:
             a.used = True
 
     def __init__(self, number: str, kind: str, title: str, agent: str | None, ref: str | None,
@@ -85,7 +85,7 @@ class Approval(PlazaAggregate):
 
     @classmethod
     def request(cls, ctx: Context, number: str, kind: str, title: str, *, agent: str | None = None,
-                ref: str | None = None, detail: dict[str, Any] | None = None) -> "Approval":
+                ref: str | None = None, detail: dict[str, Any] | None = None) -> Approval:
         if kind not in KINDS:
             raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}", 422)
         title = (title or "").strip()
@@ -136,14 +136,14 @@ class ApprovalRef(PlazaAggregate):
     class Pointed(PlazaAggregate.Event):
         number: str
 
-        def apply(self, r: "ApprovalRef") -> None:
+        def apply(self, r: ApprovalRef) -> None:
             r.number = self.number
 
     def __init__(self, ref: str, number: str) -> None:
         self.ref, self.number = ref, number
 
     @classmethod
-    def point(cls, ctx: Context, existing: "ApprovalRef | None", ref: str, number: str) -> "ApprovalRef":
+    def point(cls, ctx: Context, existing: ApprovalRef | None, ref: str, number: str) -> ApprovalRef:
         if existing is None:
             return cls.start(ctx, id=ref_id(ref), ref=ref, number=number)
         existing.record(cls.Pointed, ctx, number=number)

@@ -50,7 +50,7 @@ def step_text(step: tuple) -> str:
 
 
 def _iso(at: dt.datetime) -> str:
-    return at.astimezone(dt.timezone.utc).isoformat()
+    return at.astimezone(dt.UTC).isoformat()
 
 
 class Conduct(PlazaAggregate):
@@ -62,7 +62,7 @@ class Conduct(PlazaAggregate):
     class ModeSet(PlazaAggregate.Event):
         mode: str
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             c.mode = self.mode
 
     class Offended(PlazaAggregate.Event):
@@ -73,7 +73,7 @@ class Conduct(PlazaAggregate):
         count: int  # this law by this agent in the last 30 days, this one included
         steps: list[str]
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             now = _iso(self.timestamp)
             cutoff = _iso(self.timestamp - OFFENCE_WINDOW)
             c.offences = [o for o in c.offences if o[1] > cutoff] + [(self.law, now)]
@@ -82,7 +82,7 @@ class Conduct(PlazaAggregate):
         law: str
         note: str  # what the agent's memory is told
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             c.warnings += 1
 
     class Fined(PlazaAggregate.Event):
@@ -94,7 +94,7 @@ class Conduct(PlazaAggregate):
         entry_id: str | None
         note: str
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             c.fined += self.levied
 
     class Suspended(PlazaAggregate.Event):
@@ -105,7 +105,7 @@ class Conduct(PlazaAggregate):
         law: str
         approval: str | None
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             c.suspensions[self.suspension] = {
                 "id": self.suspension, "kind": self.kind, "tool": self.tool, "until": self.until,
                 "law": self.law, "approval": self.approval, "lifted": False,
@@ -115,7 +115,7 @@ class Conduct(PlazaAggregate):
         suspension: str
         how: str  # lifted (from the conduct) or denied (its approval was denied)
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             c.suspensions[self.suspension] = dict(c.suspensions[self.suspension], lifted=True)
 
     class OwnerAsked(PlazaAggregate.Event):
@@ -123,7 +123,7 @@ class Conduct(PlazaAggregate):
         law: str
         approval: str
 
-        def apply(self, c: "Conduct") -> None:
+        def apply(self, c: Conduct) -> None:
             c.asked += 1
 
     def __init__(self, cid: str) -> None:
@@ -134,7 +134,7 @@ class Conduct(PlazaAggregate):
         self.warnings = self.fined = self.asked = 0
 
     @classmethod
-    def open(cls, ctx: Context, cid: str) -> "Conduct":
+    def open(cls, ctx: Context, cid: str) -> Conduct:
         return cls.start(ctx, id=conduct_id(cid), cid=cid)
 
     # -- reading ----------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import jhrl
 from jhrl import ast as jast
@@ -66,7 +67,7 @@ class _Book(jhrl.RuleBook):
     (drafts, compiled law sets, tuples), so a shallow copy is as good as a deep one.  The store
     copies cached aggregates; this keeps that copy from re-copying 80 compiled laws."""
 
-    def __deepcopy__(self, memo: dict) -> "_Book":
+    def __deepcopy__(self, memo: dict) -> _Book:
         return copy.copy(self)
 
 
@@ -157,7 +158,7 @@ class LawBook(PlazaAggregate):
         title: str
         source: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             draft = book.book.apply(book.book.draft_add(self.title, self.source))
             assert draft.rule_id == self.rule_id, (draft.rule_id, self.rule_id)
 
@@ -166,25 +167,25 @@ class LawBook(PlazaAggregate):
         title: str
         source: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             book.book.replace(self.rule_id, self.title, self.source)
 
     class RuleDisabled(PlazaAggregate.Event):
         rule_id: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             book.book.disable_rule(self.rule_id)
 
     class RuleEnabled(PlazaAggregate.Event):
         rule_id: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             book.book.enable_rule(self.rule_id)
 
     class RuleDeleted(PlazaAggregate.Event):
         rule_id: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             book.book.delete_rule(self.rule_id)
 
     class StatuteDisabled(PlazaAggregate.Event):
@@ -192,20 +193,20 @@ class LawBook(PlazaAggregate):
 
         law_id: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             book.book.disable_statute(self.law_id, self.reason or "")
 
     class StatuteEnabled(PlazaAggregate.Event):
         law_id: str
 
-        def apply(self, book: "LawBook") -> None:
+        def apply(self, book: LawBook) -> None:
             book.book.enable_statute(self.law_id)
 
     def __init__(self) -> None:
         self.book = new_book()
 
     @classmethod
-    def open(cls, ctx: Context) -> "LawBook":
+    def open(cls, ctx: Context) -> LawBook:
         return cls.start(ctx, id=LAWBOOK_ID)
 
     # -- reading -------------------------------------------------------------------
@@ -338,7 +339,7 @@ class ToolCall(PlazaAggregate):
         severity: str | None
         lawbook_version: int
 
-        def apply(self, call: "ToolCall") -> None:
+        def apply(self, call: ToolCall) -> None:
             call.agent, call.tool, call.decision = self.agent, self.tool, self.decision
 
     def __init__(self) -> None:
@@ -346,7 +347,7 @@ class ToolCall(PlazaAggregate):
 
     @classmethod
     def decided(cls, ctx: Context, *, id: uuid.UUID, agent: str, call: jhrl.Call, decision: jhrl.Decision,
-                lawset: jhrl.LawSet, law_args: set[str], lawbook_version: int) -> "ToolCall":
+                lawset: jhrl.LawSet, law_args: set[str], lawbook_version: int) -> ToolCall:
         check_agent(agent)
         check_role(call.role)
         payload = dict(

@@ -20,8 +20,9 @@ day: a fetched public price list).  Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
 
@@ -383,7 +384,7 @@ def check_provider(cfg: dict) -> dict:
     wires = cfg.get("wires")
     if not isinstance(wires, dict) or not wires or any(w not in ("anthropic", "openai", "gemini") for w in wires):
         raise Refusal("invalid_provider", "a provider serves one wire or more: anthropic, openai, gemini", 422)
-    for w, url in wires.items():
+    for _w, url in wires.items():
         if not isinstance(url, str) or not (url.startswith(("http://", "https://")) or url == "mock:"):
             raise Refusal("invalid_base_url", f"{url!r} is not an http(s) address", 422)
     models = cfg.get("models")
@@ -416,27 +417,27 @@ class ModelSettings(PlazaAggregate):
     class ProviderAdded(PlazaAggregate.Event):
         provider: dict
 
-        def apply(self, s: "ModelSettings") -> None:
+        def apply(self, s: ModelSettings) -> None:
             s.providers[self.provider["id"]] = dict(self.provider)
 
     class ProviderEdited(PlazaAggregate.Event):
         provider: dict
         changed: list[str]
 
-        def apply(self, s: "ModelSettings") -> None:
+        def apply(self, s: ModelSettings) -> None:
             s.providers[self.provider["id"]] = dict(self.provider)
 
     class ProviderRemoved(PlazaAggregate.Event):
         provider_id: str
 
-        def apply(self, s: "ModelSettings") -> None:
+        def apply(self, s: ModelSettings) -> None:
             s.providers.pop(self.provider_id, None)
 
     class PolicySet(PlazaAggregate.Event):
         policy: dict
         changed: list[str]
 
-        def apply(self, s: "ModelSettings") -> None:
+        def apply(self, s: ModelSettings) -> None:
             s.policy = stored_policy(self.policy)
 
     def __init__(self, providers: dict[str, dict], policy: dict):
@@ -444,7 +445,7 @@ class ModelSettings(PlazaAggregate):
         self.policy = stored_policy(policy)
 
     @classmethod
-    def create(cls, ctx: Context, providers: Iterable[dict]) -> "ModelSettings":
+    def create(cls, ctx: Context, providers: Iterable[dict]) -> ModelSettings:
         provs = {p["id"]: check_provider(dict(p)) for p in providers}
         return cls.start(ctx, id=MODELS_ID, providers=provs, policy=check_policy(shipped_policy()))
 
@@ -519,13 +520,13 @@ class GatewayLink(PlazaAggregate):
         task: str | None
         route: str = GATEWAY_ROUTE
 
-        def apply(self, link: "GatewayLink") -> None:
+        def apply(self, link: GatewayLink) -> None:
             link.role, link.token_sha256, link.model, link.task = self.role, self.token_sha256, self.model, self.task
             link.route = self.route
             link.revoked = False
 
     class Revoked(PlazaAggregate.Event):
-        def apply(self, link: "GatewayLink") -> None:
+        def apply(self, link: GatewayLink) -> None:
             link.revoked = True
 
     def __init__(self, cid: str, role: str, token_sha256: str, model: str | None, task: str | None,

@@ -21,14 +21,14 @@ class Plaza(PlazaAggregate):
         name: str
 
     class Held(PlazaAggregate.Event):
-        def apply(self, plaza: "Plaza") -> None:
+        def apply(self, plaza: Plaza) -> None:
             plaza.held = True
             plaza.held_since = self.timestamp
             plaza.held_by = self.actor
             plaza.held_reason = self.reason
 
     class Resumed(PlazaAggregate.Event):
-        def apply(self, plaza: "Plaza") -> None:
+        def apply(self, plaza: Plaza) -> None:
             plaza.held = False
             plaza.held_since = self.timestamp
             plaza.held_by = self.actor
@@ -42,7 +42,7 @@ class Plaza(PlazaAggregate):
         self.held_reason: str | None = None
 
     @classmethod
-    def found(cls, ctx: Context, name: str = "plaza") -> "Plaza":
+    def found(cls, ctx: Context, name: str = "plaza") -> Plaza:
         return cls.start(ctx, id=PLAZA_ID, name=name)
 
     def stop_all(self, ctx: Context) -> None:

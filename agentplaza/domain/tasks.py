@@ -94,7 +94,7 @@ class Sequence(PlazaAggregate):
     class Issued(PlazaAggregate.Event):
         number: int
 
-        def apply(self, seq: "Sequence") -> None:
+        def apply(self, seq: Sequence) -> None:
             seq.last = self.number
 
     def __init__(self, prefix: str) -> None:
@@ -106,7 +106,7 @@ class Sequence(PlazaAggregate):
         return fixed_id(f"sequence:{prefix}")
 
     @classmethod
-    def open(cls, ctx: Context, prefix: str) -> "Sequence":
+    def open(cls, ctx: Context, prefix: str) -> Sequence:
         return cls.start(ctx, id=cls.id_for(prefix), prefix=prefix)
 
     def issue(self, ctx: Context) -> str:
@@ -132,7 +132,7 @@ class Task(PlazaAggregate):
         worker: str
         price: int
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.bids[self.worker] = self.price
 
     class Claimed(PlazaAggregate.Event):
@@ -140,7 +140,7 @@ class Task(PlazaAggregate):
         how: str  # scheduler, assigned, claimed, awarded
         price: int | None  # the awarded bid's price
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.state, task.phase, task.worker = "claimed", "working", self.worker
 
     class Reported(PlazaAggregate.Event):
@@ -148,7 +148,7 @@ class Task(PlazaAggregate):
         files: list[str]
         checks: str
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.phase = "review"
             task.report = {"summary": self.summary, "files": list(self.files), "checks": self.checks}
 
@@ -156,31 +156,31 @@ class Task(PlazaAggregate):
         reviewer: str
         how: str  # scheduler, assigned, claimed
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.phase, task.reviewer = "reviewing", self.reviewer
 
     class ReviewReleased(PlazaAggregate.Event):
         reviewer: str
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.phase, task.reviewer = "review", None
 
     class Passed(PlazaAggregate.Event):
         reviewer: str
         notes: str
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.state, task.phase, task.notes = "done", None, self.notes
 
     class Failed(PlazaAggregate.Event):
         why: str  # review, worker, offline
         notes: str
 
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.state, task.phase, task.notes = "failed", None, self.notes
 
     class Withdrawn(PlazaAggregate.Event):
-        def apply(self, task: "Task") -> None:
+        def apply(self, task: Task) -> None:
             task.state, task.phase = "withdrawn", None
 
     def __init__(self, number: str, title: str, details: str, acceptance: str, role: str | None, budget: int,
@@ -201,7 +201,7 @@ class Task(PlazaAggregate):
     @classmethod
     def create(cls, ctx: Context, number: str, *, title: str, acceptance: str, budget: int, details: str = "",
                role: str | None = None, project: str | None = None, parent: str | None = None,
-               through_tools: bool = False) -> "Task":
+               through_tools: bool = False) -> Task:
         return cls.start(
             ctx, id=task_id(number), number=number,
             title=_text(title, "a title", MAX_TITLE_CHARS, True),
@@ -339,31 +339,31 @@ class Worker(PlazaAggregate):
         role: str
         tier: str
 
-        def apply(self, w: "Worker") -> None:
+        def apply(self, w: Worker) -> None:
             w.role, w.tier, w.status, w.activity = self.role, self.tier, "idle", None
 
     class Busy(PlazaAggregate.Event):
         activity: str
 
-        def apply(self, w: "Worker") -> None:
+        def apply(self, w: Worker) -> None:
             w.status, w.activity = "busy", self.activity
 
     class Offline(PlazaAggregate.Event):
-        def apply(self, w: "Worker") -> None:
+        def apply(self, w: Worker) -> None:
             w.status, w.activity, w.task = "offline", None, None
 
     class Took(PlazaAggregate.Event):
         task: str
         work: str  # "task" or "review"
 
-        def apply(self, w: "Worker") -> None:
+        def apply(self, w: Worker) -> None:
             w.status, w.task, w.work, w.activity = "busy", self.task, self.work, None
             w.taken += 1
 
     class Released(PlazaAggregate.Event):
         task: str
 
-        def apply(self, w: "Worker") -> None:
+        def apply(self, w: Worker) -> None:
             w.task = w.work = None
             if w.status == "busy":
                 w.status = "idle"
@@ -379,7 +379,7 @@ class Worker(PlazaAggregate):
         self.taken = 0
 
     @classmethod
-    def join(cls, ctx: Context, cid: str, role: str, tier: str) -> "Worker":
+    def join(cls, ctx: Context, cid: str, role: str, tier: str) -> Worker:
         return cls.start(ctx, id=worker_id(cid), cid=cid, role=role, tier=tier)
 
     def available(self, ctx: Context, role: str, tier: str) -> None:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
 
@@ -111,7 +112,7 @@ def valid_account(key: str) -> bool:
 
 
 def _utc_day(at: dt.datetime) -> str:
-    return at.astimezone(dt.timezone.utc).date().isoformat()
+    return at.astimezone(dt.UTC).date().isoformat()
 
 
 class Account(PlazaAggregate):
@@ -124,11 +125,11 @@ class Account(PlazaAggregate):
         entry_kind: str
         amount: int
 
-        def apply(self, account: "Account") -> None:
+        def apply(self, account: Account) -> None:
             account.balance += self.amount
             account.on_posted(self)
 
-    def on_posted(self, ev: "Account.Posted") -> None:
+    def on_posted(self, ev: Account.Posted) -> None:
         pass
 
 
@@ -156,14 +157,14 @@ class Wallet(Account):
         amount: int
         collected: int
 
-        def apply(self, w: "Wallet") -> None:
+        def apply(self, w: Wallet) -> None:
             w.fines = [f for f in w.fines if dt.datetime.fromisoformat(f[0]) > self.timestamp - FINE_WINDOW]
             w.fines.append((self.timestamp.isoformat(), self.amount))
 
     class PaymentHeld(PlazaAggregate.Event):
         payment_id: str
 
-        def apply(self, w: "Wallet") -> None:
+        def apply(self, w: Wallet) -> None:
             pass
 
     def __init__(self, cid: str, name: str, role: str) -> None:
@@ -207,7 +208,7 @@ class Escrow(Account):
 
         amount: int
 
-        def apply(self, e: "Escrow") -> None:
+        def apply(self, e: Escrow) -> None:
             e.metered += self.amount
 
     class ChainMoved(PlazaAggregate.Event):
@@ -216,7 +217,7 @@ class Escrow(Account):
         cost: int
         paid: int
 
-        def apply(self, e: "Escrow") -> None:
+        def apply(self, e: Escrow) -> None:
             e.chain_cost += self.cost
             e.chain_paid += self.paid
 
@@ -224,7 +225,7 @@ class Escrow(Account):
         task: str
         outcome: str  # passed, failed, withdrawn
 
-        def apply(self, e: "Escrow") -> None:
+        def apply(self, e: Escrow) -> None:
             e.open = False
             e.outcome = self.outcome
 
@@ -261,7 +262,7 @@ class Entry(PlazaAggregate):
         self.postings, self.shortfall, self.uncollected, self.ref = postings, shortfall, uncollected, ref
 
     @classmethod
-    def post(cls, ctx: Context, id: uuid.UUID, **fields: Any) -> "Entry":
+    def post(cls, ctx: Context, id: uuid.UUID, **fields: Any) -> Entry:
         """An entry is created by its one event, ``Entry.Posted``."""
         return _create(cls, cls.Posted, ctx, id, fields)
 
@@ -289,11 +290,11 @@ class Payment(PlazaAggregate):
     class Approved(PlazaAggregate.Event):
         entry_id: str
 
-        def apply(self, p: "Payment") -> None:
+        def apply(self, p: Payment) -> None:
             p.status, p.entry_id = "approved", self.entry_id
 
     class Denied(PlazaAggregate.Event):
-        def apply(self, p: "Payment") -> None:
+        def apply(self, p: Payment) -> None:
             p.status = "denied"
 
     def __init__(self, payer: str, payee: str, amount: int, memo: str, task: str | None, approve_over: int) -> None:

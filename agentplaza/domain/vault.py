@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
@@ -318,7 +318,7 @@ def _node_order(n: str):
 
 
 def _iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).isoformat()
+    return t.astimezone(dt.UTC).isoformat()
 
 
 class Vault(PlazaAggregate):
@@ -342,7 +342,7 @@ class Vault(PlazaAggregate):
         hint: str | None
         imported: bool
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             at = _iso(self.timestamp)
             vault.entries[self.secret_id] = {
                 "name": self.name, "kind": self.kind, "label": self.label, "scope": self.scope,
@@ -357,7 +357,7 @@ class Vault(PlazaAggregate):
         hint: str | None
         destroyed: list[int]
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             e = vault.entries[self.secret_id]
             at = _iso(self.timestamp)
             e["versions"] = [x for x in e["versions"] if x["v"] not in self.destroyed]
@@ -371,7 +371,7 @@ class Vault(PlazaAggregate):
         v: int
         previous: int
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             e = vault.entries[self.secret_id]
             e["current"] = self.v
             e["updated_at"] = _iso(self.timestamp)
@@ -384,7 +384,7 @@ class Vault(PlazaAggregate):
         nodes: list[str]
         bindings: list[str]
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             e = vault.entries[self.secret_id]
             e.update(label=self.label, scope=self.scope, nodes=list(self.nodes), bindings=list(self.bindings))
             e["updated_at"] = _iso(self.timestamp)
@@ -394,7 +394,7 @@ class Vault(PlazaAggregate):
         name: str
         destroyed: list[int]
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             e = vault.entries.pop(self.secret_id)
             if e["name"] not in vault.deleted_names:
                 vault.deleted_names.append(e["name"])
@@ -403,24 +403,24 @@ class Vault(PlazaAggregate):
         imported: list[str]
         skipped: list[dict]
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             pass
 
     class Sealed(PlazaAggregate.Event):
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             vault.unsealed = False
 
     class Unsealed(PlazaAggregate.Event):
         method: str
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             vault.unsealed = True
             vault.failures = []
 
     class UnsealFailed(PlazaAggregate.Event):
         method: str
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             now = self.timestamp
             vault.failures = [f for f in vault.failures if dt.datetime.fromisoformat(f) > now - FAILED_UNSEAL_WINDOW]
             vault.failures.append(_iso(now))
@@ -428,7 +428,7 @@ class Vault(PlazaAggregate):
     class UnsealLocked(PlazaAggregate.Event):
         until: str
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             vault.locked_until = self.until
             vault.failures = []
 
@@ -437,7 +437,7 @@ class Vault(PlazaAggregate):
         slot_kind: str
         replaced: list[str]
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             for old in self.replaced:
                 vault.slots.pop(old, None)
             vault.slots[self.slot_id] = {"kind": self.slot_kind, "at": _iso(self.timestamp)}
@@ -446,20 +446,20 @@ class Vault(PlazaAggregate):
         slot_id: str
         slot_kind: str
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             vault.slots.pop(self.slot_id, None)
 
     class Rekeyed(PlazaAggregate.Event):
         generation: int
         slots: list[str]
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             vault.generation = self.generation
 
     class TamperFound(PlazaAggregate.Event):
         problem: str
 
-        def apply(self, vault: "Vault") -> None:
+        def apply(self, vault: Vault) -> None:
             pass
 
     def __init__(self, slot_id: str, slot_kind: str):
@@ -474,7 +474,7 @@ class Vault(PlazaAggregate):
     # -- making the vault ---------------------------------------------------------
 
     @classmethod
-    def create(cls, ctx: Context, slot_id: str) -> "Vault":
+    def create(cls, ctx: Context, slot_id: str) -> Vault:
         vault = cls.start(ctx, id=VAULT_ID, slot_id=slot_id, slot_kind="keyfile")
         vault.slots[slot_id]["at"] = _iso(ctx.at)
         return vault
@@ -656,7 +656,7 @@ class VaultUsage(PlazaAggregate):
         minute: str
         count: int
 
-        def apply(self, usage: "VaultUsage") -> None:
+        def apply(self, usage: VaultUsage) -> None:
             usage.uses += self.count
 
     class UseDenied(PlazaAggregate.Event):
@@ -666,7 +666,7 @@ class VaultUsage(PlazaAggregate):
         why: str
         secret_id: str | None
 
-        def apply(self, usage: "VaultUsage") -> None:
+        def apply(self, usage: VaultUsage) -> None:
             usage.denied += 1
 
     def __init__(self, day: str):
@@ -675,7 +675,7 @@ class VaultUsage(PlazaAggregate):
         self.denied = 0
 
     @classmethod
-    def of_day(cls, ctx: Context, day: dt.date) -> "VaultUsage":
+    def of_day(cls, ctx: Context, day: dt.date) -> VaultUsage:
         return cls.start(ctx, id=usage_id(day), day=day.isoformat())
 
     def used(self, ctx: Context, secret_id: str, name: str, consumer: str, node: str, minute: dt.datetime, count: int) -> None:

@@ -8,7 +8,7 @@ behind is cut off (it reconnects and reads the current state again).
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .records import EventRecord
 

@@ -26,7 +26,7 @@ _META = ("actor", "reason", "correlation_id")
 _HIDDEN = ("timestamp", "originator_topic", "class_version")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def describe(topic: str) -> tuple[str, str, type | None]:
     """(kind, family, event class or None) for a topic; unknown topics still read."""
     module, _, qualname = topic.partition(":")

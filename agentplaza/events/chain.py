@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 CHAIN_TABLE = "event_chain"
 GENESIS = bytes(32)

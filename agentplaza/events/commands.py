@@ -15,7 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..domain.base import Context, Refusal
 from .committer import CommitConflict
@@ -28,7 +29,7 @@ Clock = Callable[[], dt.datetime]
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class Commands:

@@ -50,7 +50,7 @@ class _Laws:
         self.current: Current | None = None
 
 
-_VIEWS: "weakref.WeakKeyDictionary[object, _Laws]" = weakref.WeakKeyDictionary()  # one per store
+_VIEWS: weakref.WeakKeyDictionary[object, _Laws] = weakref.WeakKeyDictionary()  # one per store
 _VIEWS_LOCK = threading.Lock()
 _DEFAULT: Current | None = None
 

@@ -11,7 +11,8 @@ write transaction is already exclusive.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent

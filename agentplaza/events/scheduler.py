@@ -19,8 +19,8 @@ that re-checks the task and the worker on fresh state, and one that lost a race 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..domain.base import Refusal
 from ..domain.plaza import PLAZA_ID

@@ -16,10 +16,11 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -127,7 +128,7 @@ class EventStore:
         self._closed = False
 
     @classmethod
-    def open(cls, *, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> "EventStore":
+    def open(cls, *, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> EventStore:
         return cls(store_env(state_dir=state_dir, database_url=database_url, read_only=read_only))
 
     # -- aggregates ------------------------------------------------------

@@ -12,8 +12,9 @@ it are one atomic step.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..domain import treasury as t
 from ..domain.base import Context, Refusal

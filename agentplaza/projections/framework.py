@@ -18,8 +18,9 @@ N is visible every lower position is committed or gone for good.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import sqlalchemy as sa
 

@@ -21,8 +21,8 @@ import base64
 import json
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..events.records import EventRecord
 from . import crypto
@@ -71,7 +71,7 @@ class AuditLog:
         self._count = 0
         self.last_pos = 0
 
-    def open(self) -> "AuditLog":
+    def open(self) -> AuditLog:
         self._key = self._load_key()
         self._count, self._last_mac, self.last_pos = 0, "", 0
         if self.path.exists():

@@ -26,8 +26,9 @@ import base64
 import copy
 import datetime as dt
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import Folders
 from ..domain.base import Context, Refusal
@@ -103,7 +104,7 @@ class VaultService:
     # -- start ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, folders: Folders, commands: Commands, **kw: Any) -> "VaultService":
+    def open(cls, folders: Folders, commands: Commands, **kw: Any) -> VaultService:
         """Make the vault on the first start; else load it, and unseal it with the key file if it can.
 
         Raises ``KeyFileExposed`` when other users can read the key file.

@@ -17,7 +17,7 @@ from agentplaza.projections.agents import agents_table, transcript_table
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 
-T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture

@@ -155,7 +155,7 @@ def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
 def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_busy_one(folders, database_url):
     import datetime as dt
 
-    now = [dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)]
+    now = [dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)]
     h = Hub.open(folders, database_url=database_url, clock=lambda: now[0])
     try:
         orch, _ = session(h, "orchestrator")

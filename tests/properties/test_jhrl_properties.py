@@ -106,7 +106,7 @@ ok_conditions = st.recursive(
 )
 
 
-def ok_laws(effect=st.sampled_from(ast.EFFECTS)):
+def ok_laws(effect=st.sampled_from(ast.EFFECTS)):  # noqa: B008 - a strategy, built once
     return st.builds(
         ast.Law, id=st.just("?"), title=st.just("t"), statement=st.just("s"), severity=st.just("low"),
         tier=st.just("owner"), enforcement=st.sampled_from(ast.ENFORCEMENTS), effect=effect,

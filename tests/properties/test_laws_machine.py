@@ -14,11 +14,10 @@ import tempfile
 from pathlib import Path
 
 import hypothesis.strategies as st
-import jhrl
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from jhrl.catalog import tier_of
 
+import jhrl
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.laws import LAWBOOK_ID, draft_change
 from agentplaza.events import laws as law_commands
@@ -26,8 +25,9 @@ from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
+from jhrl.catalog import tier_of
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 LAW_IDS = ("o1", "o2", "o3", "o4")
 ACTIONS = ("plaza_git", "engine.*", "engine.edit", "mcp.call", "plaza_vault_read", "*", "station_*", "plaza_board_read")

@@ -23,7 +23,7 @@ from agentplaza.events.store import EventStore  # noqa: E402
 from agentplaza.projections.registry import all_projections  # noqa: E402
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url  # noqa: E402
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 reasons = st.one_of(st.none(), st.just(""), st.text(max_size=20), st.text(min_size=MAX_REASON_CHARS + 1, max_size=MAX_REASON_CHARS + 3))
 
 

@@ -15,12 +15,12 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from agentplaza.config import Folders
 from agentplaza.domain.base import Refusal
-from agentplaza.domain.vault import Denied, KEPT_VERSIONS
+from agentplaza.domain.vault import KEPT_VERSIONS, Denied
 from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.vault import VaultService
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 PASSPHRASE = "property passphrase"
 NAMES = ["ALPHA_KEY", "BETA_TOKEN"]
 CONSUMERS = ["provider:anthropic", "mcp:github", "hf", "egress"]
@@ -195,7 +195,7 @@ class VaultMachine(RuleBasedStateMachine):
         for sid, m in self.model.items():
             for v, value in m["versions"].items():
                 assert self.vault.peek_version(sid, v) == value
-        for sid, v, entry_then, value in self.destroyed:
+        for sid, v, entry_then, _value in self.destroyed:
             assert self.vault.peek_version(sid, v, entry=entry_then) is None
 
     @invariant()

@@ -176,7 +176,7 @@ class FakeUpstream:
             return 200, "application/json", json.dumps(gemini_response(model, self.text)).encode()
         return 404, "application/json", b'{"error": {"message": "not found"}}'
 
-    def __enter__(self) -> "FakeUpstream":
+    def __enter__(self) -> FakeUpstream:
         self._thread.start()
         return self
 

@@ -46,7 +46,7 @@ class TempPostgres:
             cmd = ["runuser", "-u", "postgres", "--"] + cmd
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    def start(self) -> "TempPostgres":
+    def start(self) -> TempPostgres:
         data = os.path.join(self.root, "data")
         self._run(f"{self.bin}/initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale")
         self._run(

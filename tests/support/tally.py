@@ -14,7 +14,7 @@ class Tally(PlazaAggregate):
     class Counted(PlazaAggregate.Event):
         by: int
 
-        def apply(self, tally: "Tally") -> None:
+        def apply(self, tally: Tally) -> None:
             tally.total += self.by
 
     def __init__(self, label: str):

@@ -12,7 +12,7 @@ from agentplaza.events.store import EventStore
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 
-T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
 
 
 class Clock:
@@ -66,7 +66,7 @@ class Plaza:
         self.rm.engine.dispose()
 
 
-def refused(p: "Plaza", code: str, fn, *args, **kw):
+def refused(p: Plaza, code: str, fn, *args, **kw):
     """The call is refused with ``code`` and writes nothing."""
     import pytest
 
@@ -80,6 +80,6 @@ def refused(p: "Plaza", code: str, fn, *args, **kw):
     return info.value
 
 
-def refused_command(p: "Plaza", code: str, fn, *args, **kw):
+def refused_command(p: Plaza, code: str, fn, *args, **kw):
     """The command ``fn(p.cmds, ...)`` is refused with ``code`` and writes nothing."""
     return refused(p, code, fn, p.cmds, *args, **kw)

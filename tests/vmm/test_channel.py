@@ -3,6 +3,8 @@ import socket
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from vmm import channel as ch
 
@@ -118,8 +120,6 @@ def test_reset_unknown_stream_and_peer_loss():
         host.open("z")
     host.close()
 
-
-from hypothesis import given, strategies as hs
 
 
 @given(hs.lists(hs.tuples(hs.sampled_from(sorted(ch.NAMES)), hs.integers(0, 2**32 - 1),

@@ -308,7 +308,7 @@ def test_restore_command_line_and_busy_while_waking(tmp_path):
         m.exec(["true"])
     assert e.value.status == 503
     with pytest.raises(MachineBusy):
-        m.channel
+        _ = m.channel
     assert not m.sleeping and m.checkpoints() == []
     with pytest.raises(VMError):
         m.sleep()                       # not running

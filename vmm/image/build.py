@@ -27,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 BUILDER_VERSION = 1
 KERNEL_PACKAGE = "linux-image-6.1.0-50-cloud-amd64"
@@ -57,7 +57,7 @@ class ImageError(RuntimeError):
     pass
 
 
-def data_dir(explicit: Optional[os.PathLike] = None) -> Path:
+def data_dir(explicit: os.PathLike | None = None) -> Path:
     if explicit:
         return Path(explicit)
     if os.environ.get("APZ_DATA_DIR"):
@@ -75,7 +75,7 @@ class Image:
     manifest: dict
 
     @classmethod
-    def load(cls, d: Path) -> "Image":
+    def load(cls, d: Path) -> Image:
         m = json.loads((d / "manifest.json").read_text())
         return cls(m["key"], d, d / "vmlinux", d / "initrd.cpio.gz", d / "rootfs.ext4", m)
 
@@ -100,7 +100,7 @@ def recipe() -> dict:
     }
 
 
-def recipe_hash(r: Optional[dict] = None) -> str:
+def recipe_hash(r: dict | None = None) -> str:
     return hashlib.sha256(json.dumps(r or recipe(), sort_keys=True).encode()).hexdigest()
 
 
@@ -111,7 +111,7 @@ def missing_tools() -> list:
     return miss
 
 
-def cached(dd: Optional[os.PathLike] = None) -> Optional[Image]:
+def cached(dd: os.PathLike | None = None) -> Image | None:
     d = data_dir(dd)
     idx = d / "recipes" / recipe_hash()
     if idx.exists():
@@ -121,7 +121,7 @@ def cached(dd: Optional[os.PathLike] = None) -> Optional[Image]:
     return None
 
 
-def ensure_image(dd: Optional[os.PathLike] = None, progress: Optional[Progress] = None) -> Image:
+def ensure_image(dd: os.PathLike | None = None, progress: Progress | None = None) -> Image:
     """The cached image for the current recipe, built first if needed."""
     img = cached(dd)
     return img if img is not None else build_image(dd, progress)
@@ -143,7 +143,7 @@ def _lock(d: Path):
     return f
 
 
-def build_image(dd: Optional[os.PathLike] = None, progress: Optional[Progress] = None,
+def build_image(dd: os.PathLike | None = None, progress: Progress | None = None,
                 force: bool = False) -> Image:
     d = data_dir(dd)
     lock = _lock(d)
@@ -193,8 +193,7 @@ def _build(d: Path, progress: Progress, force: bool) -> Image:
         off = blob.find(b"\x02\x21\x4c\x18")
         if off < 0:
             raise ImageError("no LZ4 stream in the bzImage")
-        p = subprocess.run(["lz4", "-dc"], input=blob[off:], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
+        p = subprocess.run(["lz4", "-dc"], input=blob[off:], capture_output=True)
         if not p.stdout.startswith(b"\x7fELF"):
             raise ImageError(f"LZ4 stream did not give an ELF vmlinux: {p.stderr[-300:]!r}")
         (out / "vmlinux").write_bytes(p.stdout)

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from vmm.channel import Channel, ChannelClosed, Stream, StreamReset
 
@@ -34,7 +34,7 @@ class NodeLink:
         self.on_stream = on_stream
         self.channel: Channel | None = None
 
-    def connect(self, timeout: float = NODE_START_TIMEOUT_S) -> "NodeLink":
+    def connect(self, timeout: float = NODE_START_TIMEOUT_S) -> NodeLink:
         end = time.monotonic() + timeout
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

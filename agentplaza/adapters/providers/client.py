@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpcore

@@ -121,7 +121,7 @@ class ProviderConfig:
     enabled: bool = True
 
     @classmethod
-    def from_row(cls, row: dict) -> "ProviderConfig":
+    def from_row(cls, row: dict) -> ProviderConfig:
         return cls(row["id"], row["preset"], dict(row["wires"]), row["auth"], tuple(row["models"]),
                    dict(row["key"]), bool(row.get("enabled", True)))
 

@@ -168,7 +168,7 @@ class Meter:
         elif self.wire == OPENAI:
             usage = d.get("usage")
             if isinstance(usage, dict):
-                cached = _int(((usage.get("prompt_tokens_details") or {}).get("cached_tokens")))
+                cached = _int((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
                 t.cache_read = cached
                 t.input = max(_int(usage.get("prompt_tokens")) - cached, 0)
                 t.output = _int(usage.get("completion_tokens"))

@@ -6,7 +6,8 @@ call against the laws in force and records the decision as an event (``ToolCall.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 from starlette.requests import Request
