@@ -85,3 +85,15 @@ def test_checkpoints_need_a_node(hub):
     assert r.returncode == 1 and "not confirmed" in r.stderr
     with hub.client() as c:
         assert c.get("/v1/agents/3/checkpoints").json()["error"]["code"] == "no_node"
+
+
+def test_nodes_list_and_show(hub):
+    r = cli(hub, "nodes", "list")
+    assert r.returncode == 0 and "n0" in r.stdout and "3-102" in r.stdout
+    shown = cli(hub, "--json", "nodes", "show", "n0")
+    assert shown.returncode == 0 and '"cid_first": 3' in shown.stdout
+    missing = cli(hub, "nodes", "show", "n9")
+    assert missing.returncode == 1 and "no node 'n9'" in missing.stderr
+    with hub.client() as c:
+        assert c.get("/v1/nodes/n9").json()["error"]["code"] == "unknown_node"
+        assert c.get("/v1/nodes/n0").json()["node"]["cid_last"] == 102

@@ -251,6 +251,13 @@ def routes(api: Api) -> list:
     async def society_roles(request: Request) -> dict:
         return {"roles": roles()}
 
+    async def show_node(request: Request) -> dict:
+        name = request.path_params["name"]
+        found = [n for n in await api.query(nodes, hub) if n["name"] == name]
+        if not found:
+            raise ApiError(404, "unknown_node", f"no node {name!r}; this hub has node {LOCAL_NODE} (see nodes list)")
+        return {"node": found[0]}
+
     async def list_nodes(request: Request) -> dict:
         return {"nodes": await api.query(nodes, hub)}
 
@@ -302,6 +309,7 @@ def routes(api: Api) -> list:
         Route("/v1/agents/{cid}/logs", api.endpoint(logs)),
         Route("/v1/society/roles", api.endpoint(society_roles)),
         Route("/v1/nodes", api.endpoint(list_nodes)),
+        Route("/v1/nodes/{name}", api.endpoint(show_node)),
         Route("/v1/templates", api.endpoint(list_templates)),
         Route("/v1/templates/{key}", api.endpoint(remove_template), methods=["DELETE"]),
     ]

@@ -10,6 +10,7 @@ from . import (
     events,
     hub,
     models,
+    nodes,
     overview,
     plaza,
     replay,
@@ -25,5 +26,5 @@ from . import (
 AREAS = {
     m.NAME: m
     for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, templates)
+              models, usage, agents, society, nodes, templates)
 }
