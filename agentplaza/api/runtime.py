@@ -35,8 +35,10 @@ from ..domain.agents import (
     LOCAL_NODE,
     MAX_SPAWN,
     MIN_SPAWN,
+    NAME_PROMPT,
     check_model,
     check_role,
+    chosen_name,
     node_id,
 )
 from ..domain.base import Refusal
@@ -560,13 +562,18 @@ class HarnessSession:
         if claimed:
             self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
                            actor=f"node:{LOCAL_NODE}")
-        return {"ok": True, "cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
-                "permission_mode": agent.permission_mode, "tools": tooldecide.offered(self.rt.hub, agent,
-                                                                                   GUEST_TOOLS + HOST_TOOLS)}
+        out = {"ok": True, "cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
+               "permission_mode": agent.permission_mode, "tools": tooldecide.offered(self.rt.hub, agent,
+                                                                                  GUEST_TOOLS + HOST_TOOLS)}
+        if agent.name is None:  # the plaza asks each new agent to name itself, once
+            out["name_prompt"] = NAME_PROMPT.format(role=agent.role)
+        return out
 
     def op_name(self, agent, req: dict) -> dict:
-        ac.name_self(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, str(req.get("name") or ""))
-        return {"ok": True}
+        """The agent's answer to the name prompt: the name in it, else ``role-cid``; once (the owner renames)."""
+        name = chosen_name(str(req.get("name") or ""), agent.role, self.cid)
+        ac.name_self(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, name)
+        return {"ok": True, "name": name}
 
     def op_next(self, agent, req: dict) -> dict:
         wait = req.get("wait", 0)
@@ -600,6 +607,7 @@ class HarnessSession:
             return result
         reply = result["reply"]
         self.rt._entry(self.cid, "model", reply.get("text"), detail={"model": result.get("model"),
+            **({"purpose": "name"} if req.get("purpose") == "name" else {}),
             "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
         return result
 

@@ -86,6 +86,22 @@ def check_name(name: str) -> str:
     return name
 
 
+#: What the plaza asks a new agent, once, when its harness first says hello.
+NAME_PROMPT = ("You are a new {role} agent in the plaza, and you have no name yet. Choose a short name for "
+               "yourself (1 to 40 letters, digits, spaces, dots, dashes or underscores). Answer with the name alone.")
+
+
+def chosen_name(answer: str | None, role: str, cid: int) -> str:
+    """The name in the agent's answer to ``NAME_PROMPT``: its first line, without quotes or a closing full
+    stop. An answer that is no valid name (or none: the model call failed) gives the name ``role-cid``."""
+    line = next((x for x in (answer or "").splitlines() if x.strip()), "")
+    name = line.strip().strip("\"'`*").rstrip(".!").strip()
+    if name.lower().startswith(("name:", "my name is ")):
+        name = name.split(":", 1)[-1] if ":" in name else name[len("my name is "):]
+        name = name.strip().strip("\"'`*").rstrip(".!").strip()
+    return name if NAME_RE.match(name) else f"{role}-{cid}"
+
+
 class Node(PlazaAggregate):
     """A machine that runs agents; the registry of its CID range."""
 

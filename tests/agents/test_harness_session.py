@@ -263,3 +263,30 @@ def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hu
     hub.read_models.catch_up()
     AgentRuntime(hub, node="off").deliver_work()  # a hub started after: it knows only the records
     assert not [e for e in entries(hub, cid, "told") if f"given task {number}" in (e["text"] or "")]
+
+
+def test_a_new_agent_is_asked_its_name_once_and_keeps_the_name_in_its_answer(hub):
+    cmds = hub.commands
+    cid = ac.spawn(cmds, cmds.context("owner"), "researcher", 1)[0]
+    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
+    hello = s.handle({"op": "hello"})
+    assert "researcher" in hello["name_prompt"] and "name" in hello["name_prompt"]
+    assert s.handle({"op": "name", "name": '"Ada Quill."\nI like the name.'}) == {"ok": True, "name": "Ada Quill"}
+    assert ac.agent(cmds, cid).name == "Ada Quill"
+    again = s.handle({"op": "name", "name": "Other"})
+    assert again["error"]["code"] == "already_named"
+    assert "name_prompt" not in s.handle({"op": "hello"})
+    ac.rename(cmds, cmds.context("owner"), cid, "Ada")  # the owner may rename it
+    assert ac.agent(cmds, cid).name == "Ada"
+
+
+def test_an_answer_with_no_name_in_it_gives_role_and_cid():
+    from agentplaza.domain.agents import NAME_PROMPT, chosen_name
+
+    assert chosen_name("Name: Orion", "builder", 4) == "Orion"
+    assert chosen_name("My name is Vega.", "builder", 4) == "Vega"
+    assert chosen_name("`Kit`", "builder", 4) == "Kit"
+    assert chosen_name("", "builder", 4) == "builder-4"
+    assert chosen_name(None, "builder", 4) == "builder-4"
+    assert chosen_name(NAME_PROMPT.format(role="builder"), "builder", 4) == "builder-4"  # an echo of the question
+    assert chosen_name("x" * 41, "reviewer", 9) == "reviewer-9"

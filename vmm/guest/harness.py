@@ -316,6 +316,15 @@ def do_call(hub: Hub, call: dict) -> str:
     return json.dumps(r.get("result"))
 
 
+def name_self(hub: Hub, prompt: str) -> None:
+    """The plaza asks a new agent to name itself, once: the model answers, the hub keeps the name in it
+    (or gives the agent role-cid when the answer holds none, or the call failed)."""
+    r = hub.call("model", purpose="name", messages=[{"role": "user", "content": prompt}], tools=[])
+    answer = (r.get("reply") or {}).get("text") if r.get("ok") else ""
+    named = hub.call("name", name=answer or "")
+    log(f"named {named.get('name')}" if named.get("ok") else f"not named: {named.get('error')}")
+
+
 def main() -> int:
     os.makedirs(WORKSPACE, exist_ok=True)
     try:
@@ -334,6 +343,8 @@ def main() -> int:
                 continue
             backoff = 0.5
             log(f"connected as cid {me['cid']} ({me['role']})")
+            if me.get("name_prompt"):
+                name_self(hub, me["name_prompt"])
             tools = me.get("tools") or []
             while True:
                 r = hub.call("next", wait=WAIT_S)
