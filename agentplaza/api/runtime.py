@@ -33,9 +33,8 @@ from vmm.channel import ChannelClosed, Stream, StreamReset
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
 from ..domain.agents import (
     LOCAL_NODE,
-    MAX_SPAWN,
-    MIN_SPAWN,
     NAME_PROMPT,
+    check_count,
     check_model,
     check_role,
     chosen_name,
@@ -69,6 +68,8 @@ MAX_NEXT_WAIT_S = 30.0
 MAX_SHARE_BYTES = 1 << 20
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
 ITEM_OPS = ("model", "decide", "result", "tool", "share")
+#: The longest the hub waits for the node to list or remove templates.
+NODE_QUERY_TIMEOUT_S = 60.0
 #: A warm template's key: a hash the node gives it.
 TEMPLATE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 #: The own loop's refusal of a call its task's escrow cannot cover: the item is cancelled.
@@ -183,8 +184,7 @@ class AgentRuntime:
         """``count`` copies of agent ``cid`` (the guide's Fork): each an agent of the same role with a name
         of its own, its machine a copy of this one's at a checkpoint (taken now, labelled fork, unless
         one is named). Returns the checkpoint and the new CIDs; reconcile starts their machines."""
-        if not MIN_SPAWN <= count <= MAX_SPAWN:
-            raise Refusal("invalid_count", f"you can fork {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+        check_count(count, "fork")  # before a checkpoint is taken: bad input changes nothing
         if self.agent_of(cid) is None:
             raise Refusal("unknown_agent", f"no agent {cid}", 404)
         if checkpoint is None:
@@ -203,7 +203,7 @@ class AgentRuntime:
     def templates(self) -> dict:
         """The node's warm templates ({key, created_at, vcpus, memory_mib, image, bytes})."""
         try:
-            return {k: v for k, v in self.link.request("templates", timeout=60).items() if k != "ok"}
+            return {k: v for k, v in self.link.request("templates", timeout=NODE_QUERY_TIMEOUT_S).items() if k != "ok"}
         except NodeError as e:
             raise Refusal("node_error", str(e), 502) from None
 
@@ -211,7 +211,7 @@ class AgentRuntime:
         if not TEMPLATE_KEY_RE.match(key):
             raise Refusal("invalid_template", f"{key!r} is not a template key", 422)
         try:
-            removed = self.link.request("template_rm", timeout=60, key=key)["removed"]
+            removed = self.link.request("template_rm", timeout=NODE_QUERY_TIMEOUT_S, key=key)["removed"]
         except NodeError as e:
             raise Refusal("node_error", str(e), 502) from None
         if not removed:

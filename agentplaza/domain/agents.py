@@ -69,6 +69,13 @@ def cut(text: str | None, limit: int = MAX_ENTRY_CHARS) -> str | None:
     return text[: limit - 1] + "…"
 
 
+def check_count(count: int, what: str = "start") -> int:
+    """The guide: "You can start 1 to 16 agents at a time" (a spawn, a fork)."""
+    if type(count) is not int or not MIN_SPAWN <= count <= MAX_SPAWN:
+        raise Refusal("invalid_count", f"you can {what} {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+    return count
+
+
 def check_role(role: str) -> None:
     if role not in ROLES:
         raise Refusal("unknown_role", f"no role {role!r}; run `agentplaza society roles` for the {len(ROLES)} roles", 422)
@@ -84,6 +91,11 @@ def check_name(name: str) -> str:
     if not NAME_RE.match(name):
         raise Refusal("invalid_name", "a name is 1 to 40 letters, digits, spaces, '.', '-' or '_', starting with a letter or digit", 422)
     return name
+
+
+def _remember_delivery(a: "Agent", ref: str) -> None:
+    """Keep the newest ``MAX_DELIVERED_REFS`` deliveries (an agent from an older snapshot starts with none)."""
+    a.delivered = (getattr(a, "delivered", []) + [ref])[-MAX_DELIVERED_REFS:]
 
 
 #: What the plaza asks a new agent, once, when its harness first says hello.
@@ -224,14 +236,14 @@ class Agent(PlazaAggregate):
         def apply(self, a: Agent) -> None:
             a.queue.append({"item": self.item, "text": self.text, "from": self.actor})
             if self.ref is not None:
-                a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
+                _remember_delivery(a, self.ref)
 
     class Delivered(PlazaAggregate.Event):
         """Work the hub would deliver that the agent took itself (a task it claimed): never told to it."""
         ref: str
 
         def apply(self, a: Agent) -> None:
-            a.delivered = (a.delivered + [self.ref])[-MAX_DELIVERED_REFS:]
+            _remember_delivery(a, self.ref)
 
     class WorkStarted(PlazaAggregate.Event):
         item: str
@@ -376,6 +388,7 @@ class Agent(PlazaAggregate):
             self.record(self.ModeSet, ctx, permission_mode=mode)
 
     def was_delivered(self, ref: str) -> bool:
+        # getattr: an agent restored from a snapshot taken before deliveries were recorded has none
         return ref in getattr(self, "delivered", ())
 
     def tell(self, ctx: Context, item: str, text: str, ref: str | None = None) -> None:

@@ -11,11 +11,10 @@ from typing import Any
 
 from ..domain.agents import (
     LOCAL_NODE,
-    MAX_SPAWN,
-    MIN_SPAWN,
     Agent,
     Node,
     Transcript,
+    check_count,
     node_id,
     transcript_id,
 )
@@ -47,8 +46,7 @@ def transcript_of(cmds: Commands, a: Agent) -> Transcript:
 
 def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None) -> list[int]:
     """Start ``count`` agents of ``role`` (1-16); returns their CIDs."""
-    if not MIN_SPAWN <= count <= MAX_SPAWN:
-        raise Refusal("invalid_count", f"you can start {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+    check_count(count)
     ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
     out: list[int] = []
 
@@ -71,8 +69,7 @@ def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | 
 def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str) -> list[int]:
     """``count`` copies of agent ``source`` (1-16) from its machine's ``checkpoint``; returns their CIDs.
     The runtime makes each one's machine from that checkpoint (``api.runtime``)."""
-    if not MIN_SPAWN <= count <= MAX_SPAWN:
-        raise Refusal("invalid_count", f"you can fork {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+    check_count(count, "fork")
     ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
     out: list[int] = []
 

@@ -4,9 +4,9 @@ this machine (127.0.0.1) are dialled; every refusal is decided before any packet
 from __future__ import annotations
 
 import socket
-import threading
 
 import pytest
+from support.echo import echo_server
 
 from agentplaza.api.egress import (
     EgressPolicy,
@@ -141,30 +141,6 @@ def test_not_connect_is_a_bad_request():
         assert rig.records[-1]["verdict"] == "refused"
     finally:
         rig.close()
-
-
-def echo_server():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            def one(c=conn):
-                while True:
-                    d = c.recv(65536)
-                    if not d:
-                        break
-                    c.sendall(d.upper())
-                c.close()
-            threading.Thread(target=one, daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return srv
 
 
 def test_an_allowed_tunnel_carries_bytes_and_an_idle_one_closes():

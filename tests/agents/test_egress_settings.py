@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import threading
 import warnings
 
 import pytest
+from support.echo import echo_server
 from support.hubproc import HubProcess, cli
 
 from agentplaza.api.app import create_app
@@ -47,29 +47,6 @@ def plaza(folders, database_url):
         yield c
     hub.runtime = None
     hub.close()
-
-
-def echo_server():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-
-            def one(c=conn):
-                while d := c.recv(65536):
-                    c.sendall(d.upper())
-                c.close()
-
-            threading.Thread(target=one, daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return srv
 
 
 def web_ports_only_off(hub) -> None:
