@@ -93,7 +93,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def _remember_delivery(a: "Agent", ref: str) -> None:
+def _remember_delivery(a: Agent, ref: str) -> None:
     """Keep the newest ``MAX_DELIVERED_REFS`` deliveries (an agent from an older snapshot starts with none)."""
     a.delivered = (getattr(a, "delivered", []) + [ref])[-MAX_DELIVERED_REFS:]
 
