@@ -65,7 +65,7 @@ def test_approving_a_payment_is_refused_while_the_plaza_is_held(p):
 
 def test_other_areas_put_their_kinds_in_the_one_queue(p):
     for kind in ("agent", "project", "motion", "tool_version"):
-        ap.request(p.cmds, p.ctx("agent:1"), kind, f"a {kind}", detail={"x": 1})
+        ap.request(p.cmds, p.ctx("agent:1"), kind, f"a {kind}", detail={"role": "planner"} if kind == "agent" else {"x": 1})
     refused(p, "invalid_kind", ap.request, p.ctx(), "holiday", "a day off")
     refused(p, "invalid_request", ap.request, p.ctx(), "agent", " ")
     refused(p, "no_approval", ap.decide, p.ctx(), "a99", True)

@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
-from agentplaza.events.bus import MAX_BEHIND, MAX_PER_ADDRESS, MAX_TOTAL, Bus, BusFull
+from agentplaza.events.bus import CLOSE_YIELDED, MAX_BEHIND, MAX_PER_ADDRESS, MAX_TOTAL, Bus, BusFull
 from agentplaza.events.records import EventRecord
 
 
@@ -66,13 +66,18 @@ def test_without_the_subprotocol_the_socket_is_refused(hub):
             sock.recv(timeout=5)
 
 
-def test_at_most_eight_sockets_from_one_address(hub):
+def test_a_ninth_socket_from_one_address_takes_the_oldest_ones_place(hub):
     with contextlib.ExitStack() as stack:
-        for _ in range(MAX_PER_ADDRESS):
-            stack.enter_context(ws(hub))
-        with pytest.raises((ConnectionClosed, InvalidStatus)):
-            with ws(hub) as extra:
-                extra.recv(timeout=5)
+        socks = [stack.enter_context(ws(hub)) for _ in range(MAX_PER_ADDRESS)]
+        newest = stack.enter_context(ws(hub))
+        with pytest.raises(ConnectionClosed) as closed:
+            socks[0].recv(timeout=10)
+        assert closed.value.rcvd.code == CLOSE_YIELDED
+        with hub.client() as c:
+            c.post("/v1/plaza/stop", json={"reason": "ninth"})
+            c.post("/v1/plaza/resume", json={})
+        assert json.loads(newest.recv(timeout=10))["data"]["reason"] == "ninth"
+        assert json.loads(socks[1].recv(timeout=10))["data"]["reason"] == "ninth"
 
 
 def _rec(i: int, family: str = "plaza") -> EventRecord:
@@ -86,8 +91,9 @@ def test_bus_limits_and_cuts_off_a_client_too_far_behind():
     with pytest.raises(BusFull, match="64"):
         bus.subscribe("10.9.9.9", None, lambda: None)
     bus.unsubscribe(subs[0])
-    with pytest.raises(BusFull, match="one address"):
-        bus.subscribe("10.0.0.1", None, lambda: None)
+    newer = bus.subscribe("10.0.0.1", None, lambda: None)  # that address is full: its oldest yields
+    assert subs[MAX_PER_ADDRESS].yielded and subs[MAX_PER_ADDRESS] not in bus.subscribers
+    assert newer in bus.subscribers and not subs[MAX_PER_ADDRESS + 1].yielded
     slow = subs[1]
     bus.publish([_rec(i) for i in range(MAX_BEHIND)])
     assert len(slow.queue) == MAX_BEHIND and not slow.dropped

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 import pydantic
@@ -10,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..domain.base import Refusal
+from . import gate
 
 #: Largest request body the hub reads.
 MAX_BODY_BYTES = 64 * 1024
@@ -54,9 +54,11 @@ async def read_body(request: Request, model: type[M]) -> M:
     if not raw.strip():
         raw = b"{}"
     try:
-        data: Any = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data: Any = gate.loads(raw, gate.BODY)
+    except gate.NotJson as e:
         raise ApiError(400, "bad_json", f"the body is not valid JSON: {e}") from None
+    except gate.OutOfBounds as e:
+        raise ApiError(422, e.code, str(e)) from None
     if not isinstance(data, dict):
         raise ApiError(422, "invalid_request", "the body must be a JSON object")
     try:

@@ -14,6 +14,10 @@ body can change it.  Each call, in order:
 4. The provider's key, from the key source (the vault, the hub's environment ...).
 5. Forwarded; metered (tokens in, out, cache; latency; time to first token);
    recorded as one ``Usage.ModelCalled`` event and charged, in one commit.
+   An answer whose usage the plaza could not record (``wire.Meter.fault``: a
+   count out of range, a cost too large) is not passed on: the caller gets
+   502 ``bad_upstream`` naming the field, and the call is recorded as an error
+   with no tokens and no charge.
 
 Two routes, named by the caller's link (never by the request).  "gateway": a
 Model call, charged the provider's cost (else the estimate) to the task's
@@ -88,6 +92,8 @@ MAX_GATEWAY_BODY_BYTES = 32 * 1024 * 1024
 HELD_STATUS = 423
 #: A payer with nothing (or an agent with no wallet) is refused before the call with this status.
 PAYER_STATUS = 402
+#: A provider's answer the plaza cannot take (a usage it could not record): the caller gets a bad gateway.
+BAD_UPSTREAM_STATUS = 502
 #: How long a key printed by --command is reused before the command runs again.
 COMMAND_KEY_TTL_S = 300.0
 COMMAND_TIMEOUT_S = 30.0
@@ -510,6 +516,13 @@ class Gateway:
             except orjson.JSONDecodeError:
                 data = None
             call.meter.body(data)
+            if call.meter.fault is not None:  # never recorded as counted: the call is an error, with no tokens
+                refusal = call.bad_usage()
+                if caller.route == LOOP_ROUTE:
+                    await anyio.to_thread.run_sync(call.settle_loop, refusal.status)
+                else:
+                    await call.finish(refusal.status)
+                return _error(wire, refusal.status, refusal.code, refusal.message)
             if caller.route == LOOP_ROUTE:  # charged first: a reply the escrow cannot pay is discarded
                 refused = await anyio.to_thread.run_sync(call.settle_loop, answer.status)
                 if refused is not None:
@@ -535,6 +548,12 @@ class _Call:
         self.stream_status = 200
         self.done = False
 
+    def bad_usage(self) -> GatewayRefusal:
+        """The refusal for an answer whose usage the plaza could not record (the meter's ``fault``)."""
+        return GatewayRefusal(BAD_UPSTREAM_STATUS, "bad_upstream",
+                              f"provider {self.provider.id} answered a usage the plaza cannot record "
+                              f"({self.meter.fault}); the answer was not passed on and nothing was charged")
+
     def first_byte(self) -> None:
         if self.ttft is None:
             self.ttft = time.perf_counter()
@@ -546,6 +565,9 @@ class _Call:
             async for chunk in answer.chunks:  # type: ignore[union-attr]
                 self.first_byte()
                 self.meter.feed(chunk)
+                if self.meter.fault is not None:  # the rest is not passed on; the call is recorded as an error
+                    self.stream_status = self.bad_usage().status
+                    break
                 yield chunk
             complete = True
         except UPSTREAM_ERRORS:

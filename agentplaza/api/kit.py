@@ -10,6 +10,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from ..domain.base import Context, Refusal
+from . import gate
 from .errors import ApiError, error_response, refusal_response
 from .hub import Hub
 
@@ -59,6 +60,7 @@ class Api:
 
         async def wrapped(request: Request) -> Response:
             try:
+                check_params(request)
                 result = await fn(request)
             except ApiError as e:
                 return error_response(e.status, e.code, e.message)
@@ -85,13 +87,21 @@ class Api:
 
     @staticmethod
     def int_param(request: Request, name: str, default: int | None, lo: int = 0, hi: int | None = None) -> int | None:
-        raw = request.query_params.get(name)
-        if raw is None or raw == "":
-            return default
+        """An integer query parameter, within ``lo``..``hi`` and signed 64 bits (the gate's ``query_int``)."""
         try:
-            value = int(raw)
-        except ValueError:
-            raise ApiError(422, "invalid_request", f"{name} must be an integer") from None
-        if value < lo or (hi is not None and value > hi):
-            raise ApiError(422, "invalid_request", f"{name} must be between {lo} and {hi}")
-        return value
+            return gate.query_int(name, request.query_params.get(name), default, lo, hi)
+        except gate.OutOfBounds as e:
+            raise ApiError(422, "invalid_request", str(e)) from None
+
+
+def check_params(conn: HTTPConnection) -> None:
+    """Every query and path parameter passes the gate's string rule before a handler reads it."""
+    try:
+        for name, value in conn.query_params.multi_items():
+            gate.check_param("a query parameter's name", name)
+            gate.check_param(name, value)
+        for name, value in conn.path_params.items():
+            if isinstance(value, str):
+                gate.check_param(name, value)
+    except gate.OutOfBounds as e:
+        raise ApiError(422, "invalid_request", str(e)) from None

@@ -12,6 +12,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from ..config import DEFAULT_BIND, folders
+from . import ws
 from .app import create_app
 from .egress import EGRESS_ENV, EGRESS_PORTS_ENV, policy_from_flags
 from .hub import VERSION, Hub
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
+    config.websocket_max_message_size = ws.CLIENT_MESSAGE_BYTES_MAX  # /v1/ws is read-only
+    config.websocket_ping_interval = ws.PING_INTERVAL_S
     app = create_app(hub)
 
     async def run() -> None:

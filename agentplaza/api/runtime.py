@@ -35,8 +35,6 @@ from ..domain.agents import (
     LOCAL_NODE,
     NAME_PROMPT,
     check_count,
-    check_model,
-    check_role,
     chosen_name,
     node_id,
 )
@@ -49,7 +47,7 @@ from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import tooldecide, toolspecs
+from . import gate, tooldecide, toolspecs
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import ModelRelay
 from .toolspecs import (  # the tools, with their specs
@@ -66,6 +64,8 @@ BOOT_RETRY_S = 30.0
 MAX_NEXT_WAIT_S = 30.0
 #: Largest file an agent shares.
 MAX_SHARE_BYTES = 1 << 20
+#: The longest request line a harness sends (a shared file, base64, fits); a longer one resets the stream.
+CHANNEL_LINE_BYTES_MAX = 4 << 20
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
 ITEM_OPS = ("model", "decide", "result", "tool", "share")
 #: The longest the hub waits for the node to list or remove templates.
@@ -495,11 +495,14 @@ class HarnessSession:
                 if line is None:
                     break
                 try:
-                    req = json.loads(line)
-                    if not isinstance(req, dict):
-                        raise ValueError("not an object")
-                except ValueError:
-                    self._send({"ok": False, "error": {"code": "bad_request", "message": "one JSON object a line"}})
+                    req = gate.loads(line, gate.CHANNEL, "request")
+                except gate.OutOfBounds as e:  # what the hub could not record is refused before any op reads it
+                    self._send(_err(e.code, str(e)))
+                    continue
+                except gate.NotJson:
+                    req = None
+                if not isinstance(req, dict):
+                    self._send(_err("bad_request", "one JSON object a line"))
                     continue
                 self._send(self.handle(req))
         except (ChannelClosed, StreamReset):
@@ -520,7 +523,7 @@ class HarnessSession:
             if not data:
                 return None
             self.buf += data
-            if len(self.buf) > 4 << 20:
+            if len(self.buf) > CHANNEL_LINE_BYTES_MAX:
                 raise StreamReset("request too long")
         line, self.buf = self.buf.split(b"\n", 1)
         return line
@@ -741,10 +744,11 @@ class HarnessSession:
         """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
         ``agent``); approving it starts them. Who may propose is the laws' (S-028 to S-030: the orchestrator,
         only when the owner asked in the owner's own chat: ``owner_asked``, set by ``op_tool``)."""
-        role, count, model, why = args["role"], args.get("count", 1), args.get("model"), args["why"]
-        check_role(role)
-        check_model(model)
-        if not why.strip():
+        role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
+        problem = approvals.detail_problem("agent", {"role": role, "count": count, "model": model})
+        if problem is not None:
+            raise Refusal("invalid_proposal", problem, 422)
+        if not isinstance(why, str) or not why.strip():
             raise Refusal("empty_why", "say why the owner should start these agents", 422)
         out = approvals.request(self.rt.cmds, self.rt.ctx_agent(self.cid), "agent",
                                 f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "

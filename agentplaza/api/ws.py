@@ -1,4 +1,12 @@
-"""/v1/ws: the live bus over WebSocket, subprotocol apz.events.v1, read-only."""
+"""/v1/ws: the live bus over WebSocket, subprotocol apz.events.v1, read-only.
+
+The socket carries events to the client and nothing back: a client's message is read and thrown
+away, and one over ``CLIENT_MESSAGE_BYTES_MAX`` closes the socket with 1009 (message too big).
+Hypercorn refuses such a message itself before it is buffered whole (apid sets
+``websocket_max_message_size`` to the same limit) and pings every ``PING_INTERVAL_S``, so a
+peer that went away is noticed.  The bus's own limits (sockets per address, idle, behind) are
+in ``events.bus``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,14 @@ import contextlib
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..events.bus import MAX_BEHIND, SUBPROTOCOL, Bus, BusFull
+from ..events.bus import CLOSE_BEHIND, CLOSE_FULL, CLOSE_IDLE, CLOSE_YIELDED, MAX_BEHIND, SUBPROTOCOL, Bus, BusFull
+
+#: The largest message a client may send on the read-only stream.
+CLIENT_MESSAGE_BYTES_MAX = 4 * 1024
+#: How often the hub pings each socket.
+PING_INTERVAL_S = 20.0
+#: The standard close code for a message too big.
+CLOSE_TOO_BIG = 1009
 
 
 def endpoint(bus: Bus):
@@ -16,33 +31,52 @@ def endpoint(bus: Bus):
             await websocket.close(code=4400, reason=f"use the subprotocol {SUBPROTOCOL}")
             return
         families = [k for k in (websocket.query_params.get("kinds") or "").split(",") if k] or None
-        state = {"wake": anyio.Event()}
+        state: dict = {"wake": anyio.Event(), "close": None}
+
+        def wake() -> None:
+            state["wake"].set()
+
         address = websocket.client.host if websocket.client else "?"
         try:
-            sub = bus.subscribe(address, families, lambda: state["wake"].set())
+            sub = bus.subscribe(address, families, wake)
         except BusFull as e:
-            await websocket.close(code=4429, reason=str(e))
+            await websocket.close(code=CLOSE_FULL, reason=str(e))
             return
         await websocket.accept(subprotocol=SUBPROTOCOL)
         try:
             async with anyio.create_task_group() as tg:
 
-                async def ignore_incoming() -> None:
-                    # Read-only: what a client sends is ignored; its close ends the socket.
+                async def read_incoming() -> None:
+                    # Read-only: what a client sends is thrown away; its close ends the socket.
                     with contextlib.suppress(WebSocketDisconnect):
                         while True:
-                            await websocket.receive_text()
+                            message = await websocket.receive()
+                            if message["type"] == "websocket.disconnect":
+                                break
+                            size = len(message.get("bytes") or b"") + len((message.get("text") or "").encode())
+                            if size > CLIENT_MESSAGE_BYTES_MAX:
+                                state["close"] = (CLOSE_TOO_BIG, f"a client message is at most {CLIENT_MESSAGE_BYTES_MAX} bytes")
+                                wake()
+                                return
+                            bus.touch(sub)
                     tg.cancel_scope.cancel()
 
-                tg.start_soon(ignore_incoming)
-                while True:
-                    await state["wake"].wait()
+                tg.start_soon(read_incoming)
+                while state["close"] is None:
+                    with anyio.move_on_after(bus.idle_for(sub)):
+                        await state["wake"].wait()
                     state["wake"] = anyio.Event()
-                    if sub.dropped:
-                        await websocket.close(code=4408, reason=f"more than {MAX_BEHIND} events behind; reconnect and read the state again")
-                        break
-                    while sub.queue:
+                    if sub.yielded:
+                        state["close"] = (CLOSE_YIELDED, "a newer socket from this address took this one's place")
+                    elif sub.dropped:
+                        state["close"] = (CLOSE_BEHIND, f"more than {MAX_BEHIND} events behind; reconnect and read the state again")
+                    elif not sub.queue and bus.idle_for(sub) == 0:
+                        state["close"] = (CLOSE_IDLE, f"nothing passed for {bus.idle_s:g} s; reconnect to go on")
+                    while sub.queue and state["close"] is None:
                         await websocket.send_json(sub.queue.popleft().as_message())
+                        bus.touch(sub)
+                code, reason = state["close"]
+                await websocket.close(code=code, reason=reason)
                 tg.cancel_scope.cancel()
         except Exception:  # noqa: BLE001 - a broken socket only ends itself
             pass

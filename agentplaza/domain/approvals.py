@@ -16,6 +16,7 @@ import re
 import uuid
 from typing import Any
 
+from .agents import check_count, check_model, check_role
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
 
 KINDS = {
@@ -30,6 +31,8 @@ KINDS = {
 STATUSES = ("pending", "approved", "denied")
 MAX_TITLE_CHARS = 300
 NUMBER_PATTERN = re.compile(r"a[1-9][0-9]{0,17}\Z")
+#: A payment's id in an approval's ``detail.payment``: its UUID in hex.
+PAYMENT_ID_PATTERN = re.compile(r"[0-9a-f]{32}\Z")
 
 
 def approval_id(number: str) -> uuid.UUID:
@@ -47,6 +50,33 @@ def check_number(number: str) -> str:
     if not NUMBER_PATTERN.match(number):
         raise Refusal("no_approval", f"no approval {number!r}; approvals are numbered a1, a2 ...", 404)
     return number
+
+
+def detail_problem(kind: str, detail: Any) -> str | None:
+    """What is missing or wrong in the ``detail`` of a kind whose approval acts (None: nothing).
+
+    - agent: ``role`` (a role of the society), ``count`` (1 to 16, default 1), ``model`` (provider/model or null);
+      approving starts them.
+    - payment: ``payment``, the held payment's id; approving makes the transfer.
+    Other kinds only record their decision: any detail will do."""
+    if not isinstance(detail, dict):
+        return "detail: an approval's detail is an object"
+    if kind == "agent":
+        role, count, model = detail.get("role"), detail.get("count", 1), detail.get("model")
+        if not isinstance(role, str):
+            return "detail.role: an agent proposal names the role to start"
+        if model is not None and not isinstance(model, str):
+            return "detail.model: a model is named provider/model"
+        for field, check in (("role", lambda: check_role(role)), ("count", lambda: check_count(count)),
+                             ("model", lambda: check_model(model))):
+            try:
+                check()
+            except Refusal as r:
+                return f"detail.{field}: {r.message}"
+    elif kind == "payment":
+        if not isinstance(detail.get("payment"), str) or not PAYMENT_ID_PATTERN.match(detail["payment"]):
+            return "detail.payment: a payment approval names the held payment's id (32 hex digits)"
+    return None
 
 
 class Approval(PlazaAggregate):
@@ -91,6 +121,9 @@ class Approval(PlazaAggregate):
         title = (title or "").strip()
         if not title or len(title) > MAX_TITLE_CHARS:
             raise Refusal("invalid_request", f"an approval needs a title of at most {MAX_TITLE_CHARS} characters", 422)
+        problem = detail_problem(kind, {} if detail is None else detail)
+        if problem is not None:
+            raise Refusal("invalid_detail", problem, 422)
         payload = dict(number=number, kind=kind, title=title, agent=agent, ref=ref, detail=dict(detail or {}),
                        actor=ctx.actor, reason=ctx.reason, correlation_id=ctx.correlation_id)
         _validator_for(cls.Requested)(payload)
@@ -102,7 +135,15 @@ class Approval(PlazaAggregate):
 
     def approve(self, ctx: Context) -> None:
         self._pending()
+        self.check_actable()
         self.record(self.Approved, ctx)
+
+    def check_actable(self) -> None:
+        """An approval whose detail could not act (one written before details were checked) is refused
+        approval, clearly; it can still be denied, and a denial does nothing besides recording itself."""
+        problem = detail_problem(self.kind, self.detail)
+        if problem is not None:
+            raise Refusal("invalid_detail", f"approval {self.number} cannot be approved: {problem}; deny it", 422)
 
     def deny(self, ctx: Context) -> None:
         self._pending()

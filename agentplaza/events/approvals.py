@@ -24,6 +24,7 @@ from ..domain.approvals import (
     ApprovalRef,
     approval_id,
     check_number,
+    detail_problem,
     ref_id,
 )
 from ..domain.base import Context, Refusal
@@ -126,6 +127,7 @@ def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> treasury
     if approve and pre.kind == "agent" and pre.status == "pending":
         from . import agents
 
+        pre.check_actable()
         d = pre.detail
         spawned = agents.spawn(cmds, ctx, d["role"], d.get("count", 1), d.get("model"))
 
@@ -134,7 +136,10 @@ def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> treasury
         books = t.Books(ctx, {})
         result: Any = None
         if a.kind == "payment":
-            p = treasury.payment_of(cmds, a.detail["payment"])
+            if approve:
+                a.check_actable()
+            # a malformed detail (from before details were checked) names no payment: denying only records
+            p = treasury.payment_of(cmds, a.detail["payment"]) if detail_problem(a.kind, a.detail) is None else None
             if approve:
                 books = treasury.load_books(cmds, ctx, [t.wallet_key(p.payer), t.wallet_key(p.payee)] if p else [],
                                             [p.task] if p else [])

@@ -117,6 +117,7 @@ class FakeUpstream:
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        self.usage: dict | None = None  # set: every whole answer carries this usage instead of its own
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -149,6 +150,14 @@ class FakeUpstream:
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def answer(self, path: str, headers: dict, body: dict) -> tuple[int, str, bytes]:
+        status, ctype, payload = self._answer(path, headers, body)
+        if self.usage is not None and ctype == "application/json" and status == 200:
+            whole = json.loads(payload)
+            whole["usageMetadata" if "usageMetadata" in whole else "usage"] = self.usage
+            payload = json.dumps(whole).encode()
+        return status, ctype, payload
+
+    def _answer(self, path: str, headers: dict, body: dict) -> tuple[int, str, bytes]:
         words = [w if i == 0 else " " + w for i, w in enumerate(self.text.split())]
         if path.startswith("/v1/messages"):
             if headers.get("x-api-key") != KEYS["anthropic"]:

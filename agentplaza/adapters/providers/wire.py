@@ -6,11 +6,18 @@ Anthropic Messages (``POST {base}/v1/messages``), OpenAI Chat Completions
 ``:streamGenerateContent?alt=sse``).  Streams are server-sent events in all
 three.  The ``Meter`` reads token counts (and a cost, where the provider
 reports one) from a body or from a stream as it passes, without holding it.
+
+A usage the plaza could not record (a count that is not a whole number from 0 to
+``USAGE_TOKENS_MAX``, a reported cost over ``REPORTED_COST_USD_MAX``) is never
+recorded: the meter keeps no count of that answer and names the field in ``fault``;
+the gateway answers ``502 bad_upstream`` and records the call as an error with no tokens.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +26,13 @@ import orjson
 from .presets import ANTHROPIC, GEMINI, OPENAI
 
 ANTHROPIC_VERSION = "2023-06-01"
+#: The most tokens one count of one call's usage may hold (a hundred times the longest context offered
+#: today); with the highest price the plaza takes (``domain.models.MAX_PRICE``) a call's cost in
+#: millionths of a credit stays well inside signed 64 bits.
+USAGE_TOKENS_MAX = 100_000_000
+#: The most a provider may report one call cost, in dollars.
+REPORTED_COST_USD_MAX = 1_000_000
+COST_QUANTUM = Decimal("1e-12")
 #: Gemini's thinking levels for the plaza's efforts.
 GEMINI_LEVELS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
                  "xhigh": "high", "max": "high"}
@@ -33,15 +47,19 @@ class Ask:
     effort: str | None
 
 
+def _obj(x: Any) -> dict:
+    """``x`` where it is an object, else an empty one (a caller's or a provider's JSON is not trusted)."""
+    return x if isinstance(x, dict) else {}
+
+
 def read_ask(wire: str, body: dict, path_model: str | None = None, path_stream: bool = False) -> Ask:
     if wire == GEMINI:
-        cfg = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
-        level = cfg.get("thinkingLevel")
+        level = _obj(_obj(body.get("generationConfig")).get("thinkingConfig")).get("thinkingLevel")
         return Ask(path_model or "", path_stream, level.lower() if isinstance(level, str) else None)
     model = body.get("model")
     stream = body.get("stream") is True
     if wire == ANTHROPIC:
-        effort = (body.get("output_config") or {}).get("effort") if isinstance(body.get("output_config"), dict) else None
+        effort = _obj(body.get("output_config")).get("effort")
     else:
         effort = body.get("reasoning_effort")
     return Ask(model if isinstance(model, str) else "", stream, effort if isinstance(effort, str) else None)
@@ -106,16 +124,13 @@ class Tokens:
     cost_usd: Fraction | None = None  # what the provider reported the call cost, where it does
 
 
-def _int(x: Any) -> int:
-    return x if type(x) is int and x >= 0 else 0
-
-
 class Meter:
     """Token counts from a whole body or from a stream, chunk by chunk."""
 
     def __init__(self, wire: str):
         self.wire = wire
         self.tokens = Tokens()
+        self.fault: str | None = None  # the usage field the plaza could not record, and why
         self._buf = b""
 
     def body(self, data: Any) -> Tokens:
@@ -139,49 +154,77 @@ class Meter:
                     except orjson.JSONDecodeError:
                         pass
 
-    def _cost(self, usage: dict) -> None:
+    def _bad(self, field: str, why: str) -> None:
+        if self.fault is None:
+            self.fault = f"{field}: {why}"
+        self.tokens = Tokens()
+
+    def _int(self, usage: dict, key: str, field: str) -> int:
+        """One count: absent or null is 0; anything but a whole number from 0 to ``USAGE_TOKENS_MAX`` is a fault."""
+        x = usage.get(key)
+        if x is None:
+            return 0
+        if type(x) is not int or not 0 <= x <= USAGE_TOKENS_MAX:
+            self._bad(f"{field}.{key}", f"a token count is a whole number from 0 to {USAGE_TOKENS_MAX}, not {str(x)[:40]}")
+            return 0
+        return x
+
+    def _cost(self, usage: dict, field: str) -> None:
         cost = usage.get("cost")
-        if isinstance(cost, (int, float, str)) and not isinstance(cost, bool):
-            try:
-                value = Fraction(str(cost))
-            except (ValueError, ZeroDivisionError):
-                return
-            if value >= 0:
-                self.tokens.cost_usd = value
+        if not isinstance(cost, (int, float, str)) or isinstance(cost, bool):
+            return
+        try:
+            approx = float(cost)
+            # to the millionth of a cent, far finer than the millionth of a credit the plaza counts in
+            exact = Fraction(Decimal(str(cost)).quantize(COST_QUANTUM)) if math.isfinite(approx) else None
+        except (ValueError, ArithmeticError):
+            return
+        if exact is None or approx > REPORTED_COST_USD_MAX:
+            self._bad(f"{field}.cost", f"a reported cost is at most {REPORTED_COST_USD_MAX} dollars")
+        elif exact >= 0 and self.fault is None:
+            self.tokens.cost_usd = exact
 
     def _event(self, d: dict) -> None:
-        t = self.tokens
+        counts = self._counts(d)
+        if counts is not None and self.fault is None:
+            self.tokens = counts
+
+    def _counts(self, d: dict) -> Tokens | None:
+        """The counts this event carries over the ones read so far (None: it carries no usage)."""
+        t = Tokens(**vars(self.tokens))
         if self.wire == ANTHROPIC:
             usage = d.get("usage")
             if d.get("type") == "message_start":
-                usage = (d.get("message") or {}).get("usage")
-            if isinstance(usage, dict):
-                if "input_tokens" in usage:
-                    t.input = _int(usage["input_tokens"])
-                if "output_tokens" in usage:
-                    t.output = _int(usage["output_tokens"])
-                if "cache_read_input_tokens" in usage:
-                    t.cache_read = _int(usage["cache_read_input_tokens"])
-                if "cache_creation_input_tokens" in usage:
-                    t.cache_write = _int(usage["cache_creation_input_tokens"])
-                self._cost(usage)
+                usage = _obj(d.get("message")).get("usage")
+            if not isinstance(usage, dict):
+                return None
+            for key, attr in (("input_tokens", "input"), ("output_tokens", "output"),
+                              ("cache_read_input_tokens", "cache_read"), ("cache_creation_input_tokens", "cache_write")):
+                if key in usage:
+                    setattr(t, attr, self._int(usage, key, "usage"))
+            self._cost(usage, "usage")
         elif self.wire == OPENAI:
             usage = d.get("usage")
-            if isinstance(usage, dict):
-                cached = _int((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
-                t.cache_read = cached
-                t.input = max(_int(usage.get("prompt_tokens")) - cached, 0)
-                t.output = _int(usage.get("completion_tokens"))
-                t.cache_write = _int(usage.get("cache_creation_input_tokens"))
-                self._cost(usage)
+            if not isinstance(usage, dict):
+                return None
+            cached = self._int(_obj(usage.get("prompt_tokens_details")), "cached_tokens", "usage.prompt_tokens_details")
+            t.cache_read = cached
+            t.input = max(self._int(usage, "prompt_tokens", "usage") - cached, 0)
+            t.output = self._int(usage, "completion_tokens", "usage")
+            t.cache_write = self._int(usage, "cache_creation_input_tokens", "usage")
+            self._cost(usage, "usage")
         else:
             usage = d.get("usageMetadata")
-            if isinstance(usage, dict):
-                cached = _int(usage.get("cachedContentTokenCount"))
-                t.cache_read = cached
-                t.input = max(_int(usage.get("promptTokenCount")) - cached, 0)
-                t.output = _int(usage.get("candidatesTokenCount")) + _int(usage.get("thoughtsTokenCount"))
-                self._cost(usage)
+            if not isinstance(usage, dict):
+                return None
+            cached = self._int(usage, "cachedContentTokenCount", "usageMetadata")
+            t.cache_read = cached
+            t.input = max(self._int(usage, "promptTokenCount", "usageMetadata") - cached, 0)
+            t.output = (self._int(usage, "candidatesTokenCount", "usageMetadata")
+                        + self._int(usage, "thoughtsTokenCount", "usageMetadata"))
+            self._cost(usage, "usageMetadata")
+        t.cost_usd = self.tokens.cost_usd
+        return t
 
 
 def error_body(wire: str, status: int, code: str, message: str) -> dict:

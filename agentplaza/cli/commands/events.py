@@ -35,7 +35,7 @@ def run(env: Env) -> int:
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
     from websockets.sync.client import connect
 
-    from ...events.bus import SUBPROTOCOL
+    from ...events.bus import CLOSE_IDLE, SUBPROTOCOL
 
     args, client = env.args, env.client
     url = client.ws_url("/v1/ws") + (f"?kinds={args.kinds}" if args.kinds else "")
@@ -53,7 +53,11 @@ def run(env: Env) -> int:
                     print(json.dumps(msg) if args.json else line(msg), flush=True)
                     if args.once:
                         return 0
-        except (OSError, ConnectionClosed, InvalidHandshake, InvalidStatus) as e:
+        except ConnectionClosed as e:
+            if e.rcvd is not None and e.rcvd.code == CLOSE_IDLE:  # a quiet stream, closed by the hub: go on at once
+                continue
+            print(f"agentplaza: live events lost ({e}); reconnecting in {wait:g} s", file=sys.stderr)
+        except (OSError, InvalidHandshake, InvalidStatus) as e:
             print(f"agentplaza: live events lost ({e}); reconnecting in {wait:g} s", file=sys.stderr)
         time.sleep(wait)
         wait = next_wait(wait)
