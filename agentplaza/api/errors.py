@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import pydantic
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from ..domain.base import Refusal
@@ -67,6 +67,22 @@ async def read_body(request: Request, model: type[M]) -> M:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise ApiError(422, "invalid_request", f"{where}: {first['msg']}") from None
+
+
+async def drain(request: Request) -> None:
+    """Read and throw away what a refusal left unread of the body (up to ``DRAIN_LIMIT_BYTES``), so the
+    client is not cut off mid-send and sees the answer, and its kept-alive connection goes on."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > DRAIN_LIMIT_BYTES:
+        return
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > DRAIN_LIMIT_BYTES:
+                return
+    except (ClientDisconnect, RuntimeError):  # gone, or read already
+        return
 
 
 def refusal_response(r: Refusal) -> JSONResponse:

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..domain.base import Context, Refusal
 from . import gate
-from .errors import ApiError, error_response, refusal_response
+from .errors import ApiError, drain, error_response, refusal_response
 from .hub import Hub
 
 #: How often the hub looks for events written by another hub process.
@@ -63,8 +63,11 @@ class Api:
                 check_params(request)
                 result = await fn(request)
             except ApiError as e:
+                if e.status != 413:  # a body too large was drained as far as it is, or refused at once
+                    await drain(request)
                 return error_response(e.status, e.code, e.message)
             except Refusal as r:
+                await drain(request)
                 return refusal_response(r)
             return result if isinstance(result, Response) else JSONResponse(result)
 
