@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...api import gate
 from ...when import parse_when
 from .. import offline
 from ..env import Env
@@ -44,8 +45,11 @@ def run(env: Env) -> int:
             at = parse_when(args.at)
         except ValueError as e:
             return refuse(str(e), "invalid_request")
-    if args.upto is not None and args.upto < 0:
-        return refuse("--upto must be 0 or more", "invalid_request")
+    if args.upto is not None:
+        try:  # the gate's rule for a position: 0 or more, within signed 64 bits (what the store holds)
+            gate.query_int("--upto", str(args.upto), None, 0)
+        except gate.OutOfBounds as e:
+            return refuse(str(e), "invalid_request")
     return offline.through_hub_or_store(
         env, lambda c: c.get("/v1/replay", at=at, upto=args.upto, name=args.name),
         lambda: offline.replay(at, args.upto, args.name), render)
