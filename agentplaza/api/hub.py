@@ -15,6 +15,7 @@ from ..events import plaza as plaza_commands
 from ..events.bus import Bus
 from ..events.commands import Clock, Commands, utc_now
 from ..events.store import EventStore
+from ..projections.log import unreadable_events
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
@@ -73,6 +74,16 @@ class Hub:
             "started_at": dt.datetime.fromtimestamp(self.started, dt.UTC).isoformat(),
             "uptime_s": round(time.time() - self.started, 1),
         }
+
+    def unreadable(self) -> list[dict]:
+        """The stored events that cannot be read back (the read models step over them), oldest first."""
+        return self.read_models.rows(unreadable_events, order_by=unreadable_events.c.position)
+
+    def start_notes(self) -> list[str]:
+        """What apid says at start about its log: each unreadable event the owner has not voided."""
+        return [f"apid: the event at position {u['position']} cannot be read ({u['reason']}); every read model "
+                "steps over it. See docs/operations.md, \"A damaged event in the log\"."
+                for u in self.unreadable() if u["voided_at"] is None]
 
     def close(self) -> None:
         if self.runtime is not None:

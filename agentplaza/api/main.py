@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - a failed start says why, in one line
         print(f"apid: cannot start: {e}", file=sys.stderr)
         return 1
+    for note in hub.start_notes():
+        print(note, flush=True)
     hub.address = f"http://{args.bind if ':' not in host else f'[{host}]:{port}'}"
     if hub.new_owner_token:
         print(f"apid: owner token (shown once; also in {hub.folders.state / 'owner-token'}):")

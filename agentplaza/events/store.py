@@ -2,10 +2,18 @@
 
 ``EventStore.open`` picks the recorder: SQLite in the state folder by default,
 PostgreSQL when a ``postgresql://`` URL is given.  Writes go through
-``commit``, which hands the aggregates' pending events to the group committer
-(one transaction for many concurrent commands); reads of the global order go
-through ``read``, a fast path over the raw rows used by projections, replay,
-the live bus and audit.
+``commit``, which checks that every pending event would read back (see
+``storable``: a command whose event would not is refused whole, with
+``UnstorableEvent``) and hands them to the group committer (one transaction
+for many concurrent commands); reads of the global order go through ``read``,
+a fast path over the raw rows used by projections, replay, the live bus and
+audit.
+
+An event already stored that cannot be read back (a damaged disk, or an older
+hub that wrote one) never stops a reader: ``read`` steps over it, and
+``unreadable`` names every such position and why, with the position of the
+owner's ``Log.EventVoided`` where one was recorded (docs/operations.md, "A
+damaged event in the log").
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from ..config import STORE_FILE
 from . import catalogue
 from .chain import CHAIN_TABLE, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
-from .records import EventRecord
+from .records import VOIDED_KIND, EventRecord, Unreadable, UnreadableEvent
+from .storable import stored_form
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +129,7 @@ class EventStore:
         )
         self._datastore = self.app.factory.datastore
         self.events_table = self._events_table = self.app.recorder.events_table_name
-        self.committer = GroupCommitter(self.app.events)
+        self.committer = GroupCommitter(self.app.recorder)
         self._cache: OrderedDict[uuid.UUID, Any] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -187,9 +196,9 @@ class EventStore:
     def commit_direct(self, *aggregates: Any) -> list[int]:
         """One transaction for these aggregates alone (no grouping)."""
 
-        def put(events: list[Any]) -> list[int]:
+        def put(stored_events: list[Any]) -> list[int]:
             try:
-                return [r.notification.id for r in self.app.events.put(events)]
+                return list(self.app.recorder.insert_events(stored_events) or [])
             except IntegrityError as e:
                 raise Conflict(str(e)) from e
 
@@ -201,8 +210,8 @@ class EventStore:
         if not events:
             return []
         try:
-            positions = put(events)
-        except Conflict:
+            positions = put(stored_form(self.app.mapper, events))
+        except Exception:  # a conflict, an unstorable event, a database error: nothing was stored
             self._forget({a.id for a in aggregates})
             raise
         self._remember(list(aggregates))
@@ -241,7 +250,10 @@ class EventStore:
         return "notification_id" if self.backend == "postgres" else "rowid"
 
     def read(self, after: int = 0, limit: int | None = None, upto: int | None = None) -> Iterator[EventRecord]:
-        """Events after position ``after`` in the global order, as records."""
+        """Events after position ``after`` in the global order, as records.
+
+        An event that cannot be read back is stepped over (``unreadable`` names it);
+        it still counts towards ``limit``, so a page never reads past what it was asked."""
         ph, col = self._ph(), self._id_col()
         remaining = limit
         while remaining is None or remaining > 0:
@@ -257,7 +269,10 @@ class EventStore:
                 params,
             )
             for row in rows:
-                yield catalogue.record(*row)
+                try:
+                    yield catalogue.record(*row)
+                except UnreadableEvent:
+                    continue
             if len(rows) < page:
                 return
             after = rows[-1][0]
@@ -272,6 +287,34 @@ class EventStore:
             f"FROM {self._events_table} WHERE {col} > {ph} ORDER BY {col} LIMIT {int(limit)}",
             [after],
         )
+
+    def unreadable(self, after: int = 0) -> list[Unreadable]:
+        """Every stored event after ``after`` that the reader cannot read back, with why, and the
+        position of the owner's ``Log.EventVoided`` for it where one was recorded."""
+        found: dict[int, Unreadable] = {}
+        voided: dict[int, int] = {}
+        while rows := self.read_raw(after, READ_PAGE):
+            for row in rows:
+                try:
+                    rec = catalogue.record(*row)
+                except UnreadableEvent as e:
+                    found[e.position] = Unreadable(e.position, e.reason)
+                    continue
+                if rec.kind == VOIDED_KIND:
+                    voided.setdefault(int(rec.data["position"]), rec.position)
+            after = rows[-1][0]
+        return [Unreadable(u.position, u.reason, voided.get(u.position)) for _, u in sorted(found.items())]
+
+    def unreadable_at(self, position: int) -> str | None:
+        """Why the event at ``position`` cannot be read back; None when it reads (or is not there)."""
+        rows = self.read_raw(position - 1, 1)
+        if not rows or rows[0][0] != position:
+            return None
+        try:
+            catalogue.record(*rows[0])
+        except UnreadableEvent as e:
+            return e.reason
+        return None
 
     def position_at(self, when_iso: str) -> int:
         """The last position whose event happened at or before ``when_iso`` (UTC)."""

@@ -7,6 +7,7 @@ from . import (
     approvals,
     conduct,
     gateway,
+    log,
     models,
     plaza,
     rules,
@@ -17,4 +18,4 @@ from . import (
     vault,
 )
 
-AREAS = [system, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]
+AREAS = [system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]
