@@ -183,5 +183,10 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
                 continue
             if rec is None:
                 rec = decode(raw)
-            apply(p, slot[0], rec)
+            if type(rec) is EventRecord:  # the hot path, inline: a rebuild folds every event through it
+                handler = p.handlers.get(kind, p.fallback)
+                if handler is not None:
+                    handler(rec, slot[0])
+            else:
+                apply(p, slot[0], rec)
     return last
