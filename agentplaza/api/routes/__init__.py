@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import (
     agents,
     approvals,
+    auth,
     conduct,
     gateway,
     models,
@@ -17,4 +18,4 @@ from . import (
     vault,
 )
 
-AREAS = [system, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]
+AREAS = [auth, system, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]
