@@ -21,7 +21,8 @@ from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
 from ..vault.files import check_key_file
 from ..vault.service import KEY_FILE
-from .auth import ensure_owner_token
+from .auth import Sessions, ensure_owner_token
+from .edge import HubNames
 
 VERSION = "0.1.0"
 
@@ -41,6 +42,11 @@ class Hub:
     address: str = ""
     #: The agents' runtime (node n0 and the guests' channels); None when the hub runs without a node.
     runtime: Any = None
+    #: The Host names and origins the hub answers (apid sets them from --bind, --public-url, --allow-host).
+    names: HubNames = field(default_factory=HubNames)
+    #: Loopback callers are the owner unless apid --loopback-trust off.
+    loopback_trust: bool = True
+    sessions: Sessions = field(default_factory=Sessions)
 
     @classmethod
     def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> Hub:

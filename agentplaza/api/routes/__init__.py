@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import (
     agents,
     approvals,
+    auth,
     conduct,
     gateway,
     log,
@@ -18,4 +19,5 @@ from . import (
     vault,
 )
 
-AREAS = [system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]
+AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
+         agents]
