@@ -98,6 +98,16 @@ def test_a_log_with_its_last_transaction_cut_off_is_reported(folders, database_u
     finally:
         again.stop()
 
+    # The documented way out, once the owner has the log they trust (docs/operations.md).
+    (folders.state / ANCHOR_FILE).rename(folders.state / "chain-anchors.kept")
+    (folders.config / ANCHOR_KEY_FILE).rename(folders.config / "chain-anchor.kept")
+    fresh = hub(folders, database_url)
+    try:
+        rc, v = verdict(fresh)
+        assert rc == 0 and v["intact"] and v["anchors"][0]["source"] == "checkpoint"
+    finally:
+        fresh.stop()
+
 
 def test_an_anchor_kept_elsewhere_catches_an_attacker_who_also_holds_the_hub_files(folders, database_url):
     h = hub(folders, database_url)
@@ -148,6 +158,9 @@ def test_a_checkpoint_whose_signature_fails_is_reported(folders):
     path.write_text("\n".join([*lines[:-1], json.dumps(forged)]) + "\n")
     rc, v = verdict(h, "--offline")
     assert rc == 1 and not v["intact"] and "signature does not match" in v["problem"]
+    path.unlink()  # checkpoints removed while their key stays
+    rc, v = verdict(h, "--offline")
+    assert rc == 1 and "holds no checkpoint" in v["problem"]
 
 
 def test_verify_names_an_event_whose_stored_bytes_cannot_be_read(folders, database_url):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import fcntl
 import hashlib
 import hmac
 import json
@@ -228,6 +229,7 @@ class Anchors:
         self._key: bytes = b""
         self.last: Checkpoint | None = None
         self._count = 0
+        self._size = 0
         self._written_at = float("-inf")
         #: Why the hub stopped anchoring (the log no longer extends the last checkpoint), if it did.
         self.problem: str | None = None
@@ -240,6 +242,7 @@ class Anchors:
         cps = read_checkpoints(self.path, self._key, self.key_path)
         self.last = cps.latest
         self._count = len(_lines(self.path))
+        self._size = self.path.stat().st_size if self.path.exists() else 0
         if cps.problem and not first:
             self.problem = cps.problem
         return self
@@ -282,13 +285,17 @@ class Anchors:
             self._written_at = self._clock()
             if position == 0 or (self.last is not None and position == self.last.position):
                 return None
-            cp = Checkpoint(self._count + 1, position, head, self._now())
-            line = {"n": cp.n, "position": cp.position, "head": head.hex(), "at": cp.at,
-                    "mac": sign(self._key, cp.n, cp.position, head.hex(), cp.at)}
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # another hub on this state folder appends too
+                if os.fstat(fd).st_size != self._size:
+                    self._count = len(_lines(self.path))
+                cp = Checkpoint(self._count + 1, position, head, self._now())
+                line = {"n": cp.n, "position": cp.position, "head": head.hex(), "at": cp.at,
+                        "mac": sign(self._key, cp.n, cp.position, head.hex(), cp.at)}
                 os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
                 os.fsync(fd)
+                self._size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
             self._count, self.last = cp.n, cp
