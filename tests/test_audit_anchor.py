@@ -194,3 +194,38 @@ def test_vault_audit_verify_exits_non_zero_through_the_hub_and_offline(folders):
         h.stop()
     r = cli(h, "vault", "audit", "--verify", "--offline")
     assert r.returncode == 1 and r.stdout.startswith("BROKEN at line 1: ")
+
+
+def test_the_hub_signs_the_head_at_most_every_interval_and_never_over_a_cut_log(folders, database_url):
+    import datetime as dt
+
+    from support.tally import Tally
+
+    from agentplaza.domain.base import Context
+    from agentplaza.events.anchor import CHECKPOINT_EVERY_S, Anchors, check
+
+    c = Context(actor="owner", at=dt.datetime(2026, 11, 29, tzinfo=dt.UTC), correlation_id="c", reason="t")
+    now = [1000.0]
+    store = open_writable(folders, database_url)
+    try:
+        tally = Tally.start(c, label="t")
+        store.commit(tally)
+        anchors = Anchors(store, folders.state, folders.config, clock=lambda: now[0]).open()
+        assert anchors.checkpoint().position == store.max_position()
+        tally = store.get(tally.id)
+        tally.count(c)
+        store.commit(tally)
+        assert not anchors.due(store.max_position())  # within the interval
+        now[0] += CHECKPOINT_EVERY_S
+        assert anchors.due(store.max_position())
+        assert anchors.checkpoint().position == store.max_position()
+        assert not anchors.due(store.max_position())  # nothing new since
+        assert check(store, folders.state, folders.config).intact
+
+        cut_last_transaction(store)
+        now[0] += CHECKPOINT_EVERY_S
+        assert anchors.checkpoint() is None and "removed" in anchors.problem
+        assert not anchors.due(10**6)  # it stops signing until the owner has looked
+        assert len((folders.state / ANCHOR_FILE).read_text().splitlines()) == 2
+    finally:
+        store.close()
