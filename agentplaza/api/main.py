@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{hub.address}/v1/auth/link?code={hub.sessions.new_link_code()}")
     if not hub.database_url:
         print("no APZ_DATABASE_URL; state stays in files")
+    if hub.anchors is not None and hub.anchors.problem:
+        print(f"apid: the event log does not match its signed checkpoints: {hub.anchors.problem}; "
+              "no new checkpoint is signed (run agentplaza audit verify)", file=sys.stderr)
     if args.node != "off":
         from ..adapters.kvm.link import NodeError
         from .runtime import AgentRuntime

@@ -37,7 +37,7 @@ from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
 from . import catalogue
-from .chain import CHAIN_TABLE, Verdict, expand, verify
+from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, Anchor, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
 from .records import VOIDED_KIND, EventRecord, Unreadable, UnreadableEvent
 from .storable import stored_form
@@ -327,31 +327,68 @@ class EventStore:
 
     # -- tamper evidence ---------------------------------------------------------
 
-    def verify(self) -> Verdict:
-        """Walk every stored event against the hash chain (see ``chain``)."""
+    def verify(self, anchors: Sequence[Anchor] = ()) -> Verdict:
+        """Walk every stored event against the hash chain (see ``chain``), check that the
+        store's own reader can read each one, and that the chain passes through ``anchors``."""
+        return verify(self._chain_events(0), expand(self._chain_rows(0)), anchors=anchors, read=catalogue.record)
+
+    def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
+        """Does the log still extend ``head`` at ``position``?  The stored link there must
+        be ``head``, and the events after it, up to ``upto``, must chain on from it."""
+        if self.link_at(position) != head:
+            return Verdict(False, 0, head, position, f"the chain at position {position} is not the head it had")
+        events = self._chain_events(position, upto)
+        links = ((p, x) for p, x in expand(self._chain_rows(position, upto)) if position < p <= upto)
+        return verify(events, links, prev=head)
+
+    def chain_head(self) -> tuple[int, bytes]:
+        """(position, link) of the last event in the chain; (0, GENESIS) for an empty log."""
+        rows = self._select(f"SELECT first_position, links FROM {CHAIN_TABLE} ORDER BY first_position DESC LIMIT 1", [])
+        if not rows:
+            return 0, GENESIS
+        first, links = rows[0][0], bytes(rows[0][1])
+        return first + len(links) // LINK_SIZE - 1, links[-LINK_SIZE:]
+
+    def link_at(self, position: int) -> bytes | None:
+        """The stored chain link of the event at ``position``, if there is one."""
+        rows = self._select(
+            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position <= {self._ph()} "
+            "ORDER BY first_position DESC LIMIT 1", [position])
+        if not rows:
+            return None
+        i = (position - rows[0][0]) * LINK_SIZE
+        links = bytes(rows[0][1])
+        return links[i : i + LINK_SIZE] if i + LINK_SIZE <= len(links) else None
+
+    def _pages(self, sql: str, after: int, upto: int | None) -> Iterator[tuple]:
+        """Rows of ``sql`` (which selects position first) after ``after``, page by page."""
+        params = [after] if upto is None else [after, upto]
+        while True:
+            page = self._select(sql, params)
+            yield from page
+            if len(page) < READ_PAGE:
+                return
+            params[0] = page[-1][0]
+
+    def _chain_events(self, after: int, upto: int | None = None) -> Iterator[tuple]:
         ph, col = self._ph(), self._id_col()
+        bound = "" if upto is None else f" AND {col} <= {ph}"
+        rows = self._pages(
+            f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
+            f"WHERE {col} > {ph}{bound} ORDER BY {col} LIMIT {READ_PAGE}", after, upto)
+        return ((r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4]) for r in rows)
 
-        def pages(sql: str) -> Iterator[tuple]:
-            after = -1
-            while True:
-                page = self._select(sql, [after])
-                yield from page
-                if len(page) < READ_PAGE:
-                    return
-                after = page[-1][0]
-
-        events = (
-            (r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4])
-            for r in pages(
-                f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
-                f"WHERE {col} > {ph} ORDER BY {col} LIMIT {READ_PAGE}"
-            )
-        )
-        links = expand(pages(
-            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position > {ph} "
-            f"ORDER BY first_position LIMIT {READ_PAGE}"
-        ))
-        return verify(events, links)
+    def _chain_rows(self, after: int, upto: int | None = None) -> Iterator[tuple]:
+        """Chain rows holding a link after ``after`` (the one that holds ``after + 1`` first)."""
+        ph = self._ph()
+        first = self._select(
+            f"SELECT first_position FROM {CHAIN_TABLE} WHERE first_position <= {ph} "
+            "ORDER BY first_position DESC LIMIT 1", [after + 1])
+        start = first[0][0] - 1 if first else after
+        bound = "" if upto is None else f" AND first_position <= {ph}"
+        return self._pages(
+            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position > {ph}{bound} "
+            f"ORDER BY first_position LIMIT {READ_PAGE}", start, upto)
 
     def close(self) -> None:
         with self._close_lock:
