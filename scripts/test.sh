@@ -2,7 +2,8 @@
 # Install everything the tests need, then run every test.
 #   bash scripts/test.sh [pytest arguments]
 # System packages: PostgreSQL (the tests start their own server, on their own port),
-# QEMU and the guest-image tools (the microVM tests boot real guests).
+# QEMU and the guest-image tools (the microVM tests boot real guests), Chromium (the browser tests
+# drive Debian's headless Chromium through Playwright; never `playwright install`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,7 @@ command -v lz4 >/dev/null || need+=(lz4)
 command -v zstd >/dev/null || need+=(zstd)
 command -v cpio >/dev/null || need+=(cpio)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need[*]}"

@@ -145,7 +145,7 @@ def test_loopback_is_trusted_and_others_need_the_owner_token(folders):
             ("remote-token", ("192.0.2.7", 5000), {"Authorization": f"Bearer {token}"}),
         ]:
             transport = httpx.ASGITransport(app=app, client=client_addr)
-            async with httpx.AsyncClient(transport=transport, base_url="http://hub") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7700") as c:
                 r = await c.get("/v1/plaza", headers=headers)
                 out[label] = (r.status_code, r.json())
         return out

@@ -31,7 +31,7 @@ T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 @pytest.fixture
 def api(folders, database_url):
     hub = Hub.open(folders, database_url=database_url)
-    with TestClient(create_app(hub), client=("127.0.0.1", 5000)) as c:
+    with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
         c.hub = hub
         yield c
     hub.close()
@@ -205,7 +205,7 @@ def test_add_show_disable_enable_delete_over_http(api):
     assert decide(api).json()["decision"]["effect"] == "allow"
     r = api.post("/v1/rules/R1/disable", json={})
     assert r.status_code == 409 and r.json()["error"]["code"] == "already_disabled"
-    assert api.post("/v1/rules/no-git/enable").status_code == 200
+    assert api.post("/v1/rules/no-git/enable", json={}).status_code == 200
     assert decide(api).json()["decision"]["effect"] == "deny"
     r = api.put("/v1/rules/R1", json={"title": "no git for reviewers", "source": NO_GIT.replace("builder", "reviewer")})
     assert r.status_code == 200 and decide(api).json()["decision"]["effect"] == "allow"
@@ -241,7 +241,7 @@ def test_statute_disable_needs_a_reason_over_http(api):
     assert api.get("/v1/rules").json()["disabled"] == {"S-006a": "the forge is down"}
     r = api.delete("/v1/rules/S-006a")
     assert r.status_code == 409 and r.json()["error"]["code"] == "builtin_law"
-    assert api.post("/v1/rules/S-006a/enable").status_code == 200
+    assert api.post("/v1/rules/S-006a/enable", json={}).status_code == 200
     assert api.get("/v1/rules/S-006a").json()["enabled"] is True
 
 

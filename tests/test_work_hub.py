@@ -21,13 +21,13 @@ def test_a_task_from_creation_to_payment_over_http(hub):
         t = ok(c.post("/v1/tasks", json={"title": "Write the release notes", "budget": 500, "role": "builder",
                                          "acceptance": "Every change since 0.0.8 is listed"}))
         assert (t["id"], t["state"], t["budget"]) == ("t1", "open", 500)
-        ok(c.post("/v1/tasks/schedule"))  # the hub's own scheduler may have been first: the same worker either way
+        ok(c.post("/v1/tasks/schedule", json={}))  # the hub's own scheduler may have been first: the same worker either way
         assert ok(c.get("/v1/tasks/t1"))["worker"] == "7"
         ok(c.post("/v1/treasury/charges", json={"cid": 7, "task": "t1", "route": "gateway", "reported_cost": 100}))
         t = ok(c.post("/v1/tasks/t1/report", json={"worker": 7, "summary": "Listed them", "files": ["NOTES.md"],
                                                    "checks": "Compared with git log"}))
         assert t["phase"] == "review"
-        ok(c.post("/v1/tasks/schedule"))
+        ok(c.post("/v1/tasks/schedule", json={}))
         assert ok(c.get("/v1/tasks/t1"))["reviewer"] == "9"
         error(c.post("/v1/tasks/t1/review", json={"reviewer": 7, "passed": True, "notes": "mine"}), 403, "own_work")
         t = ok(c.post("/v1/tasks/t1/review", json={"reviewer": 9, "passed": True, "notes": "All there"}))
@@ -51,7 +51,7 @@ def test_bids_awards_and_held_plaza_over_http(hub):
         assert [b["worker"] for b in ok(c.get("/v1/tasks/t1/bids"))["bids"]] == ["4"]
         ok(c.post("/v1/plaza/stop", json={"reason": "audit"}))
         error(c.post("/v1/tasks/t1/award", json={"worker": 4}), 409, "plaza_held")
-        assert ok(c.post("/v1/tasks/schedule"))["held"] is True
+        assert ok(c.post("/v1/tasks/schedule", json={}))["held"] is True
         ok(c.post("/v1/plaza/resume", json={}))
         t = ok(c.post("/v1/tasks/t1/award", json={"worker": 4}))
         assert (t["state"], t["worker"]) == ("claimed", "4")

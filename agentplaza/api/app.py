@@ -13,36 +13,55 @@ from starlette.routing import WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import ws
-from .auth import bearer_ok, is_loopback
+from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
+from .edge import Edge
 from .errors import error_response
 from .hub import Hub
 from .kit import Api
 from .routes import AREAS
 from .routes.gateway import GATEWAY_PREFIX
 
+#: Open to every caller that passed the door: signing in checks the token it is given itself.
+OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/")
+
 
 class OwnerOnly:
-    """Loopback callers are the owner; any other caller presents the owner token."""
+    """Who may call: the owner token as a bearer token, a sign-in's session cookie, or, while loopback
+    trust is on, any caller on this machine.  How the caller got in is left in the scope (AUTH_SCOPE_KEY),
+    so a route that makes the hub run a program can ask for the token itself."""
 
     def __init__(self, app: ASGIApp, hub: Hub):
         self.app, self.hub = app, hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The model gateway answers agents, who know no owner token: it checks its own per-agent tokens.
-        if scope["type"] == "http" and scope.get("path", "").startswith(GATEWAY_PREFIX + "/"):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if scope["type"] in ("http", "websocket"):
-            client = scope.get("client") or (None, None)
-            headers = dict(scope.get("headers") or [])
-            auth = headers.get(b"authorization", b"").decode("latin-1") or None
-            if not is_loopback(client[0]) and not bearer_ok(auth, self.hub.owner_token_sha256):
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 4401})
-                    return
-                await error_response(401, "unauthorized", "present the owner token as a bearer token")(scope, receive, send)
+        # The model gateway answers agents, who know no owner token: it checks its own per-agent tokens.
+        if scope["type"] == "http" and scope.get("path", "").startswith(OPEN_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        how = self.how(scope)
+        if how is None:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 4401})
                 return
+            await error_response(401, "unauthorized", "present the owner token as a bearer token")(scope, receive, send)
+            return
+        scope[AUTH_SCOPE_KEY] = how
         await self.app(scope, receive, send)
+
+    def how(self, scope: Scope) -> str | None:
+        headers = dict(scope.get("headers") or [])
+        auth = headers.get(b"authorization", b"").decode("latin-1") or None
+        if bearer_ok(auth, self.hub.owner_token_sha256):
+            return AUTH_TOKEN
+        if self.hub.sessions.valid(cookie_value(headers.get(b"cookie", b"").decode("latin-1"))):
+            return AUTH_SESSION
+        client = scope.get("client") or (None, None)
+        if self.hub.loopback_trust and is_loopback(client[0]):
+            return AUTH_LOOPBACK
+        return None
 
 
 def create_app(hub: Hub) -> Starlette:
@@ -72,7 +91,7 @@ def create_app(hub: Hub) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(OwnerOnly, hub=hub)],
+        middleware=[Middleware(Edge, names=hub.names), Middleware(OwnerOnly, hub=hub)],
         exception_handlers={404: not_found, 405: wrong_method, 500: crashed},
     )
     app.state.hub = hub

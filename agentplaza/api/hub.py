@@ -8,19 +8,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
-from ..config import Folders
+from ..config import HUB_RECORD_FILE, OWNER_TOKEN_FILE, READ_MODELS_FILE, STORE_FILE, Folders
 from ..config import database_url as env_database_url
 from ..events import models as model_commands
 from ..events import plaza as plaza_commands
+from ..events.anchor import ANCHOR_FILE, ANCHOR_KEY_FILE, Anchors
 from ..events.bus import Bus
 from ..events.commands import Clock, Commands, utc_now
 from ..events.store import EventStore
+from ..permissions import check_private, make_private_file
+from ..projections.log import unreadable_events
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
-from ..vault.files import check_key_file
-from ..vault.service import KEY_FILE
-from .auth import ensure_owner_token
+from ..vault.audit import AUDIT_FILE, AUDIT_KEY_FILE
+from ..vault.service import KEY_FILE, VAULT_DOCUMENT
+from .auth import Sessions, ensure_owner_token
+from .edge import HubNames
 
 VERSION = "0.1.0"
 
@@ -38,14 +42,24 @@ class Hub:
     bus: Bus = field(default_factory=Bus)
     started: float = field(default_factory=time.time)
     address: str = ""
+    #: The signed checkpoints of the chain's head (``events.anchor``).
+    anchors: Anchors | None = None
     #: The agents' runtime (node n0 and the guests' channels); None when the hub runs without a node.
     runtime: Any = None
+    #: The Host names and origins the hub answers (apid sets them from --bind, --public-url, --allow-host).
+    names: HubNames = field(default_factory=HubNames)
+    #: Loopback callers are the owner unless apid --loopback-trust off.
+    loopback_trust: bool = True
+    sessions: Sessions = field(default_factory=Sessions)
 
     @classmethod
     def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> Hub:
         folders.make()
-        check_key_file(folders.config / KEY_FILE)  # a key file others can read stops the hub here
+        check_private(*relied_on(folders))  # a folder or file others can read or write stops the hub here
         url = database_url if database_url is not None else env_database_url()
+        if not url:
+            for name in (STORE_FILE, READ_MODELS_FILE):
+                make_private_file(folders.state / name)
         token_hash, new_token = ensure_owner_token(folders.state)
         store = EventStore.open(state_dir=folders.state, database_url=url)
         commands = Commands(store, clock)
@@ -55,13 +69,15 @@ class Hub:
         read_models = ReadModels(engine, store, all_projections())
         read_models.setup()
         try:
+            anchors = Anchors(store, folders.state, folders.config).open()
             vault = VaultService.open(folders, commands)
         except BaseException:
             store.close()
             engine.dispose()
             raise
         read_models.catch_up()
-        return cls(folders, store, read_models, commands, token_hash, new_token, url, vault)
+        anchors.checkpoint()
+        return cls(folders, store, read_models, commands, token_hash, new_token, url, vault, anchors=anchors)
 
     def info(self) -> dict:
         return {
@@ -74,10 +90,35 @@ class Hub:
             "uptime_s": round(time.time() - self.started, 1),
         }
 
+    def unreadable(self) -> list[dict]:
+        """The stored events that cannot be read back (the read models step over them), oldest first."""
+        return self.read_models.rows(unreadable_events, order_by=unreadable_events.c.position)
+
+    def start_notes(self) -> list[str]:
+        """What apid says at start about its log: each unreadable event the owner has not voided."""
+        return [f"apid: the event at position {u['position']} cannot be read ({u['reason']}); every read model "
+                "steps over it. See docs/operations.md, \"A damaged event in the log\"."
+                for u in self.unreadable() if u["voided_at"] is None]
+
     def close(self) -> None:
         if self.runtime is not None:
             self.runtime.close()
         if self.vault is not None:
             self.vault.close()
+        if self.anchors is not None:
+            self.anchors.checkpoint()  # a clean stop leaves the head signed
         self.store.close()
         self.read_models.engine.dispose()
+
+
+def relied_on(folders: Folders) -> tuple[list, list]:
+    """The folders, and the files in them, that the hub relies on (``permissions``)."""
+    st, cf = folders.state, folders.config
+    sqlite = [(st / f"{name}{tail}", "store file") for name in (STORE_FILE, READ_MODELS_FILE) for tail in ("", "-wal", "-shm")]
+    return (
+        [(st, "state folder"), (cf, "config folder"), (folders.data, "data folder")],
+        [(st / OWNER_TOKEN_FILE, "owner token"), (st / HUB_RECORD_FILE, "hub document"), *sqlite,
+         (st / VAULT_DOCUMENT, "vault document"), (st / AUDIT_FILE, "vault audit log"),
+         (st / ANCHOR_FILE, "chain checkpoint file"), (cf / KEY_FILE, "vault key file"),
+         (cf / AUDIT_KEY_FILE, "vault audit key"), (cf / ANCHOR_KEY_FILE, "chain anchor key")],
+    )

@@ -39,6 +39,9 @@ class Follower:
             self.hub.bus.publish(records)
             done, self.caught_up = self.caught_up, anyio.Event()
             done.set()
+            anchors = self.hub.anchors
+            if anchors is not None and anchors.due(self.hub.read_models.position()):
+                await anyio.to_thread.run_sync(anchors.checkpoint)
 
     async def settle(self, position: int) -> None:
         """Wait until the read models include ``position`` (read your own writes)."""

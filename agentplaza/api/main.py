@@ -14,8 +14,18 @@ from hypercorn.trio import serve
 from ..config import DEFAULT_BIND, folders
 from . import ws
 from .app import create_app
+from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, loopback_trust_from
+from .edge import HubNames
 from .egress import EGRESS_ENV, EGRESS_PORTS_ENV, policy_from_flags
 from .hub import VERSION, Hub
+
+#: More names and addresses for the hub, for a hub hosted for other machines.
+PUBLIC_URL_ENV = "APZ_PUBLIC_URL"
+ALLOW_HOSTS_ENV = "APZ_ALLOW_HOSTS"
+
+
+def _csv(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -28,6 +38,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"agents' outbound web traffic through the hub's egress proxy (default: {EGRESS_ENV} or on)")
     p.add_argument("--egress-ports", metavar="PORT,PORT", default=None,
                    help=f"ports agents may reach besides 80 and 443, comma-separated (default: {EGRESS_PORTS_ENV})")
+    p.add_argument("--loopback-trust", choices=("on", "off"), default=None,
+                   help="on: callers on this machine's loopback address are the owner; off: every caller presents "
+                        f"the owner token or signs in (default: {LOOPBACK_TRUST_ENV} or on)")
+    p.add_argument("--public-url", action="append", default=[], metavar="URL",
+                   help=f"an address this hub is reached at by name, e.g. https://hub.example.net:7700 "
+                        f"(repeatable; also {PUBLIC_URL_ENV}, comma-separated)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help=f"another Host name this hub answers to (repeatable; also {ALLOW_HOSTS_ENV}, comma-separated)")
     p.add_argument("--version", action="version", version=f"apid {VERSION}")
     return p.parse_args(argv)
 
@@ -45,16 +63,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apid: {e}", file=sys.stderr)
         return 2
     try:
+        loopback_trust = loopback_trust_from(args.loopback_trust, os.environ)
+        names = HubNames.make(host, args.allow_host + _csv(os.environ.get(ALLOW_HOSTS_ENV)),
+                              args.public_url + _csv(os.environ.get(PUBLIC_URL_ENV)))
+    except ValueError as e:
+        print(f"apid: {e}", file=sys.stderr)
+        return 2
+    try:
         hub = Hub.open(folders())
     except Exception as e:  # noqa: BLE001 - a failed start says why, in one line
         print(f"apid: cannot start: {e}", file=sys.stderr)
         return 1
+    for note in hub.start_notes():
+        print(note, flush=True)
     hub.address = f"http://{args.bind if ':' not in host else f'[{host}]:{port}'}"
+    hub.names, hub.loopback_trust = names, loopback_trust
     if hub.new_owner_token:
         print(f"apid: owner token (shown once; also in {hub.folders.state / 'owner-token'}):")
         print(f"  {hub.new_owner_token}")
+    if not loopback_trust:
+        print("apid: loopback trust is off: every caller presents the owner token or signs in")
+        print(f"apid: sign in once (for {SIGN_IN_LINK_TTL_S // 60} minutes): "
+              f"{hub.address}/v1/auth/link?code={hub.sessions.new_link_code()}")
     if not hub.database_url:
         print("no APZ_DATABASE_URL; state stays in files")
+    if hub.anchors is not None and hub.anchors.problem:
+        print(f"apid: the event log does not match its signed checkpoints: {hub.anchors.problem}; "
+              "no new checkpoint is signed (run agentplaza audit verify)", file=sys.stderr)
     if args.node != "off":
         from ..adapters.kvm.link import NodeError
         from .runtime import AgentRuntime

@@ -62,4 +62,10 @@ def overview(hub: Hub) -> dict:
         "models": models_overview(hub),
         "tasks": tasks_counts(hub),
         "approvals": approvals_counts(hub),
+        "log": log_overview(hub),
     }
+
+
+def log_overview(hub: Hub) -> dict:
+    """The log's health: events that cannot be read back, and read models that cannot fold."""
+    return {"unreadable": hub.unreadable(), "read_models_failing": dict(hub.read_models.failing)}

@@ -20,7 +20,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for area in AREAS.values():
         area.register(sub)
+    _json_anywhere(p)
     return p
+
+
+def _json_anywhere(parser: argparse.ArgumentParser) -> None:
+    """``--json`` is taken after any command too (``agentplaza audit verify --json``), as the guide writes it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if "--json" not in child._option_string_actions:
+                    child.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                                       help="print the hub's JSON instead of tables")
+                _json_anywhere(child)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,12 +1,15 @@
-"""``audit verify`` and ``replay`` straight against the store, without a hub.
+"""``audit verify``, ``audit anchor``, ``vault audit --verify`` and ``replay``
+straight against the store and files, without a hub.
 
-The event store is opened read-only; only ``replay --rebuild`` writes, and it
-writes read models, never events.
+The event store is opened read-only and no checkpoint or key is written; only
+``replay --rebuild`` writes, and it writes read models, never events.
 """
 
 from __future__ import annotations
 
 from ..config import database_url, folders
+from ..events import anchor as anchors
+from ..events.chain import Anchor
 from ..events.store import EventStore
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
@@ -24,12 +27,40 @@ def open_store() -> EventStore:
     return EventStore.open(state_dir=f.state, database_url=url, read_only=True)
 
 
-def verify() -> dict:
+class Refused(Exception):
+    """An offline check that cannot answer: (message, code)."""
+
+
+def verify(given: Anchor | None = None) -> dict:
+    f = folders()
     store = open_store()
     try:
-        return store.verify().as_dict()
+        return anchors.check(store, f.state, f.config, given).as_dict()
     finally:
         store.close()
+
+
+def anchor() -> dict:
+    f = folders()
+    store = open_store()
+    try:
+        try:
+            position, head = anchors.extended_head(store, anchors.latest_checkpoint(f.state, f.config))
+        except (anchors.ChainBroken, ValueError) as e:
+            raise Refused(f"{e}; run agentplaza audit verify", "chain_broken") from None
+        return {"anchor": anchors.format_anchor(position, head), "position": position, "head": head.hex()}
+    finally:
+        store.close()
+
+
+def vault_audit_verify() -> dict:
+    from ..vault.audit import AUDIT_FILE, AUDIT_KEY_FILE, verify_file
+
+    f = folders()
+    try:
+        return verify_file(f.state / AUDIT_FILE, f.config / AUDIT_KEY_FILE)
+    except ValueError as e:
+        raise Refused(str(e), "no_audit_key") from None
 
 
 def _read_models(store: EventStore) -> ReadModels:
@@ -65,21 +96,27 @@ def replay(at: str | None, upto: int | None, name: str | None) -> dict:
         store.close()
 
 
-def through_hub_or_store(env, online, off, render) -> int:
-    """Ask the hub; if none answers (or --offline), read the store directly."""
+def through_hub_or_store(env, online, off, render, status=lambda data: 0) -> int:
+    """Ask the hub; if none answers (or --offline), read the store directly.
+    ``status`` gives the exit status of an answer (a broken log is not 0)."""
     import sys
 
     from .client import Unreachable
     from .output import refuse
 
+    data = None
     if not env.args.offline:
         try:
-            return env.show(online(env.client), render)
+            data = online(env.client)
         except Unreachable as e:
             print(f"agentplaza: {e.message}; reading the store directly", file=sys.stderr)
-    try:
-        return env.show(off(), render)
-    except NoStore as e:
-        return refuse(str(e), "no_store")
-    except KeyError as e:
-        return refuse(f"no read model named {e.args[0]!r}", "unknown_read_model")
+    if data is None:
+        try:
+            data = off()
+        except NoStore as e:
+            return refuse(str(e), "no_store")
+        except Refused as e:
+            return refuse(*e.args)
+        except KeyError as e:
+            return refuse(f"no read model named {e.args[0]!r}", "unknown_read_model")
+    return env.show(data, render) or status(data)

@@ -17,10 +17,10 @@ import functools
 from typing import Any
 from uuid import UUID
 
-import orjson
 from eventsourcing.utils import resolve_topic
 
-from .records import EventRecord
+from .records import EventRecord, UnreadableEvent
+from .storable import StateProblem, read_back
 
 _META = ("actor", "reason", "correlation_id")
 _HIDDEN = ("timestamp", "originator_topic", "class_version")
@@ -62,15 +62,21 @@ def _plain(value: Any) -> Any:
 
 
 def decode_state(topic: str, state: bytes) -> dict[str, Any]:
-    data = orjson.loads(state)
+    data = read_back(state)
     upcast(describe(topic)[2], data)
     return data
 
 
 def record(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> EventRecord:
+    """The stored event as a record; raises ``UnreadableEvent`` for one the reader cannot read back."""
     kind, family, event_class = describe(topic)
-    data = orjson.loads(state)
-    upcast(event_class, data)
+    try:
+        data = read_back(state)
+        upcast(event_class, data)
+    except StateProblem as e:
+        raise UnreadableEvent(position, str(e)) from None
+    except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
+        raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
     at = _plain(data.get("timestamp"))
     meta = [data.get(k) for k in _META]
     payload = {k: _plain(v) for k, v in data.items() if k not in _META and k not in _HIDDEN}

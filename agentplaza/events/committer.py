@@ -7,9 +7,16 @@ to ``MAX_BATCH`` commands), writes it in one transaction, wakes each command
 with its positions, and hands the writer's role to the oldest command still
 queued, which takes all that queued meanwhile.  Every thread wakes once.
 
-When a batch conflicts (two commands changed one aggregate, or another hub
-process got there first), the batch is written again command by command, so
-only the command that really conflicted is refused, and nothing of it is stored.
+When a batch fails (two commands changed one aggregate, another hub process
+got there first, or the database refused something in it), the batch is
+written again command by command, so only the command that really failed is
+refused, nothing of it is stored, and its neighbours land as if it had never
+been queued.  A failure only ever reaches the command it belongs to: the
+writer's role is always handed on, so the committer outlives any error.
+
+The committer writes *stored* events (the library's ``StoredEvent``, already
+checked to read back, see ``storable``) straight to the recorder, so an event
+is encoded once.
 """
 
 from __future__ import annotations
@@ -42,14 +49,15 @@ class _Job:
 
 
 class GroupCommitter:
-    def __init__(self, event_store: Any):
-        self._events = event_store
+    def __init__(self, recorder: Any):
+        self._recorder = recorder
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
         self._writing = False
         self._closed = False
 
     def submit(self, events: list[Any]) -> list[int]:
+        """Write these stored events in one transaction with whatever else is queued; their positions."""
         if self._closed:
             raise RuntimeError("the store is closed")
         job = _Job(events)
@@ -79,19 +87,18 @@ class GroupCommitter:
                 else:
                     self._writing = False
 
+    def _put(self, stored_events: list[Any]) -> list[int]:
+        ids = self._recorder.insert_events(stored_events)
+        assert ids is not None and len(ids) == len(stored_events), "the recorder returned no position per event"
+        return list(ids)
+
     def _write(self, batch: list[_Job]) -> None:
         if len(batch) > 1:
             try:
-                recordings = self._events.put([e for j in batch for e in j.events])
-            except IntegrityError:
-                pass  # fall through: write them one by one
-            except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
-                for j in batch:
-                    j.error = e
-                    j.finish()
-                return
+                ids = self._put([e for j in batch for e in j.events])
+            except Exception:  # noqa: BLE001 - write them one by one: only the failing command fails
+                pass
             else:
-                ids = [r.notification.id for r in recordings]
                 at = 0
                 for j in batch:
                     n = len(j.events)
@@ -101,10 +108,10 @@ class GroupCommitter:
                 return
         for j in batch:
             try:
-                j.positions = [r.notification.id for r in self._events.put(j.events)]
+                j.positions = self._put(j.events)
             except IntegrityError as e:
                 j.error = CommitConflict(str(e))
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:  # noqa: BLE001 - the command hears of it, the committer goes on
                 j.error = e
             j.finish()
 

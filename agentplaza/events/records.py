@@ -35,3 +35,27 @@ class EventRecord:
                 **self.data,
             },
         }
+
+
+#: The kind of the owner's event that voids an unreadable one (``agentplaza.domain.log``).
+VOIDED_KIND = "Log.EventVoided"
+
+
+class UnreadableEvent(Exception):
+    """A stored event that the store's reader cannot read back (see ``storable``)."""
+
+    def __init__(self, position: int, reason: str):
+        super().__init__(f"the event at position {position} cannot be read: {reason}")
+        self.position, self.reason = position, reason
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """One stored event that cannot be read, and the owner's voiding of it, if any."""
+
+    position: int
+    reason: str
+    voided_at: int | None = None  # the position of the Log.EventVoided that voids it
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "reason": self.reason, "voided_at": self.voided_at}

@@ -2,10 +2,18 @@
 
 ``EventStore.open`` picks the recorder: SQLite in the state folder by default,
 PostgreSQL when a ``postgresql://`` URL is given.  Writes go through
-``commit``, which hands the aggregates' pending events to the group committer
-(one transaction for many concurrent commands); reads of the global order go
-through ``read``, a fast path over the raw rows used by projections, replay,
-the live bus and audit.
+``commit``, which checks that every pending event would read back (see
+``storable``: a command whose event would not is refused whole, with
+``UnstorableEvent``) and hands them to the group committer (one transaction
+for many concurrent commands); reads of the global order go through ``read``,
+a fast path over the raw rows used by projections, replay, the live bus and
+audit.
+
+An event already stored that cannot be read back (a damaged disk, or an older
+hub that wrote one) never stops a reader: ``read`` steps over it, and
+``unreadable`` names every such position and why, with the position of the
+owner's ``Log.EventVoided`` where one was recorded (docs/operations.md, "A
+damaged event in the log").
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
 from . import catalogue
-from .chain import CHAIN_TABLE, Verdict, expand, verify
+from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, Anchor, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
-from .records import EventRecord
+from .records import VOIDED_KIND, EventRecord, Unreadable, UnreadableEvent
+from .storable import stored_form
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +129,7 @@ class EventStore:
         )
         self._datastore = self.app.factory.datastore
         self.events_table = self._events_table = self.app.recorder.events_table_name
-        self.committer = GroupCommitter(self.app.events)
+        self.committer = GroupCommitter(self.app.recorder)
         self._cache: OrderedDict[uuid.UUID, Any] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -187,9 +196,9 @@ class EventStore:
     def commit_direct(self, *aggregates: Any) -> list[int]:
         """One transaction for these aggregates alone (no grouping)."""
 
-        def put(events: list[Any]) -> list[int]:
+        def put(stored_events: list[Any]) -> list[int]:
             try:
-                return [r.notification.id for r in self.app.events.put(events)]
+                return list(self.app.recorder.insert_events(stored_events) or [])
             except IntegrityError as e:
                 raise Conflict(str(e)) from e
 
@@ -201,8 +210,8 @@ class EventStore:
         if not events:
             return []
         try:
-            positions = put(events)
-        except Conflict:
+            positions = put(stored_form(self.app.mapper, events))
+        except Exception:  # a conflict, an unstorable event, a database error: nothing was stored
             self._forget({a.id for a in aggregates})
             raise
         self._remember(list(aggregates))
@@ -241,7 +250,10 @@ class EventStore:
         return "notification_id" if self.backend == "postgres" else "rowid"
 
     def read(self, after: int = 0, limit: int | None = None, upto: int | None = None) -> Iterator[EventRecord]:
-        """Events after position ``after`` in the global order, as records."""
+        """Events after position ``after`` in the global order, as records.
+
+        An event that cannot be read back is stepped over (``unreadable`` names it);
+        it still counts towards ``limit``, so a page never reads past what it was asked."""
         ph, col = self._ph(), self._id_col()
         remaining = limit
         while remaining is None or remaining > 0:
@@ -257,7 +269,10 @@ class EventStore:
                 params,
             )
             for row in rows:
-                yield catalogue.record(*row)
+                try:
+                    yield catalogue.record(*row)
+                except UnreadableEvent:
+                    continue
             if len(rows) < page:
                 return
             after = rows[-1][0]
@@ -273,6 +288,34 @@ class EventStore:
             [after],
         )
 
+    def unreadable(self, after: int = 0) -> list[Unreadable]:
+        """Every stored event after ``after`` that the reader cannot read back, with why, and the
+        position of the owner's ``Log.EventVoided`` for it where one was recorded."""
+        found: dict[int, Unreadable] = {}
+        voided: dict[int, int] = {}
+        while rows := self.read_raw(after, READ_PAGE):
+            for row in rows:
+                try:
+                    rec = catalogue.record(*row)
+                except UnreadableEvent as e:
+                    found[e.position] = Unreadable(e.position, e.reason)
+                    continue
+                if rec.kind == VOIDED_KIND:
+                    voided.setdefault(int(rec.data["position"]), rec.position)
+            after = rows[-1][0]
+        return [Unreadable(u.position, u.reason, voided.get(u.position)) for _, u in sorted(found.items())]
+
+    def unreadable_at(self, position: int) -> str | None:
+        """Why the event at ``position`` cannot be read back; None when it reads (or is not there)."""
+        rows = self.read_raw(position - 1, 1)
+        if not rows or rows[0][0] != position:
+            return None
+        try:
+            catalogue.record(*rows[0])
+        except UnreadableEvent as e:
+            return e.reason
+        return None
+
     def position_at(self, when_iso: str) -> int:
         """The last position whose event happened at or before ``when_iso`` (UTC)."""
         last = 0
@@ -284,31 +327,68 @@ class EventStore:
 
     # -- tamper evidence ---------------------------------------------------------
 
-    def verify(self) -> Verdict:
-        """Walk every stored event against the hash chain (see ``chain``)."""
+    def verify(self, anchors: Sequence[Anchor] = ()) -> Verdict:
+        """Walk every stored event against the hash chain (see ``chain``), check that the
+        store's own reader can read each one, and that the chain passes through ``anchors``."""
+        return verify(self._chain_events(0), expand(self._chain_rows(0)), anchors=anchors, read=catalogue.record)
+
+    def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
+        """Does the log still extend ``head`` at ``position``?  The stored link there must
+        be ``head``, and the events after it, up to ``upto``, must chain on from it."""
+        if self.link_at(position) != head:
+            return Verdict(False, 0, head, position, f"the chain at position {position} is not the head it had")
+        events = self._chain_events(position, upto)
+        links = ((p, x) for p, x in expand(self._chain_rows(position, upto)) if position < p <= upto)
+        return verify(events, links, prev=head)
+
+    def chain_head(self) -> tuple[int, bytes]:
+        """(position, link) of the last event in the chain; (0, GENESIS) for an empty log."""
+        rows = self._select(f"SELECT first_position, links FROM {CHAIN_TABLE} ORDER BY first_position DESC LIMIT 1", [])
+        if not rows:
+            return 0, GENESIS
+        first, links = rows[0][0], bytes(rows[0][1])
+        return first + len(links) // LINK_SIZE - 1, links[-LINK_SIZE:]
+
+    def link_at(self, position: int) -> bytes | None:
+        """The stored chain link of the event at ``position``, if there is one."""
+        rows = self._select(
+            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position <= {self._ph()} "
+            "ORDER BY first_position DESC LIMIT 1", [position])
+        if not rows:
+            return None
+        i = (position - rows[0][0]) * LINK_SIZE
+        links = bytes(rows[0][1])
+        return links[i : i + LINK_SIZE] if i + LINK_SIZE <= len(links) else None
+
+    def _pages(self, sql: str, after: int, upto: int | None) -> Iterator[tuple]:
+        """Rows of ``sql`` (which selects position first) after ``after``, page by page."""
+        params = [after] if upto is None else [after, upto]
+        while True:
+            page = self._select(sql, params)
+            yield from page
+            if len(page) < READ_PAGE:
+                return
+            params[0] = page[-1][0]
+
+    def _chain_events(self, after: int, upto: int | None = None) -> Iterator[tuple]:
         ph, col = self._ph(), self._id_col()
+        bound = "" if upto is None else f" AND {col} <= {ph}"
+        rows = self._pages(
+            f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
+            f"WHERE {col} > {ph}{bound} ORDER BY {col} LIMIT {READ_PAGE}", after, upto)
+        return ((r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4]) for r in rows)
 
-        def pages(sql: str) -> Iterator[tuple]:
-            after = -1
-            while True:
-                page = self._select(sql, [after])
-                yield from page
-                if len(page) < READ_PAGE:
-                    return
-                after = page[-1][0]
-
-        events = (
-            (r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4])
-            for r in pages(
-                f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
-                f"WHERE {col} > {ph} ORDER BY {col} LIMIT {READ_PAGE}"
-            )
-        )
-        links = expand(pages(
-            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position > {ph} "
-            f"ORDER BY first_position LIMIT {READ_PAGE}"
-        ))
-        return verify(events, links)
+    def _chain_rows(self, after: int, upto: int | None = None) -> Iterator[tuple]:
+        """Chain rows holding a link after ``after`` (the one that holds ``after + 1`` first)."""
+        ph = self._ph()
+        first = self._select(
+            f"SELECT first_position FROM {CHAIN_TABLE} WHERE first_position <= {ph} "
+            "ORDER BY first_position DESC LIMIT 1", [after + 1])
+        start = first[0][0] - 1 if first else after
+        bound = "" if upto is None else f" AND first_position <= {ph}"
+        return self._pages(
+            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position > {ph}{bound} "
+            f"ORDER BY first_position LIMIT {READ_PAGE}", start, upto)
 
     def close(self) -> None:
         with self._close_lock:

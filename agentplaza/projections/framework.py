@@ -13,6 +13,12 @@ advanced with a compare-and-set, and the loser reloads and carries on, so no
 event is applied twice.  No event is skipped either: the store writes under a
 table lock in notification order (see ``events.recorders``), so when position
 N is visible every lower position is committed or gone for good.
+
+An event that cannot be read back (``events.storable``) is stepped over by
+every read model, the same way live, in a rebuild and in a replay, so a read
+model still equals its rebuild; a projection that wants to know of it defines
+``on_unreadable(position, reason, rows)`` (the ``unreadable`` read model
+keeps the list the owner sees).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..events.catalogue import describe, record
-from ..events.records import EventRecord
+from ..events.records import EventRecord, UnreadableEvent
 
 metadata = sa.MetaData()
 
@@ -43,6 +49,7 @@ CATCH_UP_BATCH = 2_000
 REBUILD_PAGE = 20_000
 
 Handler = Callable[[EventRecord, "Rows"], None]
+UnreadableHandler = Callable[[int, str, "Rows"], None]
 
 
 def append_only(table: sa.Table) -> sa.Table:
@@ -115,8 +122,9 @@ class Projection:
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}
         self.fallback: Handler | None = getattr(self, "on_any", None)
+        self.unreadable: UnreadableHandler | None = getattr(self, "on_unreadable", None)
         for attr in dir(self):
-            if attr.startswith("on_") and attr != "on_any":
+            if attr.startswith("on_") and attr not in ("on_any", "on_unreadable"):
                 self.handlers[attr[3:].replace("_", ".", 1)] = getattr(self, attr)
 
     def new_rows(self) -> Rows:
@@ -134,24 +142,51 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def decode(raw: tuple) -> EventRecord | UnreadableEvent:
+    """The record of one stored row, or the reason it cannot be read, as a value."""
+    try:
+        return record(*raw)
+    except UnreadableEvent as e:
+        return e
+
+
+def apply(p: Projection, rows: Rows, rec: EventRecord | UnreadableEvent) -> None:
+    """Fold one decoded event into one projection's rows: the one rule for live, rebuild and replay."""
+    if isinstance(rec, UnreadableEvent):
+        if p.unreadable is not None:
+            p.unreadable(rec.position, rec.reason, rows)
+        return
+    handler = p.handlers.get(rec.kind, p.fallback)
+    if handler is not None:
+        handler(rec, rows)
+
+
 def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tuple]) -> int:
     """Apply raw stored rows to each projection's rows; returns the last position seen.
 
     ``rows_list[i]`` is projection i's ``Rows`` and its current position as a
     two-item list [rows, position]; events at or below that position are skipped.
-    Only events some projection handles are decoded at all.
+    Only events some projection handles (or some projection wants to hear are
+    unreadable) are decoded at all.
     """
     last = 0
+    wants_all = any(p.unreadable is not None or p.fallback is not None for p in projections)
     for raw in raw_rows:
         position, _, _, topic, _ = raw
         last = position
         kind = describe(topic)[0]
+        if not wants_all and not any(kind in p.handlers for p in projections):
+            continue
         rec = None
         for p, slot in zip(projections, rows_list):
-            handler = p.handlers.get(kind, p.fallback)
-            if handler is None or position <= slot[1]:
+            if position <= slot[1]:
                 continue
             if rec is None:
-                rec = record(*raw)
-            handler(rec, slot[0])
+                rec = decode(raw)
+            if type(rec) is EventRecord:  # the hot path, inline: a rebuild folds every event through it
+                handler = p.handlers.get(kind, p.fallback)
+                if handler is not None:
+                    handler(rec, slot[0])
+            else:
+                apply(p, slot[0], rec)
     return last

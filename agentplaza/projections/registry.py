@@ -5,6 +5,7 @@ from __future__ import annotations
 from .agents import AgentsProjection, TranscriptProjection
 from .framework import Projection
 from .laws import LawsProjection
+from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .treasury import TreasuryProjection
@@ -14,4 +15,5 @@ from .work import WorkProjection
 
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
-            WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection()]
+            WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
+            UnreadableEvents()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..config import READ_MODELS_FILE
-from ..events.catalogue import record
 from ..events.records import EventRecord
 from .framework import (
     CATCH_UP_BATCH,
@@ -18,10 +18,14 @@ from .framework import (
     Projection,
     Rows,
     _State,
+    apply,
+    decode,
     fold,
     metadata,
     positions,
 )
+
+log = logging.getLogger(__name__)
 
 
 def read_model_url(*, state_dir: Path | None, database_url: str | None) -> str:
@@ -58,6 +62,8 @@ class ReadModels:
         self.states = {p.name: _State(p, p.new_rows()) for p in projections}
         self._lock = threading.RLock()
         self._caught_up = threading.Condition(self._lock)
+        #: Read models whose last catch-up failed, and why: they stay at their saved position.
+        self.failing: dict[str, str] = {}
 
     # -- start ----------------------------------------------------------------
 
@@ -137,29 +143,43 @@ class ReadModels:
         return min((s.position for s in self.states.values()), default=0)
 
     def catch_up(self) -> list[EventRecord]:
-        """Fold every new event into every read model; returns the new events in order."""
+        """Fold every new event into every read model; returns the new (readable) events in order.
+
+        A read model's rows in memory never run ahead of its saved position: when its fold
+        or its save fails, it is loaded back from SQL (else the next catch-up would fold the
+        same events a second time into rows that already hold them, and a counting read
+        model such as ``event_counts`` would count them twice).  Its failure is logged and
+        kept in ``failing`` (the overview shows it); the other read models and the hub go on."""
         seen: list[EventRecord] = []
+        failed = False
         with self._lock:
             while True:
                 start = self.position()
                 raw = self.store.read_raw(start, CATCH_UP_BATCH)
                 if not raw:
                     break
-                recs = [record(*r) for r in raw]
-                last = recs[-1].position
+                recs = [decode(r) for r in raw]
+                last = raw[-1][0]
                 for st in self.states.values():
                     if st.position >= last:
                         continue
-                    handlers, fallback = st.projection.handlers, st.projection.fallback
-                    for rec in recs:
-                        if rec.position > st.position:
-                            h = handlers.get(rec.kind, fallback)
-                            if h is not None:
-                                h(rec, st.rows)
-                    if not self._save(st, last):
+                    try:
+                        for rec in recs:
+                            if rec.position > st.position:
+                                apply(st.projection, st.rows, rec)
+                        saved = self._save(st, last)
+                    except Exception as e:  # noqa: BLE001 - this read model stays where it was saved
+                        log.error("read model %s cannot fold events %s-%s: %s", st.projection.name,
+                                  st.position + 1, last, e)
+                        self._load(st)
+                        self.failing[st.projection.name] = f"cannot fold events after {st.position}: {e}"
+                        failed = True
+                        continue
+                    self.failing.pop(st.projection.name, None)
+                    if not saved:
                         self._load(st)  # another hub moved it first: take its work
-                seen.extend(recs)
-                if len(raw) < CATCH_UP_BATCH:
+                seen.extend(r for r in recs if isinstance(r, EventRecord))
+                if failed or len(raw) < CATCH_UP_BATCH:
                     break
             self._caught_up.notify_all()
         return seen

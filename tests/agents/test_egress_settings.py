@@ -42,7 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.fixture
 def plaza(folders, database_url):
     hub = Hub.open(folders, database_url=database_url)
-    with TestClient(create_app(hub), client=("127.0.0.1", 5000)) as c:
+    with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
         c.hub = hub
         yield c
     hub.runtime = None
@@ -159,7 +159,7 @@ def test_a_policy_stored_before_the_blocklist_still_loads_and_can_be_changed(fol
         store.close()
     hub = Hub.open(folders, database_url=database_url)
     try:
-        with TestClient(create_app(hub), client=("127.0.0.1", 5000)) as c:
+        with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
             assert c.get("/v1/models/policy").json()["policy"]["fetch_blocklist"] == []
             r = c.patch("/v1/models/policy", json={"fetch_blocklist": ["example.com"]})
             assert r.status_code == 200, r.text

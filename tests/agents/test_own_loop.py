@@ -35,8 +35,8 @@ MOCK = "mock/echo"
 @pytest.fixture
 def plaza(folders, database_url):
     hub = Hub.open(folders, database_url=database_url)
-    hub.address = "http://testserver"
-    with TestClient(create_app(hub), client=("127.0.0.1", 5000)) as c:
+    hub.address = "http://127.0.0.1:7700"
+    with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
         assert c.post("/v1/models/providers", json={"id": "mock"}).status_code == 200
         r = c.patch("/v1/models/policy", json={"worker": [MOCK], "orchestrator": [MOCK], "default_model": MOCK,
                                                "orchestrator_model": MOCK})

@@ -5,8 +5,10 @@ from __future__ import annotations
 from . import (
     agents,
     approvals,
+    auth,
     conduct,
     gateway,
+    log,
     models,
     plaza,
     rules,
@@ -17,4 +19,5 @@ from . import (
     vault,
 )
 
-AREAS = [system, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway, agents]
+AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
+         agents]

@@ -32,6 +32,7 @@ from ...domain.models import (
 )
 from ...domain.vault import PLAZA as VAULT_PLAZA
 from ...events import models as model_commands
+from ..auth import presented_token
 from ..errors import ApiError, Body, read_body
 from ..gateway import (
     GATEWAY_TOKEN_BYTES,
@@ -99,6 +100,17 @@ class TokenBody(Body):
     role: str
     model: str | None = None
     task: str | None = None
+
+
+#: A key of kind command makes the hub run a program as its own user: that is a person's choice, so only a
+#: request that presents the owner token itself may set one (never loopback trust or a cookie alone).
+RUNS_A_PROGRAM = ("a key of kind command runs a program on the hub's machine; present the owner token as a bearer "
+                  "token to set one (agentplaza models ... --command does)")
+
+
+def _check_runs_program(request: Request, k: KeyBody | None) -> None:
+    if k is not None and k.kind == "command" and not presented_token(request.scope):
+        raise ApiError(403, "owner_token_required", RUNS_A_PROGRAM)
 
 
 def _key(k: KeyBody | None) -> dict | None:
@@ -179,6 +191,7 @@ def routes(api: Api) -> list:
 
     async def add(request: Request) -> dict:
         body = await read_body(request, AddBody)
+        _check_runs_program(request, body.key)
         cfg = config_from_preset(body.preset or body.id, id=body.id, base_url=body.base_url, key=_key(body.key),
                                  models=body.models)
         ctx = api.context(request, f"add provider {body.id}")
@@ -191,6 +204,7 @@ def routes(api: Api) -> list:
     async def edit(request: Request) -> dict:
         pid = request.path_params["pid"]
         body = await read_body(request, EditBody)
+        _check_runs_program(request, body.key)
         old = provider_row(pid)
         changes: dict[str, Any] = {}
         if body.base_url is not None:

@@ -1,10 +1,11 @@
-"""/v1/health, /v1/hub, /v1/overview, the log (/v1/events), audit and replay."""
+"""/v1/health, /v1/hub, /v1/overview, the log (/v1/events), audit (verify, anchor) and replay."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...events import anchor
 from ...when import parse_when
 from .. import queries
 from ..errors import ApiError, Body, read_body
@@ -39,7 +40,23 @@ def routes(api: Api) -> list:
         return {"events": await api.query(read)}
 
     async def audit_verify(request: Request) -> dict:
-        return (await api.query(hub.store.verify)).as_dict()
+        given = None
+        if request.query_params.get("anchor") is not None:
+            try:
+                given = anchor.parse_anchor(request.query_params["anchor"])
+            except anchor.AnchorSyntax as e:
+                raise ApiError(422, "invalid_anchor", str(e)) from None
+        verdict = await api.query(anchor.check, hub.store, hub.folders.state, hub.folders.config, given)
+        return verdict.as_dict()
+
+    async def audit_anchor(request: Request) -> dict:
+        if hub.anchors is None:
+            raise ApiError(503, "not_anchored", "this hub keeps no chain checkpoints")
+        try:
+            position, head = await api.query(hub.anchors.current)
+        except anchor.ChainBroken as e:
+            raise ApiError(409, "chain_broken", f"{e}; run agentplaza audit verify") from None
+        return {"anchor": anchor.format_anchor(position, head), "position": position, "head": head.hex()}
 
     def known(name: str | None) -> None:
         if name is not None and name not in hub.read_models.states:
@@ -76,6 +93,7 @@ def routes(api: Api) -> list:
         Route("/v1/overview", api.endpoint(overview)),
         Route("/v1/events", api.endpoint(events)),
         Route("/v1/audit/verify", api.endpoint(audit_verify)),
+        Route("/v1/audit/anchor", api.endpoint(audit_anchor)),
         Route("/v1/replay", api.endpoint(replay)),
         Route("/v1/replay/rebuild", api.endpoint(rebuild), methods=["POST"]),
         Route("/v1/read-models", api.endpoint(read_models)),

@@ -9,6 +9,7 @@ from . import (
     conduct,
     events,
     hub,
+    log,
     models,
     nodes,
     overview,
@@ -25,6 +26,6 @@ from . import (
 
 AREAS = {
     m.NAME: m
-    for m in (overview, hub, plaza, events, audit, replay, rules, treasury, vault, tasks, approvals, conduct,
+    for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, nodes, templates)
 }

@@ -31,6 +31,7 @@ def register(sub) -> None:
     add.add_argument("--base-url", help="the endpoint (a local runner's address)")
     add.add_argument("--models", help="comma-separated model names (default: the preset's)")
     _key_flags(add)
+    add.add_argument("--yes", action="store_true", help="do not ask before setting a key --command")
     edit = s.add_parser("edit", help="change a provider")
     edit.add_argument("id")
     edit.add_argument("--base-url")
@@ -39,6 +40,7 @@ def register(sub) -> None:
     edit.add_argument("--disable", dest="enabled", action="store_const", const=False)
     edit.add_argument("--vault", action="store_true", help="keep the key in the vault (provider:<id>)")
     _key_flags(edit)
+    edit.add_argument("--yes", action="store_true", help="do not ask before setting a key --command")
     rm = s.add_parser("rm", help="remove a provider")
     rm.add_argument("id")
     key = s.add_parser("key", help="store a provider's key in the vault (read from stdin)")
@@ -103,6 +105,17 @@ def _key_body(args) -> dict | None:
     if getattr(args, "key_stdin", False) or getattr(args, "vault", False):
         return {"kind": "vault"}
     return None
+
+
+def _command_not_confirmed(args, key: dict | None) -> int | None:
+    """A key --command makes the hub run a program as its own user: show it and ask, unless --yes."""
+    if not key or key["kind"] != "command" or args.yes:
+        return None
+    from .plaza import confirm
+
+    if confirm(f"The hub will run this command as its own user, to read the key:\n  {key['command']}\nSet it?"):
+        return None
+    return refuse(f"key command {key['command']!r} not confirmed; pass --yes to skip the question", "not_confirmed")
 
 
 def _providers(d: dict) -> str:
@@ -194,6 +207,8 @@ def run(env: Env) -> int:
         key = _key_body(args)
         if key is not None:
             body["key"] = key
+        if (refused := _command_not_confirmed(args, key)) is not None:
+            return refused
         value = _read_secret(f"{args.id} key: ") if args.key_stdin else None
         if args.key_stdin and not value:
             return refuse("no key on standard input", "no_key")
@@ -212,6 +227,8 @@ def run(env: Env) -> int:
         key = _key_body(args)
         if key is not None:
             body["key"] = key
+        if (refused := _command_not_confirmed(args, key)) is not None:
+            return refused
         value = _read_secret(f"{args.id} key: ") if args.key_stdin else None
         out = c.request("PATCH", f"/v1/models/providers/{args.id}", json=body) if body else None
         if value:

@@ -33,6 +33,11 @@ def render(d: dict) -> str:
                         f"in circulation {d['treasury']['in_circulation']}, "
                         f"{d['treasury']['pending_payments']} payments waiting"} if "treasury" in d else {}),
     })]
+    for u in d.get("log", {}).get("unreadable", []):
+        state = f"voided at {u['voided_at']} by {u['voided_by']}" if u["voided_at"] else "NOT voided"
+        lines.append(f"unreadable event at position {u['position']}: {u['reason']} ({state})")
+    for name, why in d.get("log", {}).get("read_models_failing", {}).items():
+        lines.append(f"read model {name} is behind: {why}")
     if ev["by_family"]:
         lines += ["", table([{"family": k, "events": v} for k, v in ev["by_family"].items()])]
     return "\n".join(lines)

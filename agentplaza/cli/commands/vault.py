@@ -1,5 +1,5 @@
 """agentplaza vault status | unseal [--recovery | --keyfile] | seal | list | set NAME ... | rm ID [--yes]
-| import FILE [--nodes] [--bind NAME=B ...] [--shred] | audit [--verify] [--after N] [--limit N] | recovery | rekey.
+| import FILE [--nodes] [--bind NAME=B ...] [--shred] | audit [--verify [--offline]] [--after N] [--limit N] | recovery | rekey.
 
 Values, passphrases and codes come only from standard input or a hidden prompt
 (getpass), never from the command line; nothing here ever prints a value.
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ...domain.vault import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING, KINDS
 from ...vault.files import shred
+from .. import offline
 from ..env import Env
 from ..output import pairs, refuse, table
 from .plaza import confirm
@@ -47,7 +48,8 @@ def register(sub) -> None:
     im.add_argument("--bind", action="append", default=[], metavar="NAME=B", help="bind a key to a consumer")
     im.add_argument("--shred", action="store_true", help="zero and delete the file when every key was imported")
     au = s.add_parser("audit", help="read the audit log")
-    au.add_argument("--verify", action="store_true", help="check the MAC chain")
+    au.add_argument("--verify", action="store_true", help="check the MAC chain (exits 1 when it is broken)")
+    au.add_argument("--offline", action="store_true", help="with --verify: read the file directly, not through the hub")
     au.add_argument("--after", type=int, default=0, metavar="N", help="lines after line N")
     au.add_argument("--limit", type=int, default=100, metavar="N", help=f"at most N lines (1 to {AUDIT_MAX_LIMIT})")
     s.add_parser("recovery", help="make a new recovery code and show it once")
@@ -151,9 +153,11 @@ def run(env: Env) -> int:
         if not 1 <= args.limit <= AUDIT_MAX_LIMIT:
             return refuse(f"--limit is 1 to {AUDIT_MAX_LIMIT}", "invalid_request")
         if args.verify:
-            d = c.get("/v1/vault/audit/verify")
-            env.show(d, render_audit)
-            return 0 if d["intact"] else 1
+            return offline.through_hub_or_store(env, lambda c: c.get("/v1/vault/audit/verify"),
+                                                offline.vault_audit_verify, render_audit,
+                                                status=lambda d: 0 if d["intact"] else 1)
+        if args.offline:
+            return refuse("--offline goes with --verify", "invalid_request")
         return env.show(c.get("/v1/vault/audit", after=args.after, limit=args.limit), render_audit)
     if a == "recovery":
         return env.show(c.post("/v1/vault/recovery"),

@@ -1,0 +1,229 @@
+"""The hub's front door: every request and WebSocket upgrade passes here before any route runs.
+
+A browser is a hostile client.  A page on any web site, opened in the owner's browser on the hub's
+machine, can make the browser send requests to 127.0.0.1 without asking anyone; loopback trust
+would let them through.  So, before authentication and before any route:
+
+1. **Only the hub's own names.**  The ``Host`` must be one of the hub's own: an IP address it can
+   be reached at (loopback, or the address it binds), ``localhost``, or a name the owner configured
+   (``apid --public-url`` / ``--allow-host``).  A DNS-rebinding page arrives with its own name in
+   ``Host`` and is refused 421.
+2. **Only the hub's own pages.**  A request carrying an ``Origin`` that is not the hub's own origin
+   (the origin of the very ``Host`` it was sent to, or one the owner configured), or a
+   ``Sec-Fetch-Site`` other than ``same-origin``/``none``, is refused 403, for every method and for
+   the WebSocket upgrade (answered with the HTTP status itself).  No CORS header is ever sent, so no other origin can read an answer.
+3. **No simple requests.**  A request that changes something (``POST``, ``PUT``, ``PATCH``, and a
+   ``DELETE`` with a body) must be ``Content-Type: application/json``, else 415.  A browser cannot
+   send that type cross-site without a preflight, and the preflight is refused by rule 2.
+
+Every answer also carries ``X-Content-Type-Options: nosniff``, ``Cache-Control: no-store``,
+``Referrer-Policy: no-referrer``, and a Content-Security-Policy that forbids framing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import error_response
+
+#: Names a hub always answers to, besides IP addresses it can be reached at.
+ALWAYS_NAMES = frozenset({"localhost"})
+#: Methods that can change something; they must carry a JSON body type.
+CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: The one body type the hub reads.
+JSON_TYPE = "application/json"
+#: Sec-Fetch-Site values a browser sends for the hub's own pages, or for an address typed by the owner.
+OWN_FETCH_SITES = frozenset({"same-origin", "none"})
+#: Default ports, so "http://localhost" and "http://localhost:80" are one origin.
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+#: Headers on every answer.  The CSP forbids everything to a JSON answer; the console's pages, when
+#: they exist, get their own strict policy, but never a frame.
+SECURITY_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+)
+API_CSP = b"default-src 'none'; frame-ancestors 'none'"
+NO_STORE = b"no-store"
+
+
+def _split_host(host: str) -> tuple[str, int | None]:
+    """'Example.COM:7700' -> ('example.com', 7700); '[::1]:7700' -> ('::1', 7700)."""
+    host = host.strip().lower()
+    port: int | None = None
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return "", None
+        name, rest = host[1:end], host[end + 1:]
+        if rest.startswith(":") and rest[1:].isdigit():
+            port = int(rest[1:])
+        elif rest:
+            return "", None
+        return name, port
+    if host.count(":") == 1:
+        name, _, p = host.partition(":")
+        if not p.isdigit():
+            return "", None
+        return name, int(p)
+    return host, None
+
+
+def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class HubNames:
+    """The names and origins that are the hub's own.
+
+    ``bound`` is the address apid listens on (None: loopback only, as in tests).  A wildcard bind
+    (0.0.0.0, ::) makes every IP address of the machine the hub's own: a ``Host`` that is an IP
+    literal cannot be a rebinding name, since the browser connected to that very address.
+    """
+
+    bound: str | None = None
+    names: frozenset[str] = field(default_factory=frozenset)
+    origins: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def make(cls, bound: str | None = None, names: Iterable[str] = (), public_urls: Iterable[str] = ()) -> HubNames:
+        all_names = {n.strip().lower().strip("[]") for n in names if n.strip()}
+        origins = set()
+        for url in public_urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"a public URL is http(s)://HOST[:PORT], not {url!r}")
+            all_names.add(parts.hostname.lower())
+            origins.add(_origin_key(parts.scheme, parts.hostname, parts.port))
+        return cls(bound.strip("[]").lower() if bound else None, frozenset(all_names), frozenset(origins))
+
+    def host_ok(self, host: str) -> bool:
+        name, _ = _split_host(host)
+        if not name:
+            return False
+        if name in ALWAYS_NAMES or name in self.names:
+            return True
+        ip = _ip(name)
+        if ip is None:
+            return False
+        if ip.is_loopback:
+            return True
+        bound = _ip(self.bound) if self.bound else None
+        return bound is not None and (bound.is_unspecified or bound == ip)
+
+    def origin_ok(self, origin: str, host: str, scheme: str) -> bool:
+        """Same origin as the Host the request was sent to, or one the owner configured."""
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return False  # "null", file:, extensions ... are nobody's own origin
+        try:
+            key = _origin_key(parts.scheme, parts.hostname, parts.port)
+        except ValueError:
+            return False
+        if key in self.origins:
+            return True
+        name, port = _split_host(host)
+        page_scheme = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+        return self.host_ok(host) and key == _origin_key(page_scheme, name, port)
+
+
+def _origin_key(scheme: str, host: str, port: int | None) -> str:
+    scheme = scheme.lower()
+    return f"{scheme}://{host.lower().strip('[]')}:{port or DEFAULT_PORTS.get(scheme, 0)}"
+
+
+class Edge:
+    """ASGI middleware, outermost: the three checks above, then the security headers."""
+
+    def __init__(self, app: ASGIApp, names: HubNames):
+        self.app, self.names = app, names
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        refusal = self.refusal(scope, headers)
+        if refusal is not None:
+            status, code, message = refusal
+            response = error_response(status, code, message)
+            if scope["type"] == "websocket":
+                if "websocket.http.response" in (scope.get("extensions") or {}):
+                    # The upgrade is answered with this HTTP status (Starlette sends it as the denial response).
+                    await response(scope, receive, _with_headers(send, prefix="websocket."))
+                else:
+                    await send({"type": "websocket.close", "code": 4000 + status, "reason": message[:120]})
+                return
+            await response(scope, receive, _with_headers(send))
+            return
+        await self.app(scope, receive, _with_headers(send) if scope["type"] == "http" else send)
+
+    def refusal(self, scope: Scope, headers: dict[bytes, list[bytes]]) -> tuple[int, str, str] | None:
+        host = _one(headers, b"host")
+        if host is None or not self.names.host_ok(host):
+            return 421, "wrong_host", (f"this hub does not answer to the name {host!r}; use its own address "
+                                       "(or add the name with apid --allow-host)")
+        origin = _one(headers, b"origin")
+        if origin is not None and not self.names.origin_ok(origin, host, scope.get("scheme", "http")):
+            return 403, "foreign_origin", f"requests from other web pages are refused (Origin {origin[:200]!r})"
+        site = _one(headers, b"sec-fetch-site")
+        if site is not None and site.lower() not in OWN_FETCH_SITES and origin is None:
+            return 403, "foreign_origin", f"requests from other web pages are refused (Sec-Fetch-Site {site[:40]!r})"
+        if scope["type"] == "http" and _changes_something(scope, headers):
+            ctype = (_one(headers, b"content-type") or "").split(";", 1)[0].strip().lower()
+            if ctype != JSON_TYPE:
+                return 415, "json_only", f"a request that changes something must be Content-Type: {JSON_TYPE}"
+        return None
+
+
+def _changes_something(scope: Scope, headers: dict[bytes, list[bytes]]) -> bool:
+    method = scope.get("method", "GET").upper()
+    if method in CHANGING_METHODS:
+        return True
+    if method == "DELETE":  # a bodiless DELETE cannot be sent cross-site without a preflight anyway
+        length = _one(headers, b"content-length")
+        return bool(_one(headers, b"transfer-encoding")) or (length is not None and length.strip() not in ("", "0"))
+    return False
+
+
+def _headers(scope: Scope) -> dict[bytes, list[bytes]]:
+    out: dict[bytes, list[bytes]] = {}
+    for k, v in scope.get("headers") or []:
+        out.setdefault(k.lower(), []).append(v)
+    return out
+
+
+def _one(headers: dict[bytes, list[bytes]], name: bytes) -> str | None:
+    """A header that must appear at most once: repeated is as bad as wrong, so it reads as ''."""
+    values = headers.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        return ""
+    return values[0].decode("latin-1")
+
+
+def _with_headers(send: Send, prefix: str = "") -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == prefix + "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if not k.lower().startswith(b"access-control-")]
+            have = {k.lower() for k, _ in headers}
+            headers.extend(h for h in SECURITY_HEADERS if h[0] not in have)
+            if b"cache-control" not in have:
+                headers.append((b"cache-control", NO_STORE))
+            if b"content-security-policy" not in have:
+                headers.append((b"content-security-policy", API_CSP))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending

@@ -1,0 +1,146 @@
+"""Every read model equals its rebuild from the log after a kill -9, and after a failed save.
+
+A read model and its position are written in one transaction, so what a
+killed hub leaves must be, table by table, the fold of the log up to that
+read model's position.  And a read model whose fold or save fails must not
+keep in memory what it did not save: ``event_counts`` counts, so folding the
+same events a second time would count them twice.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from support.hubproc import HubProcess
+from test_crash_and_two_hubs import hammer as hold_and_resume
+
+from agentplaza.events import plaza as plaza_commands
+from agentplaza.events.commands import Commands
+from agentplaza.events.store import EventStore
+from agentplaza.projections.registry import all_projections
+from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
+
+#: Kills of the hub per test run, each at a random point of the writers' burst.
+KILLS = 3
+#: The longest a burst runs before its kill.
+BURST_S_MAX = 1.5
+
+
+def create_work(url: str, tag: str, acked: list, stop: threading.Event, errors: list) -> None:
+    """Tasks and approvals as fast as the hub answers: events for the work, approvals and treasury models."""
+    with httpx.Client(base_url=url, timeout=10) as c:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                for r in (c.post("/v1/tasks", json={"title": f"{tag}-{i}", "acceptance": "done", "budget": 10}),
+                          c.post("/v1/approvals", json={"kind": "agent", "title": f"{tag}-{i}", "detail": {"i": i}})):
+                    if r.status_code >= 500:
+                        errors.append(r.text)
+                    elif r.status_code == 200:
+                        acked.append(f"{tag}-{i}")
+            except httpx.TransportError:
+                return
+
+
+def open_read_models(folders, database_url) -> tuple[EventStore, ReadModels]:
+    store = EventStore.open(state_dir=folders.state, database_url=database_url)
+    rm = ReadModels(make_engine(read_model_url(state_dir=folders.state, database_url=database_url)),
+                    store, all_projections())
+    rm.setup()
+    return store, rm
+
+
+def assert_each_equals_its_rebuild(rm: ReadModels) -> None:
+    for name, st in rm.states.items():
+        assert rm.live([name]) == rm.replay(st.position, [name]), f"{name} differs from its rebuild at {st.position}"
+
+
+def test_after_kill_9_at_random_points_every_read_model_equals_its_rebuild(folders, database_url):
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    for round_ in range(KILLS):
+        hub = HubProcess(folders, database_url, args=("--node", "off")).start()
+        acked, errors, stop = [], [], threading.Event()
+        writers = [threading.Thread(target=w, args=(hub.url, f"r{round_}w{i}", acked, stop, errors))
+                   for i, w in enumerate([hold_and_resume] * 3 + [create_work] * 3)]
+        for t in writers:
+            t.start()
+        time.sleep(rng.uniform(0.3, BURST_S_MAX))
+        hub.kill()
+        stop.set()
+        for t in writers:
+            t.join()
+        assert errors == [], f"seed {seed}"
+        store, rm = open_read_models(folders, database_url)
+        try:
+            assert len(rm.states) == len(all_projections())
+            assert_each_equals_its_rebuild(rm)  # what the killed hub left, before anyone catches up
+        finally:
+            store.close()
+            rm.engine.dispose()
+    hub = HubProcess(folders, database_url, args=("--node", "off")).start()
+    hub.stop()  # it catches up at start
+    store, rm = open_read_models(folders, database_url)
+    try:
+        assert {st.position for st in rm.states.values()} == {store.max_position()}
+        assert rm.live() == rm.replay(), f"seed {seed}"
+        every_table = {t for tables in rm.live().values() for t in tables}
+        assert "rm_event_counts" in every_table and len(every_table) > 30
+    finally:
+        store.close()
+        rm.engine.dispose()
+
+
+@pytest.mark.parametrize("fails_in", ["save", "fold"])
+def test_a_read_model_whose_catch_up_fails_does_not_fold_the_same_events_twice(folders, database_url, fails_in,
+                                                                                 monkeypatch):
+    store, rm = open_read_models(folders, database_url)
+    try:
+        cmds = Commands(store)
+        plaza_commands.ensure_founded(cmds)
+        rm.catch_up()
+        plaza_commands.stop_all(cmds, cmds.context("owner", "one"))
+        plaza_commands.resume(cmds, cmds.context("owner"))
+        counts = rm.states["event_counts"]
+        if fails_in == "save":
+            real = rm._write_rows
+
+            def broken_once(conn, rows, **kw):
+                if rows is counts.rows:
+                    monkeypatch.setattr(rm, "_write_rows", real)
+                    raise sa.exc.OperationalError("INSERT", {}, Exception("the disk is full"))
+                return real(conn, rows, **kw)
+
+            monkeypatch.setattr(rm, "_write_rows", broken_once)
+        else:
+            real_on_any = counts.projection.fallback
+            calls = []
+
+            def on_any_broken_on_the_second(e, rows):
+                calls.append(e.position)
+                if len(calls) == 2:
+                    raise RuntimeError("a bug in a handler")
+                real_on_any(e, rows)
+
+            counts.projection.fallback = on_any_broken_on_the_second
+        rm.catch_up()  # event_counts fails; the others go on
+        assert "event_counts" in rm.failing
+        assert counts.position < store.max_position()
+        assert rm.states["plaza"].position == store.max_position()
+        if fails_in == "fold":
+            counts.projection.fallback = real_on_any
+        rm.catch_up()  # the failure has passed
+        assert rm.failing == {}
+        assert counts.position == store.max_position()
+        assert rm.live() == rm.replay()
+        total = sum(r["count"] for r in rm.live(["event_counts"])["event_counts"]["rm_event_counts"])
+        assert total == store.max_position()
+    finally:
+        store.close()
+        rm.engine.dispose()
