@@ -8,6 +8,8 @@ approvals whose detail cannot act.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess, cli
@@ -207,3 +209,48 @@ def test_a_provider_answering_a_usage_of_two_to_the_63_gets_502_and_records_no_t
         again.env[ENV_KEYS["openai"]] = KEYS["openai"]
         again.start()
         again.stop()
+
+
+# -- the guest channel -----------------------------------------------------------------------------
+
+
+class _Lines:
+    """A harness's stream, in process: the lines it sends, the answers it gets."""
+
+    def __init__(self, *lines: bytes):
+        self.sent = [line + b"\n" for line in lines]
+        self.answers: list[dict] = []
+
+    def read(self) -> bytes:
+        return self.sent.pop(0) if self.sent else b""
+
+    def write(self, data: bytes) -> None:
+        self.answers.append(json.loads(data))
+
+
+def test_the_guest_channel_refuses_what_the_log_could_not_hold_before_any_op_reads_it(folders, database_url):
+    from agentplaza.api.hub import Hub
+    from agentplaza.api.runtime import AgentRuntime, HarnessSession
+    from agentplaza.events import agents as ac
+
+    hub = Hub.open(folders, database_url=database_url)
+    try:
+        cmds = hub.commands
+        cid = ac.spawn(cmds, cmds.context("owner"), "orchestrator", 1)[0]
+        stream = _Lines(b'{"op":"hello"}',
+                        b'{"op":"tool","tool":"plaza_agent_propose","args":{"role":"builder","why":"x","count":NaN}}',
+                        b'{"op":"name","name":"a\\u0000b"}',
+                        b'{"op":"tool","tool":"plaza_status","args":' + b"[" * 100_000 + b"}",
+                        b'{"op":"tool","tool":"plaza_agent_propose","args":{"role":"builder","why":"x","count":1e400}}',
+                        b'["not", "an", "object"]')
+        before = cmds.store.max_position()
+        HarnessSession(AgentRuntime(hub, node="off"), cid, stream).run()
+        hello, *refused, not_object = stream.answers
+        assert hello.get("ok", True) is not False, hello
+        assert [(a["ok"], a["error"]["code"]) for a in refused] == [(False, "invalid_value")] * 4
+        assert [a["error"]["message"].split(":")[0] for a in refused] == ["args.count", "name", "request", "args.count"]
+        assert not_object["error"]["code"] == "bad_request"
+        kinds = [r.kind for r in cmds.store.read(before, 100)]
+        assert "Approval.Requested" not in kinds and all("Named" not in k for k in kinds)
+    finally:
+        hub.close()

@@ -173,7 +173,7 @@ def _walk(value: Any, limits: Limits, path: str, depth: int) -> None:
                 if not isinstance(k, str):
                     raise OutOfBounds(path, "an object's keys are strings")
                 check_text(k, f"{path} (a key)", limits.string_chars_max)
-                _walk(v, limits, _join(path, k), depth + 1)
+                _walk(v, limits, _join(path, k, depth == 0), depth + 1)
         else:
             if len(value) > limits.items_max:
                 raise OutOfBounds(path, f"an array holds at most {limits.items_max} items")
@@ -183,9 +183,10 @@ def _walk(value: Any, limits: Limits, path: str, depth: int) -> None:
         raise OutOfBounds(path, f"not a JSON value ({type(value).__name__})")
 
 
-def _join(path: str, key: str) -> str:
+def _join(path: str, key: str, top: bool) -> str:
+    """A field's path as a person reads it: ``detail.x``, ``"a b".c``, ``items[3]`` (the top object unnamed)."""
     shown = key if key.isidentifier() else json.dumps(key)
-    return shown if path == "body" else f"{path}.{shown}"
+    return shown if top else f"{path}.{shown}"
 
 
 def check_text(s: str, path: str, chars_max: int = BODY_STRING_CHARS_MAX) -> str:
