@@ -30,9 +30,11 @@ class Raw:
 
 @dataclass(frozen=True)
 class Pick:
-    """One of the values the hub answered earlier (an id, a cid, a name), chosen when the request is sent."""
+    """One of the values the hub answered earlier (an id, a cid, a name), chosen when the request is sent:
+    most often one it answered under this field's name, or named as one this field may take."""
 
     index: int
+    field: str = ""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,12 @@ HOSTILE_STRUCTURES: list[Any] = [
     Raw("[" * DEEP + "]" * DEEP), Raw('{"a":' * 5000 + "1" + "}" * 5000),
     {f"k{i}": i for i in range(2000)}, [0] * 10_000,
 ]
+#: Values that pass a body model's checks where a field is free-form (a string, a dict) yet may not be
+#: writable to the log or readable from it: what the bent bodies try most often.
+LOG_POISON: list[Any] = [
+    Raw("NaN"), Raw("Infinity"), Raw("-Infinity"), Raw("1e400"), 2**63, 2**64, -(2**63) - 1, "a\x00b", "\ud800",
+    {"x": Raw("NaN")}, {"x": "\x00"}, {"x": 2**64}, {"x": "\udfff"}, ["\x00"],
+]
 #: Bodies that are not a JSON object: broken, truncated, too deep, too large, not UTF-8.
 RAW_BODIES: list[bytes] = [
     b"", b"{", b'{"a":', b"\xff\xfe\x00\x00", b"\xef\xbb\xbf{}", b"[" * UNCLOSED, b'{"a":' * 20_000,
@@ -83,11 +91,11 @@ PATH_VALUES = ["0", "-1", "1", "2", "99999999999999999999", "9" * 5000, "abc", "
 
 
 def encode(value: Any, pick) -> str:
-    """The JSON text of a body tree; ``pick(i)`` resolves a Pick."""
+    """The JSON text of a body tree; ``pick(index, field)`` resolves a Pick."""
     if isinstance(value, Raw):
         return value.text
     if isinstance(value, Pick):
-        return encode(pick(value.index), pick)
+        return encode(pick(value.index, value.field), pick)
     if isinstance(value, dict):
         return "{" + ",".join(f"{json.dumps(str(k))}:{encode(v, pick)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
@@ -95,7 +103,8 @@ def encode(value: Any, pick) -> str:
     return json.dumps(value)  # ensure_ascii: NUL and lone surrogates go as \u escapes
 
 
-picks = st.integers(0, 10_000).map(Pick)
+def picks(field: str = "") -> st.SearchStrategy:
+    return st.integers(0, 10_000).map(lambda i: Pick(i, field))
 
 
 def hostile_strings() -> st.SearchStrategy:
@@ -117,21 +126,21 @@ def json_values() -> st.SearchStrategy:
         st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
 
 
-def from_schema(schema: dict, defs: dict) -> st.SearchStrategy:
+def from_schema(schema: dict, defs: dict, field: str = "") -> st.SearchStrategy:
     """Values a JSON Schema (as pydantic writes it) allows, leaning on words and ids the hub knows."""
     if "$ref" in schema:
-        return st.deferred(lambda: from_schema(defs[schema["$ref"].rsplit("/", 1)[-1]], defs))
+        return st.deferred(lambda: from_schema(defs[schema["$ref"].rsplit("/", 1)[-1]], defs, field))
     if "anyOf" in schema:
-        return st.one_of([from_schema(s, defs) for s in schema["anyOf"]])
+        return st.one_of([from_schema(s, defs, field) for s in schema["anyOf"]])
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
     if "const" in schema:
         return st.just(schema["const"])
     kind = schema.get("type")
     if kind == "string":
-        return st.one_of(st.sampled_from(WORDS), picks, st.text(max_size=16))
+        return st.one_of(st.sampled_from(WORDS), picks(field), picks(field), st.text(max_size=16))
     if kind == "integer":
-        return st.one_of(st.integers(0, 100), st.integers(-(2**31), 2**31), picks)
+        return st.one_of(st.integers(0, 100), st.integers(-(2**31), 2**31), picks(field))
     if kind == "number":
         return st.floats(allow_nan=False, allow_infinity=False, width=32)
     if kind == "boolean":
@@ -139,18 +148,18 @@ def from_schema(schema: dict, defs: dict) -> st.SearchStrategy:
     if kind == "null":
         return st.none()
     if kind == "array":
-        return st.lists(from_schema(schema.get("items", {}), defs), max_size=3)
+        return st.lists(from_schema(schema.get("items", {}), defs, field), max_size=3)
     if kind == "object":
         props = schema.get("properties", {})
         required = set(schema.get("required", ()))
         fixed = st.fixed_dictionaries(
-            {k: from_schema(v, defs) for k, v in props.items() if k in required},
-            optional={k: from_schema(v, defs) for k, v in props.items() if k not in required})
+            {k: from_schema(v, defs, k) for k, v in props.items() if k in required},
+            optional={k: from_schema(v, defs, k) for k, v in props.items() if k not in required})
         extra = schema.get("additionalProperties", False if props else True)
         if extra is False:
             return fixed
-        more = st.dictionaries(st.text(max_size=8), json_values() if extra is True else from_schema(extra, defs),
-                               max_size=3)
+        free = st.one_of(json_values(), st.sampled_from(LOG_POISON))
+        more = st.dictionaries(st.text(max_size=8), free if extra is True else from_schema(extra, defs), max_size=3)
         return st.tuples(more, fixed).map(lambda kv: {**kv[0], **kv[1]})
     return json_values()
 
@@ -160,16 +169,17 @@ def bent(draw, valid: st.SearchStrategy) -> Any:
     """A valid body with one thing wrong: a hostile value, an unknown field, a missing field, a nested bomb."""
     body = dict(draw(valid))
     how = draw(st.sampled_from(["value", "value", "value", "unknown", "drop", "inner"]))
+    hostile = st.one_of(st.sampled_from(LOG_POISON), hostile_values())
     keys = sorted(body)
     if how == "unknown" or not keys:
-        body[draw(st.sampled_from(["zzz", "__proto__", "", "\x00", "x" * 500]))] = draw(hostile_values())
+        body[draw(st.sampled_from(["zzz", "__proto__", "", "\x00", "x" * 500]))] = draw(hostile)
     elif how == "drop":
         body.pop(draw(st.sampled_from(keys)))
     elif how == "inner" and any(isinstance(body[k], dict | list) for k in keys):
         k = draw(st.sampled_from([k for k in keys if isinstance(body[k], dict | list)]))
-        body[k] = {"x": draw(hostile_values())} if isinstance(body[k], dict) else [draw(hostile_values())]
+        body[k] = {"x": draw(hostile)} if isinstance(body[k], dict) else [draw(hostile)]
     else:
-        body[draw(st.sampled_from(keys))] = draw(hostile_values())
+        body[draw(st.sampled_from(keys))] = draw(hostile)
     return body
 
 
@@ -197,12 +207,13 @@ def bodies(models: tuple, raw_shape: bool) -> st.SearchStrategy:
 
 def query_params(words: tuple[str, ...]) -> st.SearchStrategy:
     name = st.sampled_from(sorted(set(words) | set(QUERY_NAMES)))
-    value = st.one_of(st.sampled_from(QUERY_VALUES), picks, st.text(max_size=10))
-    return st.lists(st.tuples(name, value), max_size=3)
+    pairs = name.flatmap(lambda n: st.tuples(st.just(n), st.one_of(st.sampled_from(QUERY_VALUES), picks(n),
+                                                                  st.text(max_size=10))))
+    return st.lists(pairs, max_size=3)
 
 
-def path_values() -> st.SearchStrategy:
-    return st.one_of(picks, picks, st.sampled_from(PATH_VALUES), st.text(min_size=1, max_size=10))
+def path_values(param: str) -> st.SearchStrategy:
+    return st.one_of(picks(param), picks(param), st.sampled_from(PATH_VALUES), st.text(min_size=1, max_size=10))
 
 
 #: What Content-Type the request says: mostly JSON; now and then none or another, which the hub refuses.
