@@ -15,8 +15,10 @@ one, so the run goes on and names every route that breaks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable
@@ -66,12 +68,21 @@ class Pool:
         self.values: list[Any] = ["1", "n0", "builder"]
         self.by_key: dict[str, list[Any]] = {}
         self._seen = set(self.values)
+        self._turn = 0
 
     def pick(self, index: int, field: str = "") -> Any:
         known = self.by_key.get(field)
-        if known and index % 3:
-            return known[(index // 3) % len(known)]
-        return self.values[index % len(self.values)]
+        if known and index % 4 != 3:  # generated indexes lean small: 0 means this field's own values
+            return known[index % len(known)]
+        return self.values[(index // 4) % len(self.values)]
+
+    def known(self, field: str) -> Any:
+        """The next of the values this field was answered with or named as taking (None: none known)."""
+        values = self.by_key.get(field)
+        if not values:
+            return None
+        self._turn += 1
+        return values[self._turn % len(values)]
 
     def keep(self, key: str, value: Any) -> None:
         known = self.by_key.setdefault(key, [])
@@ -174,6 +185,10 @@ class Failure:
         return "\n".join(lines)
 
 
+#: The last line of a traceback: "OverflowError: ...", "orjson.JSONDecodeError: ...".
+_ERROR_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b")
+
+
 class LiveHub:
     """A running hub process whose output is drained (an undrained pipe would stall it) and kept."""
 
@@ -193,9 +208,9 @@ class LiveHub:
         if not self.alive():
             self._reader.join(timeout=10)  # a hub that exited: all it printed, up to its last word
         for line in reversed(self.lines[since:]):
-            if line and not line.startswith((" ", "Traceback", "During handling", "The above exception")) \
-                    and ("Error" in line or "Exception" in line or line.startswith("apid:")):
-                return line.strip()[:300]
+            text = line.strip().lstrip("|").strip()  # exception groups indent their members with "| "
+            if _ERROR_LINE.match(text) or text.startswith("apid:"):
+                return text[:300]
         return ""
 
     def alive(self) -> bool:
@@ -247,6 +262,9 @@ class Fuzzer:
         return why
 
     def fail(self, what: str, route: str, sent: Sent | None, answer: str, status: Any, since: int) -> None:
+        if what == "hub died" and self.hub is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a hub going down: let it say why
+                self.hub.proc.proc.wait(timeout=10)
         said = self.hub.last_error(since) if self.hub else ""
         key = (what, route, status, said.split(":")[0][:80])
         request = sent.describe() if sent else route

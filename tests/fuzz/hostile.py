@@ -220,3 +220,54 @@ def path_values(param: str) -> st.SearchStrategy:
 content_types = st.sampled_from(["application/json"] * 18 + [None, "text/plain"])
 #: Correlation ids (they reach every event a request writes): mostly plain; now and then long or odd.
 correlation_prefixes = st.sampled_from([""] * 16 + ["\xe9" * 8, "x" * 8000, "a;b=c,d"])
+
+
+#: What the poison pass puts into a field of each JSON type: values a strict model lets through to the
+#: domain (a string with NUL or a lone surrogate, an int past 64 bits, a free-form dict holding NaN ...).
+POISON_BY_TYPE: dict[str, list[Any]] = {
+    "string": ["a\x00b", "a\ud800b"],
+    "integer": [2**63, -(2**63) - 1],
+    "object": [{"x": Raw("NaN")}, {"x": Raw("1e400")}, {"x": 2**64, "y": "\x00"}],
+    "array": [["a\x00b"]],
+}
+
+
+def _types(schema: dict, defs: dict) -> list[dict]:
+    """The non-null branches of a field's schema, with references followed."""
+    if "$ref" in schema:
+        return _types(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "anyOf" in schema:
+        return [t for s in schema["anyOf"] for t in _types(s, defs)]
+    return [] if schema.get("type") == "null" else [schema]
+
+
+def plausible(schema: dict, defs: dict, field: str, known) -> Any:
+    """A value the field would likely take: one the hub named for it, else a simple one of its type."""
+    branches = _types(schema, defs) or [{}]
+    s = branches[0]
+    if "enum" in s:
+        return s["enum"][0]
+    kind = s.get("type")
+    if kind in ("string", "integer"):
+        value = known(field)
+        if value is not None and isinstance(value, str if kind == "string" else int):
+            return value
+        return WORDS[0] if kind == "string" else 1
+    return {"boolean": False, "array": [], "object": {}}.get(kind, "x")
+
+
+def poisoned(model, known) -> list[tuple[str, dict]]:
+    """For each field of ``model``, bodies whose other required fields are plausible and whose one field
+    holds each poison of its type: (field, body)."""
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
+    props, required = schema.get("properties", {}), set(schema.get("required", ()))
+    out = []
+    for name, sub in props.items():
+        kinds = {t.get("type") for t in _types(sub, defs)}
+        for kind in sorted(k for k in kinds if k in POISON_BY_TYPE):
+            for poison in POISON_BY_TYPE[kind]:
+                body = {k: plausible(v, defs, k, known) for k, v in props.items() if k in required}
+                body[name] = poison
+                out.append((name, body))
+    return out
