@@ -330,7 +330,11 @@ class EventStore:
     def verify(self, anchors: Sequence[Anchor] = ()) -> Verdict:
         """Walk every stored event against the hash chain (see ``chain``), check that the
         store's own reader can read each one, and that the chain passes through ``anchors``."""
-        return verify(self._chain_events(0), expand(self._chain_rows(0)), anchors=anchors, read=catalogue.record)
+        # One bound for both reads: events and their chain rows are committed together, so up to the
+        # head seen here the two agree, whatever commits while the walk goes on.
+        upto = max(self.max_position(), self.chain_head()[0])
+        links = ((p, x) for p, x in expand(self._chain_rows(0, upto)) if p <= upto)
+        return verify(self._chain_events(0, upto), links, anchors=anchors, read=catalogue.record)
 
     def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
         """Does the log still extend ``head`` at ``position``?  The stored link there must
