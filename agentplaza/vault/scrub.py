@@ -6,7 +6,8 @@ the hub or is recorded, ``Scrubber.scrub`` replaces each value it holds with
 ``REDACTED``, in each form a server may quote it back:
 
 * raw (which covers ``Bearer <key>``, ``x-api-key: <key>`` and ``repr``);
-* JSON-escaped (``ensure_ascii`` on and off, and with ``\\/`` for ``/``);
+* JSON-escaped (``ensure_ascii`` on and off, and with ``\\/`` for ``/``), and every form
+  JSON-escaped once more (an escaped text inside a provider's own JSON string);
 * URL-encoded (``quote`` and ``quote_plus``, upper and lower case hex);
 * hex (upper and lower case);
 * base64 and base64url, with and without padding, and at each of the three
@@ -75,6 +76,8 @@ def forms(value: str) -> set[bytes]:
     for enc in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
         found |= {enc, enc.rstrip(b"=")}
     found.update(_b64_cores(raw))
+    # each form once more JSON-escaped: a provider that puts an escaped text inside its own JSON string
+    found |= {json.dumps(f.decode("utf-8", "surrogatepass"))[1:-1].encode() for f in list(found)}
     return {f for f in found if len(f) >= MIN_SECRET_CHARS}
 
 
