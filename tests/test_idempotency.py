@@ -213,3 +213,30 @@ def test_a_claim_rides_the_first_commit_only_and_a_second_claim_is_refused(tmp_p
         assert store.get(Approval.request(ctx(), "a4", "agent", "x").id) is None  # nothing of it was stored
     finally:
         store.close()
+
+
+def test_the_cli_retries_a_dropped_connection_once_with_the_same_key_and_each_write_has_its_own():
+    from agentplaza.cli.client import Client, Unreachable
+
+    seen: list[tuple[str, str | None]] = []
+    drops = {"left": 1}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, request.headers.get("idempotency-key")))
+        if drops["left"]:
+            drops["left"] -= 1
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return httpx.Response(200, json={"ok": True})
+
+    c = Client("http://127.0.0.1:9", token="t")
+    c.http = httpx.Client(base_url=c.hub, transport=httpx.MockTransport(handler))
+    assert c.post("/v1/treasury/mint", {"amount": 1}) == {"ok": True}
+    assert c.post("/v1/tasks", TASK) == {"ok": True}
+    assert c.get("/v1/tasks") == {"ok": True}
+    (p1, k1), (p2, k2), (p3, k3), (p4, k4) = seen
+    assert p1 == p2 == "/v1/treasury/mint" and k1 == k2 and k1.startswith("apz-cli-")  # the retry: the same key
+    assert k3 and k3 != k1 and k3.rsplit("-", 1)[0] == k1.rsplit("-", 1)[0]  # one invocation, a key per write
+    assert k4 is None  # a read carries none
+    drops["left"] = 2  # dropped twice: one retry only, then a clear error
+    with pytest.raises(Unreachable):
+        c.post("/v1/treasury/mint", {"amount": 1})

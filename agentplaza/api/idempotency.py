@@ -93,9 +93,10 @@ class Claim:
         self.hub, self.derived, self.method, self.path = hub, derived, method, path
         self.correlation_id = correlation_id
         self.positions: list[int] | None = None
+        self.closed = False  # the request has answered: a task it started does not claim the key later
 
     def board(self, store) -> IdempotencyKey | None:
-        if self.positions is not None:  # claimed by this request's first commit
+        if self.positions is not None or self.closed:  # claimed by this request's first commit, or too late
             return None
         ctx = self.hub.commands.context("owner", None, self.correlation_id)
         return IdempotencyKey.claim(ctx, store.get(self.derived.id), self.derived.key_sha256,
@@ -173,6 +174,8 @@ class Keys:
             except Refusal as r:
                 return refusal_response(r)
             return replay or refusal_response(KeyTaken())
+        finally:
+            claim.closed = True
         if claim.positions is not None:
             await anyio.to_thread.run_sync(self._keep, derived, claim.positions, response)
         return response
