@@ -18,6 +18,7 @@ damaged event in the log").
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import datetime
 import logging
@@ -75,6 +76,21 @@ class PlazaApplication(Application):
 
 #: Another writer changed an aggregate first; the command may be retried.
 Conflict = CommitConflict
+
+#: A rider: an object whose ``board(store)`` gives an aggregate (or None) that joins the next commit made in
+#: its context, and whose ``boarded(positions)`` hears that commit's positions.  An idempotency key's claim
+#: rides this way, so it is written in the same transaction as the request's first change.
+_rider: contextvars.ContextVar[Any] = contextvars.ContextVar("apz_rider", default=None)
+
+
+@contextmanager
+def riding(rider: Any) -> Iterator[None]:
+    """Within this block (and the worker threads it starts), ``rider`` joins the next commit."""
+    token = _rider.set(rider)
+    try:
+        yield
+    finally:
+        _rider.reset(token)
 
 
 def store_env(*, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> dict[str, str]:
@@ -209,6 +225,11 @@ class EventStore:
         events = [e for a in aggregates for e in a.collect_events()]
         if not events:
             return []
+        rider = _rider.get()
+        extra = rider.board(self) if rider is not None else None
+        if extra is not None:
+            aggregates += (extra,)
+            events += extra.collect_events()
         try:
             positions = put(stored_form(self.app.mapper, events))
         except Exception:  # a conflict, an unstorable event, a database error: nothing was stored
@@ -216,6 +237,8 @@ class EventStore:
             raise
         self._remember(list(aggregates))
         self._snapshot(aggregates, events)
+        if extra is not None:
+            rider.boarded(positions)
         return positions
 
     def _snapshot(self, aggregates: tuple, events: list[Any]) -> None:
