@@ -37,6 +37,7 @@ from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
+from ..permissions import make_private_file
 from . import catalogue
 from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, Anchor, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
@@ -154,6 +155,8 @@ class EventStore:
 
     @classmethod
     def open(cls, *, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> EventStore:
+        if not database_url and not read_only:
+            make_private_file(Path(state_dir) / STORE_FILE)  # SQLite would make it with the umask's mode
         return cls(store_env(state_dir=state_dir, database_url=database_url, read_only=read_only))
 
     # -- aggregates ------------------------------------------------------
