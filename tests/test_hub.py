@@ -120,7 +120,8 @@ def test_cli_tables_json_and_refusals(hub):
     r = cli(hub, "plaza", "resume")
     assert r.returncode == 0 and "running" in r.stdout
     r = cli(hub, "audit", "verify")
-    assert r.returncode == 0 and r.stdout.startswith(f"intact: {genesis + 2} events, head ")
+    # the two changes, and for each the CLI's Idempotency-Key: its claim and its kept answer
+    assert r.returncode == 0 and r.stdout.startswith(f"intact: {genesis + 2 + 2 * 2} events, head ")
     r = cli(hub, "replay", "--upto", str(genesis + 1))
     assert f"read models as of position {genesis + 1}" in r.stdout and "checking the new law" in r.stdout
     r = cli(hub, "replay", "--rebuild", "nosuch")

@@ -211,3 +211,31 @@ def test_long_lived_aggregates_are_snapshotted_and_load_the_same(store, folders,
         assert loaded.total == sum(range(SNAPSHOT_EVERY * 2 + 5)) and loaded.version == SNAPSHOT_EVERY * 2 + 6
     finally:
         other.close()
+
+
+def test_verify_while_others_commit_never_reads_a_false_break(store):
+    """Events and their chain rows are read up to one head, so a commit during the walk is not a break."""
+    tally = Tally.start(ctx(), label="busy")
+    store.commit(tally)
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            t = store.get(tally.id)
+            t.count(ctx(), by=1)
+            try:
+                store.commit(t)
+            except CommitConflict:
+                pass
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        verdicts = [store.verify() for _ in range(30)]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert all(v.intact for v in verdicts), [v.as_dict() for v in verdicts if not v.intact][:1]
+    assert store.verify().intact

@@ -14,7 +14,10 @@ body can change it.  Each call, in order:
 4. The provider's key, from the key source (the vault, the hub's environment ...).
 5. Forwarded; metered (tokens in, out, cache; latency; time to first token);
    recorded as one ``Usage.ModelCalled`` event and charged, in one commit.
-   An answer whose usage the plaza could not record (``wire.Meter.fault``: a
+6. The provider's answer goes back scrubbed of every value the vault holds and
+   of the key used (``agentplaza.vault.scrub``): a provider that quotes the key
+   in an error, in any common encoding, gives the caller ``[redacted]``.
+7. An answer whose usage the plaza could not record (``wire.Meter.fault``: a
    count out of range, a cost too large) is not passed on: the caller gets
    502 ``bad_upstream`` naming the field, and the call is recorded as an error
    with no tokens and no charge.
@@ -79,6 +82,7 @@ from ..domain.vault import HUB_NODE, Denied, resolve
 from ..events import models as model_commands
 from ..events import treasury as treasury_commands
 from ..events.models import MICRO_PER_CREDIT
+from ..vault.scrub import NOTHING_HELD, Scrubber
 from .hub import Hub
 
 #: The key every gateway caller presents: useless outside the hub.
@@ -112,6 +116,12 @@ VAULT_KEY_KINDS = ("vault", "secret")
 
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def scrubber_of(hub: Hub) -> Scrubber:
+    """The scrubber the hub's vault feeds (one that holds nothing when the hub has no vault)."""
+    vault = getattr(hub, "vault", None)
+    return vault.scrubber if vault is not None else NOTHING_HELD
 
 
 @dataclass(frozen=True)
@@ -306,8 +316,9 @@ class Recorder:
     the calls still queued (and their charges).
     """
 
-    def __init__(self, record: Any):
+    def __init__(self, record: Any, scrubber: Scrubber = NOTHING_HELD):
         self.record = record  # record(list[CallRecord]) -> None
+        self.scrubber = scrubber
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.pending = 0
         self._lock = threading.Lock()
@@ -332,7 +343,7 @@ class Recorder:
             try:
                 self.record(batch)
             except Exception as e:  # noqa: BLE001 - the answers are sent; say why their records failed
-                print(f"apid: {len(batch)} model calls not recorded: {type(e).__name__}: {e}", file=sys.stderr)
+                print(f"apid: {len(batch)} model calls not recorded: {self.scrubber.error_text(e)}", file=sys.stderr)
             finally:
                 with self._lock:
                     self.pending -= len(batch)
@@ -359,7 +370,8 @@ class Gateway:
         self.charger = charger
         self.upstream = upstream or Upstream()
         self.on_recorded = on_recorded or (lambda: None)
-        self.recorder = Recorder(self._record)
+        self.scrubber = scrubber_of(hub)
+        self.recorder = Recorder(self._record, self.scrubber)
         self._book: tuple[Any, PriceBook] | None = None
         self._snapshots: dict | None = None
 
@@ -501,7 +513,7 @@ class Gateway:
         call_id = uuid.uuid4()
         forwarded = rewrite(wire, body, allowed.model, allowed.effort, ask.stream)
         passed = {k: v for k, v in request.headers.items() if k.lower() in PASSED_HEADERS}
-        call = _Call(self, wire, caller, allowed, provider, ask.stream, call_id, start)
+        call = _Call(self, wire, caller, allowed, provider, ask.stream, call_id, start, key)
         try:
             answer = await self.upstream.call(provider, wire, forwarded, allowed.model, ask.stream, key, passed,
                                               allowed.effort, call_id.hex[:12])
@@ -523,15 +535,17 @@ class Gateway:
                 else:
                     await call.finish(refusal.status)
                 return _error(wire, refusal.status, refusal.code, refusal.message)
+            body, headers = call.scrubbed(answer.body or b""), call.scrubbed_headers(answer.headers)
             if caller.route == LOOP_ROUTE:  # charged first: a reply the escrow cannot pay is discarded
                 refused = await anyio.to_thread.run_sync(call.settle_loop, answer.status)
                 if refused is not None:
                     return _error(wire, PAYER_STATUS, refused.code, refused.message)
-                return Response(answer.body, status_code=answer.status, headers=answer.headers)
+                return Response(body, status_code=answer.status, headers=headers)
             # Recorded and charged right after the answer is sent, off the caller's path.
-            return Response(answer.body, status_code=answer.status, headers=answer.headers,
+            return Response(body, status_code=answer.status, headers=headers,
                             background=BackgroundTask(call.finish, answer.status))
-        return StreamingResponse(call.relay(answer), status_code=answer.status, headers=answer.headers,
+        return StreamingResponse(call.relay(answer), status_code=answer.status,
+                                 headers=call.scrubbed_headers(answer.headers),
                                  background=BackgroundTask(call.finish_stream))
 
 
@@ -539,9 +553,10 @@ class _Call:
     """One forwarded call: its meter, its timings, and its record."""
 
     def __init__(self, gw: Gateway, wire: str, caller: Caller, allowed: Permit, provider: ProviderConfig,
-                 stream: bool, call_id: uuid.UUID, start: float):
+                 stream: bool, call_id: uuid.UUID, start: float, key: str | None = None):
         self.gw, self.wire, self.caller, self.allowed, self.provider = gw, wire, caller, allowed, provider
         self.stream, self.call_id, self.start = stream, call_id, start
+        self._key = (key,)  # scrubbed from the answer too (a key from the hub's environment is not the vault's)
         self.meter = Meter(wire)
         self.ttft: float | None = None
         self.end: float | None = None
@@ -558,9 +573,16 @@ class _Call:
         if self.ttft is None:
             self.ttft = time.perf_counter()
 
+    def scrubbed(self, body: bytes) -> bytes:
+        return self.gw.scrubber.scrub_bytes(body, self._key)
+
+    def scrubbed_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        return {k: self.gw.scrubber.scrub(v, self._key) for k, v in headers.items()}
+
     async def relay(self, answer: Answer) -> AsyncIterator[bytes]:
         self.stream_status = answer.status
         complete = False
+        scrub = self.gw.scrubber.stream(self._key)
         try:
             async for chunk in answer.chunks:  # type: ignore[union-attr]
                 self.first_byte()
@@ -568,8 +590,13 @@ class _Call:
                 if self.meter.fault is not None:  # the rest is not passed on; the call is recorded as an error
                     self.stream_status = self.bad_usage().status
                     break
-                yield chunk
+                out = scrub.feed(chunk)
+                if out:
+                    yield out
             complete = True
+            rest = scrub.end()
+            if rest:
+                yield rest
         except UPSTREAM_ERRORS:
             self.stream_status = 502
             complete = True

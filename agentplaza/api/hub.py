@@ -16,7 +16,7 @@ from ..events.anchor import ANCHOR_FILE, ANCHOR_KEY_FILE, Anchors
 from ..events.bus import Bus
 from ..events.commands import Clock, Commands, utc_now
 from ..events.store import EventStore
-from ..permissions import check_private, make_private_file
+from ..permissions import check_private
 from ..projections.log import unreadable_events
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
@@ -57,9 +57,6 @@ class Hub:
         folders.make()
         check_private(*relied_on(folders))  # a folder or file others can read or write stops the hub here
         url = database_url if database_url is not None else env_database_url()
-        if not url:
-            for name in (STORE_FILE, READ_MODELS_FILE):
-                make_private_file(folders.state / name)
         token_hash, new_token = ensure_owner_token(folders.state)
         store = EventStore.open(state_dir=folders.state, database_url=url)
         commands = Commands(store, clock)

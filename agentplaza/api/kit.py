@@ -10,9 +10,12 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from ..domain.base import Context, Refusal
+from ..domain.idempotency import KeyTaken
 from . import gate
-from .errors import ApiError, drain, error_response, refusal_response
+from .errors import ApiError, drain, error_response
+from .gateway import scrubber_of
 from .hub import Hub
+from .idempotency import Keys
 
 #: How often the hub looks for events written by another hub process.
 POLL_INTERVAL_S = 0.25
@@ -56,23 +59,30 @@ class Api:
     def __init__(self, hub: Hub):
         self.hub = hub
         self.follower = Follower(hub)
+        self.keys = Keys(hub)
 
-    @staticmethod
-    def endpoint(fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-        """A route whose result is JSON and whose refusals are the error shape."""
+    def endpoint(self, fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+        """A route whose result is JSON and whose refusals are the error shape, with no vault value in a
+        refusal's message; a write with an ``Idempotency-Key`` is done once (see ``idempotency``)."""
+        scrub = scrubber_of(self.hub).scrub
 
-        async def wrapped(request: Request) -> Response:
+        async def answer(request: Request) -> Response:
             try:
                 check_params(request)
                 result = await fn(request)
+            except KeyTaken:
+                raise  # the key's claim was lost to another request: ``Keys.around`` answers for it
             except ApiError as e:
                 if e.status != 413:  # a body too large was drained as far as it is, or refused at once
                     await drain(request)
-                return error_response(e.status, e.code, e.message)
+                return error_response(e.status, e.code, scrub(e.message))
             except Refusal as r:
                 await drain(request)
-                return refusal_response(r)
+                return error_response(r.status, r.code, scrub(r.message))
             return result if isinstance(result, Response) else JSONResponse(result)
+
+        async def wrapped(request: Request) -> Response:
+            return await self.keys.around(request, lambda: answer(request))
 
         wrapped.__name__ = fn.__name__
         return wrapped

@@ -1,8 +1,17 @@
-"""The command line's only way to the hub: HTTP with httpx (and the live bus over WebSocket)."""
+"""The command line's only way to the hub: HTTP with httpx (and the live bus over WebSocket).
+
+Every write (POST, PUT, PATCH, DELETE) carries an ``Idempotency-Key``: one
+random prefix per invocation and the request's number within it, so two
+writes of one command never share a key.  A request whose connection drops
+is sent once more, with the same key, so the hub does it once (see
+docs/operations.md, "Retries and Idempotency-Key").
+"""
 
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -12,6 +21,15 @@ import httpx
 from ..config import DEFAULT_HUB, OWNER_TOKEN_FILE, folders
 
 TIMEOUT_S = 30.0
+#: A request whose connection dropped is sent again this many times, with the same Idempotency-Key.
+RETRIES = 1
+#: The pause before that retry.
+RETRY_PAUSE_S = 0.5
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: What a connection dropped mid-request raises.  A refused connection is not retried (nothing was sent, and
+#: the offline paths wait for no one), nor a timeout (the hub may still be working on it).
+DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 class HubError(Exception):
@@ -42,12 +60,27 @@ class Client:
         )
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.http = httpx.Client(base_url=self.hub, headers=headers, timeout=TIMEOUT_S)
+        self.invocation = uuid.uuid4().hex
+        self.writes = 0
+
+    def idempotency_key(self) -> str:
+        """A new key for the next write of this invocation."""
+        self.writes += 1
+        return f"apz-cli-{self.invocation}-{self.writes}"
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            r = self.http.request(method, path, **kwargs)
-        except httpx.TransportError as e:
-            raise Unreachable(f"cannot reach the hub at {self.hub}: {e}") from None
+        if method.upper() in WRITE_METHODS:
+            kwargs["headers"] = {IDEMPOTENCY_HEADER: self.idempotency_key(), **(kwargs.get("headers") or {})}
+        for attempt in range(RETRIES + 1):
+            try:
+                r = self.http.request(method, path, **kwargs)
+                break
+            except DROPPED as e:
+                if attempt == RETRIES:
+                    raise Unreachable(f"cannot reach the hub at {self.hub}: {e}") from None
+                time.sleep(RETRY_PAUSE_S)
+            except httpx.TransportError as e:
+                raise Unreachable(f"cannot reach the hub at {self.hub}: {e}") from None
         try:
             data = r.json()
         except ValueError:

@@ -18,6 +18,7 @@ damaged event in the log").
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import datetime
 import logging
@@ -36,6 +37,7 @@ from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
+from ..permissions import make_private_file
 from . import catalogue
 from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, Anchor, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
@@ -75,6 +77,21 @@ class PlazaApplication(Application):
 
 #: Another writer changed an aggregate first; the command may be retried.
 Conflict = CommitConflict
+
+#: A rider: an object whose ``board(store)`` gives an aggregate (or None) that joins the next commit made in
+#: its context, and whose ``boarded(positions)`` hears that commit's positions.  An idempotency key's claim
+#: rides this way, so it is written in the same transaction as the request's first change.
+_rider: contextvars.ContextVar[Any] = contextvars.ContextVar("apz_rider", default=None)
+
+
+@contextmanager
+def riding(rider: Any) -> Iterator[None]:
+    """Within this block (and the worker threads it starts), ``rider`` joins the next commit."""
+    token = _rider.set(rider)
+    try:
+        yield
+    finally:
+        _rider.reset(token)
 
 
 def store_env(*, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> dict[str, str]:
@@ -138,6 +155,8 @@ class EventStore:
 
     @classmethod
     def open(cls, *, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> EventStore:
+        if not database_url and not read_only:
+            make_private_file(Path(state_dir) / STORE_FILE)  # SQLite would make it with the umask's mode
         return cls(store_env(state_dir=state_dir, database_url=database_url, read_only=read_only))
 
     # -- aggregates ------------------------------------------------------
@@ -209,6 +228,11 @@ class EventStore:
         events = [e for a in aggregates for e in a.collect_events()]
         if not events:
             return []
+        rider = _rider.get()
+        extra = rider.board(self) if rider is not None else None
+        if extra is not None:
+            aggregates += (extra,)
+            events += extra.collect_events()
         try:
             positions = put(stored_form(self.app.mapper, events))
         except Exception:  # a conflict, an unstorable event, a database error: nothing was stored
@@ -216,6 +240,8 @@ class EventStore:
             raise
         self._remember(list(aggregates))
         self._snapshot(aggregates, events)
+        if extra is not None:
+            rider.boarded(positions)
         return positions
 
     def _snapshot(self, aggregates: tuple, events: list[Any]) -> None:
@@ -330,7 +356,11 @@ class EventStore:
     def verify(self, anchors: Sequence[Anchor] = ()) -> Verdict:
         """Walk every stored event against the hash chain (see ``chain``), check that the
         store's own reader can read each one, and that the chain passes through ``anchors``."""
-        return verify(self._chain_events(0), expand(self._chain_rows(0)), anchors=anchors, read=catalogue.record)
+        # One bound for both reads: events and their chain rows are committed together, so up to the
+        # head seen here the two agree, whatever commits while the walk goes on.
+        upto = max(self.max_position(), self.chain_head()[0])
+        links = ((p, x) for p, x in expand(self._chain_rows(0, upto)) if p <= upto)
+        return verify(self._chain_events(0, upto), links, anchors=anchors, read=catalogue.record)
 
     def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
         """Does the log still extend ``head`` at ``position``?  The stored link there must

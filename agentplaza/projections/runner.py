@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from ..config import READ_MODELS_FILE
 from ..events.records import EventRecord
+from ..permissions import make_private_file
 from .framework import (
     CATCH_UP_BATCH,
     REBUILD_PAGE,
@@ -44,6 +45,9 @@ def equal_to(table: sa.Table, **values: Any) -> list:
 
 def make_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
+        path = sa.engine.make_url(url).database
+        if path and path != ":memory:" and not path.startswith("file:"):
+            make_private_file(Path(path))  # SQLite would make it with the umask's mode
         engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @sa.event.listens_for(engine, "connect")

@@ -66,6 +66,7 @@ from ..events.commands import Commands
 from . import crypto
 from .audit import AUDIT_FILE, AUDIT_KEY_FILE, AuditLog
 from .files import KeyFileExposed, check_key_file, read_json, write_json, write_private
+from .scrub import Scrubber
 
 VAULT_DOCUMENT = "vault.json"
 KEY_FILE = "vault.key"
@@ -85,7 +86,7 @@ def unb64(text: str) -> bytes:
 
 class VaultService:
     def __init__(self, folders: Folders, commands: Commands, *, passphrase_n: int = crypto.PASSPHRASE_SCRYPT_N,
-                 recovery_n: int = crypto.RECOVERY_SCRYPT_N):
+                 recovery_n: int = crypto.RECOVERY_SCRYPT_N, scrubber: Scrubber | None = None):
         self.folders = folders
         self.cmds = commands
         self.store = commands.store
@@ -100,6 +101,9 @@ class VaultService:
         self._entries: list[Entry] = []
         self.tampered: str | None = None
         self.groups = UseGroups()
+        #: Fed every value the vault holds while it is unsealed (and none while sealed): every text the
+        #: hub passes on from outside goes through it (see ``scrub``).
+        self.scrubber = scrubber or Scrubber()
 
     # -- start ---------------------------------------------------------------------------
 
@@ -320,6 +324,7 @@ class VaultService:
             positions = self._commit_staged(vault)
             self._entries = vault.all_entries()
             self._audit(positions)
+            self._feed_scrubber()
             return result
 
     # -- unseal, seal ------------------------------------------------------------------------
@@ -399,10 +404,26 @@ class VaultService:
                     if self._material(sid, v) is None:
                         problem = f"version {v} of {e['name']} ({sid}) has no data in vault.json"
         self._entries = vault.all_entries()
+        self._feed_scrubber()
         if problem:
             self._tamper(vault, problem)
         else:
             self.tampered = None
+
+    def _feed_scrubber(self) -> None:
+        """The scrubber holds every kept version of every entry (in memory only; a version that does not
+        open is left out: the vault could not give it out either)."""
+        if self._mk is None or self._doc is None:
+            self.scrubber.forget_all()
+            return
+        mk, values = bytes(self._mk), []
+        for e in self._entries:
+            for v in e.kept:
+                try:
+                    values.append(self._open_value(mk, e, v))
+                except (crypto.CryptoError, KeyError, ValueError, TypeError):
+                    pass
+        self.scrubber.hold(values)
 
     def seal(self, *, actor: str = "owner", reason: str | None = None) -> dict:
         with self._lock:
@@ -411,6 +432,7 @@ class VaultService:
             self.flush_uses(everything=True)
             crypto.wipe(self._mk)
             self._mk = None
+            self.scrubber.forget_all()
             vault = self._vault()
             vault.sealed_by(self.cmds.context(actor, reason))
             self._commit(vault)
@@ -750,6 +772,7 @@ class VaultService:
                 pass
             crypto.wipe(self._mk)
             self._mk = None
+            self.scrubber.forget_all()
 
 
 def _unfinished_creation(doc: dict) -> bool:

@@ -165,7 +165,9 @@ class Meter:
         if x is None:
             return 0
         if type(x) is not int or not 0 <= x <= USAGE_TOKENS_MAX:
-            self._bad(f"{field}.{key}", f"a token count is a whole number from 0 to {USAGE_TOKENS_MAX}, not {str(x)[:40]}")
+            # the value itself is not quoted: a provider's answer is not text to pass on
+            got = "out of range" if type(x) is int else f"a {type(x).__name__}"
+            self._bad(f"{field}.{key}", f"a token count is a whole number from 0 to {USAGE_TOKENS_MAX}, not {got}")
             return 0
         return x
 

@@ -32,12 +32,14 @@ from ...domain.models import (
 )
 from ...domain.vault import PLAZA as VAULT_PLAZA
 from ...events import models as model_commands
+from ...vault.scrub import redact_urls
 from ..auth import presented_token
 from ..errors import ApiError, Body, read_body
 from ..gateway import (
     GATEWAY_TOKEN_BYTES,
     GATEWAY_TOKEN_PREFIX,
     VAULT_KEY_KINDS,
+    scrubber_of,
     token_sha256,
     vault_name,
 )
@@ -285,7 +287,10 @@ def routes(api: Api) -> list:
             if key is None:
                 return {"provider": pid, "model": model, "ok": False, "status": None, "latency_ms": None,
                         "message": "Key missing"}
-        return await test_call(gw.upstream, cfg, model, key)
+        # What the provider said goes back without any vault value or the key just used (it may quote it).
+        result = await test_call(gw.upstream, cfg, model, key)
+        result["message"] = redact_urls(str(result.get("message") or ""))
+        return scrubber_of(hub).scrub_json(result, (key,))
 
     async def list_models(request: Request) -> dict:
         pol = policy()
@@ -399,7 +404,7 @@ def fetch_prices(api: Api, client: httpx.Client | None = None) -> dict:
                 got = price_lists.fetch(source, client)
             except (httpx.HTTPError, ValueError) as e:
                 last = kept.get(source)
-                out[source] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300],
+                out[source] = {"ok": False, "error": scrubber_of(hub).error_text(e)[:300],
                                "in_use": last["day"] if last else "snapshot"}
                 continue
             digest = price_lists.digest(got)
@@ -427,7 +432,7 @@ async def background(api: Api) -> None:
                 print(f"apid: price lists not fetched ({', '.join(failed)}); the last good copy stays in use",
                       file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - a failed fetch never stops the hub
-            print(f"apid: price fetch failed: {e}", file=sys.stderr)
+            print(f"apid: price fetch failed: {scrubber_of(api.hub).error_text(e)}", file=sys.stderr)
         await anyio.sleep(price_lists.FETCH_EVERY_S)
 
 
