@@ -39,7 +39,7 @@ def create_work(url: str, tag: str, acked: list, stop: threading.Event, errors: 
             i += 1
             try:
                 for r in (c.post("/v1/tasks", json={"title": f"{tag}-{i}", "acceptance": "done", "budget": 10}),
-                          c.post("/v1/approvals", json={"kind": "agent", "title": f"{tag}-{i}", "detail": {"i": i}})):
+                          c.post("/v1/approvals", json={"kind": "project", "title": f"{tag}-{i}", "detail": {"i": i}})):
                     if r.status_code >= 500:
                         errors.append(r.text)
                     elif r.status_code == 200:

@@ -99,7 +99,7 @@ def test_the_hub_starts_over_an_unreadable_event_names_it_and_goes_on(folders, d
 def test_an_event_damaged_after_it_was_folded_is_named_by_a_rebuild_and_at_the_next_start(folders, database_url):
     hub = HubProcess(folders, database_url, args=("--node", "off")).start()
     with hub.client() as c:
-        r = ok(c.post("/v1/approvals", json={"kind": "agent", "title": "look", "detail": {"x": 1}}))
+        r = ok(c.post("/v1/approvals", json={"kind": "project", "title": "look", "detail": {"x": 1}}))
         assert r
         target = ok(c.get("/v1/hub"))["position"]
         ok(c.post("/v1/plaza/stop", json={"reason": "later"}))

@@ -204,13 +204,13 @@ def test_a_claim_rides_the_first_commit_only_and_a_second_claim_is_refused(tmp_p
     try:
         rider = _Rider()
         with riding(rider):
-            first = store.commit(Approval.request(ctx(), "a1", "agent", "one"))
-            second = store.commit(Approval.request(ctx(), "a2", "agent", "two"))
+            first = store.commit(Approval.request(ctx(), "a1", "project", "one"))
+            second = store.commit(Approval.request(ctx(), "a2", "project", "two"))
         assert len(first) == 2 and len(second) == 1 and rider.positions == first
-        assert store.commit(Approval.request(ctx(), "a3", "agent", "three"))  # no rider outside the block
+        assert store.commit(Approval.request(ctx(), "a3", "project", "three"))  # no rider outside the block
         with riding(_Rider()), pytest.raises(KeyTaken):
-            store.commit(Approval.request(ctx(), "a4", "agent", "four"))
-        assert store.get(Approval.request(ctx(), "a4", "agent", "x").id) is None  # nothing of it was stored
+            store.commit(Approval.request(ctx(), "a4", "project", "four"))
+        assert store.get(Approval.request(ctx(), "a4", "project", "x").id) is None  # nothing of it was stored
     finally:
         store.close()
 
