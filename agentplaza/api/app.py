@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import Edge
-from .errors import error_response
+from .errors import drain, error_response
 from .hub import Hub
 from .kit import Api
 from .routes import AREAS
@@ -78,9 +78,11 @@ def create_app(hub: Hub) -> Starlette:
             tg.cancel_scope.cancel()
 
     async def not_found(request: Request, exc: Exception) -> Response:
+        await drain(request)
         return error_response(404, "not_found", f"no route {request.method} {request.url.path}")
 
     async def wrong_method(request: Request, exc: Exception) -> Response:
+        await drain(request)
         return error_response(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}")
 
     async def crashed(request: Request, exc: Exception) -> Response:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import error_response
+from .errors import DRAIN_LIMIT_BYTES, error_response
 
 #: Names a hub always answers to, besides IP addresses it can be reached at.
 ALWAYS_NAMES = frozenset({"localhost"})
@@ -164,6 +164,7 @@ class Edge:
                 else:
                     await send({"type": "websocket.close", "code": 4000 + status, "reason": message[:120]})
                 return
+            await _drain(receive)
             await response(scope, receive, _with_headers(send))
             return
         await self.app(scope, receive, _with_headers(send) if scope["type"] == "http" else send)
@@ -184,6 +185,19 @@ class Edge:
             if ctype != JSON_TYPE:
                 return 415, "json_only", f"a request that changes something must be Content-Type: {JSON_TYPE}"
         return None
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and drop a refused request's body (up to DRAIN_LIMIT_BYTES), so the client sees the answer
+    instead of a connection cut mid-send."""
+    size = 0
+    while size <= DRAIN_LIMIT_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _changes_something(scope: Scope, headers: dict[bytes, list[bytes]]) -> bool:

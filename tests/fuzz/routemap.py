@@ -34,6 +34,7 @@ BODYLESS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/agents/{cid}"): "the agent is named by the path",
     ("DELETE", "/v1/agents/{cid}/checkpoints/{name}"): "the checkpoint is named by the path",
     ("DELETE", "/v1/templates/{key}"): "the template is named by the path",
+    ("DELETE", "/v1/auth/session"): "signs out the session cookie it is sent with",
 }
 
 #: Routes whose body is a provider's request shape (the model gateway passes it on): fuzzed with any JSON.
