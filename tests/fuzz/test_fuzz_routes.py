@@ -10,6 +10,7 @@ The long run:  APZ_FUZZ_EXAMPLES=400 bash scripts/test.sh tests/fuzz -k routes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 
@@ -126,10 +127,13 @@ def test_routes_survive_hostile_requests(specs, folders, backend, request, tmp_p
             fuzzer.hub.stop()
     line = (f"fuzz: {fuzzer.sent} requests over {routes} routes ({backend}), "
             f"{len(fuzzer.failures)} failures, {fuzzer.hubs} hubs, {fuzzer.verify_races} verify races")
+    # Printed past pytest's capture, so the count stands in CI's output whether the run passes or not.
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
-    else:
-        print(line)
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line)
     if fuzzer.failures:
         pytest.fail(f"{line}\n{fuzzer.report()}", pytrace=False)
