@@ -36,7 +36,10 @@ class Body(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", strict=True)
 
 
-async def read_body(request: Request, model: type[M]) -> M:
+async def read_raw(request: Request) -> bytes:
+    """The body's bytes, at most ``MAX_BODY_BYTES`` (413 otherwise, after reading up to
+    ``DRAIN_LIMIT_BYTES`` so the client sees the answer).  Starlette keeps them, so a second
+    read (the route after the idempotency check) gets the same bytes."""
     too_large = ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > DRAIN_LIMIT_BYTES:
@@ -51,6 +54,12 @@ async def read_body(request: Request, model: type[M]) -> M:
     if size > MAX_BODY_BYTES:
         raise too_large
     raw = b"".join(chunks)
+    request._body = raw  # Request.stream() gives it to the next reader
+    return raw
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    raw = await read_raw(request)
     if not raw.strip():
         raw = b"{}"
     try:

@@ -37,7 +37,7 @@ from ..domain.base import Refusal
 from ..domain.idempotency import REPLAY, IdempotencyKey, KeyTaken, key_id
 from ..events.store import riding
 from ..vault import crypto
-from .errors import DRAIN_LIMIT_BYTES, MAX_BODY_BYTES, ApiError, error_response, refusal_response
+from .errors import ApiError, error_response, read_raw, refusal_response
 from .hub import Hub
 
 HEADER = "Idempotency-Key"
@@ -106,27 +106,6 @@ class Claim:
         self.positions = list(positions)
 
 
-async def _raw_body(request: Request) -> bytes:
-    """The body once, within the limits ``read_body`` keeps; the handler reads it again from the request."""
-    too_large = ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > DRAIN_LIMIT_BYTES:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            if size > DRAIN_LIMIT_BYTES:
-                raise too_large
-            continue
-        chunks.append(chunk)
-    if size > MAX_BODY_BYTES:
-        raise too_large
-    raw = b"".join(chunks)
-    request._body = raw  # Request.stream() gives it to the handler
-    return raw
-
-
 class Keys:
     """The hub's side of idempotency keys: the requests running now, and the log for the rest."""
 
@@ -143,7 +122,7 @@ class Keys:
             if key is None:
                 return await answer()
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            derived = Derived(key, request.method, target, await _raw_body(request))
+            derived = Derived(key, request.method, target, await read_raw(request))
         except ApiError as e:
             return error_response(e.status, e.code, e.message)
         with self._lock:
