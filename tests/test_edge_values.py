@@ -15,8 +15,8 @@ from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess, cli
 from support.treasury import Plaza
 
+from agentplaza import gate
 from agentplaza.adapters.providers.wire import USAGE_TOKENS_MAX, Meter
-from agentplaza.api import gate
 from agentplaza.domain.approvals import Approval, approval_id
 from agentplaza.domain.base import Refusal
 from agentplaza.events import approvals as ap

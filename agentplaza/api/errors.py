@@ -8,8 +8,8 @@ import pydantic
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from .. import gate
 from ..domain.base import Refusal
-from . import gate
 
 #: Largest request body the hub reads.
 MAX_BODY_BYTES = 64 * 1024

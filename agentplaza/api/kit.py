@@ -9,9 +9,9 @@ import anyio
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
+from .. import gate
 from ..domain.base import Context, Refusal
 from ..domain.idempotency import KeyTaken
-from . import gate
 from .errors import ApiError, drain, error_response
 from .gateway import scrubber_of
 from .hub import Hub

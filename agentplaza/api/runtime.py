@@ -30,6 +30,7 @@ from typing import Any
 
 from vmm.channel import ChannelClosed, Stream, StreamReset
 
+from .. import gate
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
 from ..domain.agents import (
     LOCAL_NODE,
@@ -47,7 +48,7 @@ from ..events import plaza as plaza_commands
 from ..events import tasks as tasks_commands
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import gate, tooldecide, toolspecs
+from . import tooldecide, toolspecs
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import ModelRelay
 from .toolspecs import (  # the tools, with their specs

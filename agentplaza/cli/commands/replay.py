@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...api import gate
+from ... import gate
 from ...when import parse_when
 from .. import offline
 from ..env import Env
