@@ -45,10 +45,10 @@ def main() -> int:
 
     from agentplaza.adapters.kvm.noded import Node
     from agentplaza.api.hub import Hub
-    from agentplaza.api.runtime import AgentRuntime
+    from agentplaza.commands import agents as ac
     from agentplaza.config import folders
-    from agentplaza.events import agents as ac
     from agentplaza.projections.agents import agents_table
+    from agentplaza.runtime.fleet import AgentRuntime
 
     f = folders().make()
     hub = Hub.open(f)

@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 from support.treasury import Plaza  # noqa: E402
 
+from agentplaza.commands import scheduler  # noqa: E402
+from agentplaza.commands import tasks as tk  # noqa: E402
+from agentplaza.commands import treasury as tc  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 from agentplaza.domain.base import PlazaAggregate  # noqa: E402
-from agentplaza.events import scheduler  # noqa: E402
-from agentplaza.events import tasks as tk  # noqa: E402
-from agentplaza.events import treasury as tc  # noqa: E402
 from agentplaza.projections.work import queue  # noqa: E402
 
 OPEN_TASKS = 1_000

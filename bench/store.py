@@ -33,7 +33,7 @@ from eventsourcing.application import Application  # noqa: E402
 from support.pg import TempPostgres  # noqa: E402
 from support.tally import Tally  # noqa: E402
 
-from agentplaza.events.commands import Commands  # noqa: E402
+from agentplaza.commands.unit import Commands  # noqa: E402
 from agentplaza.events.store import EventStore, store_env  # noqa: E402
 from agentplaza.projections.registry import all_projections  # noqa: E402
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url  # noqa: E402
@@ -109,7 +109,7 @@ def bench_ours(env: dict, n: int, clients: int) -> float:
             t.count(ctx, by=1)
             return [t]
 
-        cmds.run(decide)
+        cmds.run_aggregates(decide)
 
     per = n // clients
     seconds = run_clients(clients, per, work)

@@ -31,8 +31,8 @@ from eventsourcing.application import Application  # noqa: E402
 from eventsourcing.domain import Aggregate  # noqa: E402
 from support.treasury import Clock, Plaza  # noqa: E402
 
+from agentplaza.commands import treasury as tc  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
-from agentplaza.events import treasury as tc  # noqa: E402
 from agentplaza.events.records import EventRecord  # noqa: E402
 from agentplaza.events.store import store_env  # noqa: E402
 from agentplaza.projections import treasury as rm  # noqa: E402

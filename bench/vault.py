@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
 
+from agentplaza.commands.unit import Commands  # noqa: E402
 from agentplaza.config import Folders  # noqa: E402
-from agentplaza.events.commands import Commands  # noqa: E402
 from agentplaza.events.store import EventStore  # noqa: E402
 from agentplaza.vault import VaultService  # noqa: E402
 

@@ -7,13 +7,13 @@ from support.treasury import Plaza
 from support.treasury import refused_command as refused
 
 import jhrl
+from agentplaza.commands import approvals as ap
+from agentplaza.commands import conduct as cd
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands import treasury as tc
 from agentplaza.domain import sanction_schedule as sched
 from agentplaza.domain import treasury as t
 from agentplaza.domain.conduct import steps_for
-from agentplaza.events import approvals as ap
-from agentplaza.events import conduct as cd
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events import treasury as tc
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_an_approved_call_runs_once_and_only_with_its_exact_input(p):
     assert (ran.decision.effect, ran.approved) == ("allow", "a1")
     assert ap.load(p.cmds, "a1").used
     assert cd.check_call(p.cmds, EDIT, "7").decision.effect == "ask"  # once only
-    refused(p, "approval_used", lambda cmds: cmds.run(lambda: [_use(p, "a1", "7", ran.digest)]))
+    refused(p, "approval_used", lambda cmds: cmds.run_aggregates(lambda: [_use(p, "a1", "7", ran.digest)]))
 
 
 def _use(p, number, agent, digest):

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from support.hubproc import HubProcess
 from test_crash_and_two_hubs import hammer as hold_and_resume
 
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events.commands import Commands
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands.unit import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url

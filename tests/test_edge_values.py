@@ -17,9 +17,10 @@ from support.treasury import Plaza
 
 from agentplaza import gate
 from agentplaza.adapters.providers.wire import USAGE_TOKENS_MAX, Meter
+from agentplaza.commands import approvals as ap
 from agentplaza.domain.approvals import Approval, approval_id
 from agentplaza.domain.base import Refusal
-from agentplaza.events import approvals as ap
+from agentplaza.domain.refusals import Kind
 
 JSON = {"content-type": "application/json"}
 DEEP = b"[" * 40_000
@@ -140,11 +141,11 @@ def test_a_malformed_approval_already_in_the_log_is_refused_approval_and_can_be_
                        actor=ctx.actor, reason=None, correlation_id=ctx.correlation_id)
         return [Approval._create(Approval.Requested, id=approval_id("a1"), timestamp=ctx.at, **payload)]
 
-    p.cmds.run(write_it)
+    p.cmds.run_aggregates(write_it)
     before = p.cmds.store.max_position()
     with pytest.raises(Refusal) as e:
         ap.decide(p.cmds, p.ctx(), "a1", True)
-    assert (e.value.code, e.value.status) == ("invalid_detail", 422) and "deny it" in e.value.message
+    assert (e.value.code, e.value.kind) == ("invalid_detail", Kind.INVALID) and "deny it" in e.value.message
     assert p.cmds.store.max_position() == before
     ap.decide(p.cmds, p.ctx("owner", "malformed"), "a1", False)
     assert ap.load(p.cmds, "a1").status == "denied"
@@ -230,8 +231,8 @@ class _Lines:
 
 def test_the_guest_channel_refuses_what_the_log_could_not_hold_before_any_op_reads_it(folders, database_url):
     from agentplaza.api.hub import Hub
-    from agentplaza.api.runtime import AgentRuntime, HarnessSession
-    from agentplaza.events import agents as ac
+    from agentplaza.commands import agents as ac
+    from agentplaza.runtime.fleet import AgentRuntime, HarnessSession
 
     hub = Hub.open(folders, database_url=database_url)
     try:

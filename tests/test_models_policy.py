@@ -6,6 +6,8 @@ import datetime as dt
 
 import pytest
 
+from agentplaza.commands.models import ensure_models, load, set_policy
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain.models import (
     DEFAULT_ORCHESTRATOR_MODEL,
@@ -23,8 +25,7 @@ from agentplaza.domain.models import (
     shipped_policy,
     tier_of,
 )
-from agentplaza.events.commands import Commands
-from agentplaza.events.models import ensure_models, load, set_policy
+from agentplaza.domain.refusals import Kind
 from agentplaza.events.store import EventStore
 
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
@@ -103,7 +104,7 @@ def test_the_fetch_blocklist_is_bare_host_names_lower_cased_once_each():
     for bad in ("http://example.com", "example.com/x", "*example.com", "*.", "a..b", "example.com:443", 7):
         with pytest.raises(Refusal) as r:
             s.set_policy(ctx(), {"fetch_blocklist": ["ok.example", bad]})
-        assert r.value.code == "invalid_blocklist_entry" and repr(bad) in r.value.message and r.value.status == 422
+        assert r.value.code == "invalid_blocklist_entry" and repr(bad) in r.value.message and r.value.kind is Kind.INVALID
     with pytest.raises(Refusal) as r:
         s.set_policy(ctx(), {"fetch_blocklist": [f"h{i}.example" for i in range(MAX_FETCH_BLOCKLIST + 1)]})
     assert r.value.code == "invalid_policy"
@@ -179,7 +180,7 @@ def test_permit_fails_closed_and_matches_full_then_bare_names():
     for wrong in ("gpt-6-astra", "openai/gpt-6-astra", "", "claude-opus-5-5"):
         with pytest.raises(Refusal) as r:
             permit(p, "worker", wrong)
-        assert r.value.code == "model_not_allowed" and r.value.status == 403
+        assert r.value.code == "model_not_allowed" and r.value.kind is Kind.FORBIDDEN
     # the orchestrator tier has its own list
     assert permit(p, "orchestrator", "claude-opus-5-5").provider == "anthropic"
     with pytest.raises(Refusal):

@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 from support.tally import Tally
 
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events.commands import Commands
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands.unit import Commands
 from agentplaza.events.records import EventRecord
 from agentplaza.events.store import EventStore
 from agentplaza.projections.framework import Projection, Rows, metadata
@@ -125,7 +125,7 @@ def test_concurrent_writers_no_event_skipped_or_applied_twice(folders, database_
                 x = store.get(t.id)
                 x.count(cmds.context("owner"), by=1)
                 return [x]
-            cmds.run(decide)
+            cmds.run_aggregates(decide)
 
     follower = threading.Thread(target=follow)
     follower.start()

@@ -11,10 +11,11 @@ from support.hubproc import HubProcess, cli
 import jhrl
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
+from agentplaza.commands import laws as law_commands
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.laws import LAWBOOK_ID, LawBook, recorded_args
-from agentplaza.events import laws as law_commands
-from agentplaza.events.commands import Commands
+from agentplaza.domain.refusals import Kind
 from agentplaza.events.store import EventStore
 
 with warnings.catch_warnings():
@@ -144,7 +145,7 @@ def test_save_is_atomic_a_broken_rule_changes_nothing(cmds):
     with pytest.raises(Refusal) as e:
         law_commands.change(cmds, owner(cmds), "add", title="two laws", source=NO_GIT.replace("no-git", "ok") + BROKEN)
     assert e.value.code == "jhrl_syntax" and (e.value.line, e.value.column) == (8, 9)
-    assert e.value.status == 422 and "line 8, column 9" in e.value.message
+    assert e.value.kind is Kind.INVALID and "line 8, column 9" in e.value.message
     with pytest.raises(Refusal) as e:  # the same id twice cannot stand together
         law_commands.change(cmds, owner(cmds), "add", title="again", source=NO_GIT)
     assert e.value.code == "jhrl_compile"
@@ -156,7 +157,7 @@ def test_a_statute_needs_a_reason_and_the_constitution_cannot_be_disabled(cmds):
     for reason, code in [(None, "reason_required"), ("   ", "reason_required")]:
         with pytest.raises(Refusal) as e:
             law_commands.change(cmds, owner(cmds, reason), "disable", rule_id="S-006a")
-        assert e.value.code == code and e.value.status == 422
+        assert e.value.code == code and e.value.kind is Kind.INVALID
     with pytest.raises(Refusal) as e:
         law_commands.change(cmds, owner(cmds, "because"), "disable", rule_id="C-002a")
     assert e.value.code == "constitutional"

@@ -8,9 +8,9 @@ import threading
 import pytest
 from support.tally import Tally
 
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain.plaza import PLAZA_ID, Plaza
-from agentplaza.events.commands import Commands
 from agentplaza.events.committer import CommitConflict
 from agentplaza.events.store import EventStore
 
@@ -91,13 +91,13 @@ def test_group_commit_many_threads_no_event_lost(store):
                     t = store.get(tallies[i].id)
                     t.count(ctx())
                     return [t]
-                cmds.run(decide)
+                cmds.run_aggregates(decide)
                 # and one shared aggregate that every thread fights over
                 def shared():
                     t = store.get(tallies[0].id)
                     t.count(ctx(), by=1000)
                     return [t]
-                cmds.run(shared)
+                cmds.run_aggregates(shared)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

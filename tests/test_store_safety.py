@@ -15,8 +15,9 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from support.tally import Tally
 
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Context, PlazaAggregate, Refusal
-from agentplaza.events.commands import Commands
+from agentplaza.domain.refusals import Kind
 from agentplaza.events.committer import GroupCommitter
 from agentplaza.events.storable import INT_MAX, INT_MIN, UnstorableEvent, stored_form, stored_problem
 from agentplaza.events.store import EventStore
@@ -80,7 +81,7 @@ def test_an_event_that_would_not_read_back_is_refused_and_nothing_is_written(sto
     with pytest.raises(UnstorableEvent) as e:
         store.commit(Note.start(ctx(), body=POISON[name]))
     assert isinstance(e.value, Refusal)
-    assert (e.value.code, e.value.status) == ("unstorable_event", 422)
+    assert (e.value.code, e.value.kind) == ("unstorable_event", Kind.INVALID)
     assert "Note.Created cannot be stored" in e.value.message and "nothing was written" in e.value.message
     assert "\x00" not in e.value.message and "\ud800" not in e.value.message
     assert store.max_position() == 1
@@ -109,8 +110,8 @@ def test_values_at_the_edge_of_the_rules_are_stored_and_read_back_exactly(store,
 def test_a_command_with_a_poisoned_event_is_a_clear_refusal_through_commands(store):
     cmds = Commands(store, clock=lambda: T0)
     with pytest.raises(UnstorableEvent):
-        cmds.run(lambda: [Note.start(ctx(), body=float("nan"))])
-    assert cmds.run(lambda: [Note.start(ctx(), body=1.0)]) == [1]
+        cmds.run_aggregates(lambda: [Note.start(ctx(), body=float("nan"))])
+    assert cmds.run_aggregates(lambda: [Note.start(ctx(), body=1.0)]) == [1]
 
 
 def test_poisoned_commands_among_concurrent_good_ones_fail_alone(store):
@@ -128,7 +129,7 @@ def test_poisoned_commands_among_concurrent_good_ones_fail_alone(store):
                 t.count(ctx())
                 return [t]
             try:
-                cmds.run(decide)
+                cmds.run_aggregates(decide)
             except Exception as e:  # noqa: BLE001
                 errors.append(e)
 
@@ -136,7 +137,7 @@ def test_poisoned_commands_among_concurrent_good_ones_fail_alone(store):
         start.wait()
         for k in range(20):
             try:
-                cmds.run(lambda k=k: [Note.start(ctx(), body=list(POISON.values())[(i + k) % len(POISON)])])
+                cmds.run_aggregates(lambda k=k: [Note.start(ctx(), body=list(POISON.values())[(i + k) % len(POISON)])])
             except UnstorableEvent:
                 refused.append(k)
 

@@ -10,11 +10,11 @@ import pytest
 from support.treasury import Plaza
 from support.treasury import refused_command as refused
 
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands import scheduler
+from agentplaza.commands import tasks as tk
+from agentplaza.commands import treasury as tc
 from agentplaza.domain import treasury as t
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events import scheduler
-from agentplaza.events import tasks as tk
-from agentplaza.events import treasury as tc
 from agentplaza.projections.work import queue, timeline
 
 

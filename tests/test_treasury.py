@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from support.treasury import Plaza, refused
 
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands import treasury as tc
 from agentplaza.domain import treasury as t
 from agentplaza.domain.plaza import PLAZA_ID
 from agentplaza.domain.plaza import Plaza as PlazaAgg
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events import treasury as tc
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_a_new_plaza_starts_with_100000_credits_by_a_genesis_mint(p):
 
 
 def test_a_plaza_founded_before_the_treasury_gets_its_budget_on_its_next_start(folders, database_url):
-    from agentplaza.events.commands import Commands
+    from agentplaza.commands.unit import Commands
     from agentplaza.events.store import EventStore
 
     store = EventStore.open(state_dir=folders.state, database_url=database_url)

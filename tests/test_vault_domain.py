@@ -8,6 +8,7 @@ import pytest
 
 from agentplaza.domain import vault as V
 from agentplaza.domain.base import Context, Refusal
+from agentplaza.domain.refusals import Kind
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -65,7 +66,7 @@ def test_scope_rules_one_plaza_entry_and_no_node_twice(vault):
     vault.add_secret(ctx(), "s1", "KEY", "v1", scope="plaza")
     with pytest.raises(Refusal) as r:
         vault.add_secret(ctx(), "s2", "KEY", "v2", scope="plaza")
-    assert r.value.code == "secret_exists" and r.value.status == 409
+    assert r.value.code == "secret_exists" and r.value.kind is Kind.CONFLICT
     vault.add_secret(ctx(), "s3", "KEY", "v3", nodes=["n1", "n3"])
     with pytest.raises(Refusal):
         vault.add_secret(ctx(), "s4", "KEY", "v4", nodes=["n3"])
@@ -110,7 +111,7 @@ def test_five_failures_in_a_minute_lock_unsealing_for_ten_minutes(vault):
     assert vault.unseal_failed(ctx(T0 + dt.timedelta(seconds=10)), "passphrase") is True
     with pytest.raises(Refusal) as r:
         vault.check_unseal(T0 + dt.timedelta(minutes=9))
-    assert r.value.code == "vault_locked" and r.value.status == 429
+    assert r.value.code == "vault_locked" and r.value.kind is Kind.TOO_MANY
     vault.check_unseal(T0 + dt.timedelta(minutes=10, seconds=11))
 
 

@@ -10,9 +10,9 @@ import stat
 
 import pytest
 
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.vault import Denied
-from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.vault import KeyFileExposed, VaultService
 

@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse
 
 from .. import gate
 from ..domain.base import Refusal
+from ..domain.refusals import Kind
 
 #: Largest request body the hub reads.
 MAX_BODY_BYTES = 64 * 1024
@@ -20,10 +21,21 @@ DRAIN_LIMIT_BYTES = 16 * MAX_BODY_BYTES
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+#: The HTTP status of each kind of refusal: the one place a refusal becomes a number.
+STATUS_OF: dict[Kind, int] = {
+    Kind.INVALID: 422, Kind.MALFORMED: 400, Kind.TOO_LARGE: 413, Kind.UNAUTHENTICATED: 401,
+    Kind.FORBIDDEN: 403, Kind.NOT_FOUND: 404, Kind.CONFLICT: 409, Kind.LOCKED: 423,
+    Kind.PAYMENT_REQUIRED: 402, Kind.TOO_MANY: 429, Kind.UPSTREAM: 502, Kind.UNAVAILABLE: 503,
+    Kind.NOT_BUILT: 501,
+}
+
+
+class ApiError(Refusal):
+    """A refusal found by the API itself (a body, a header, a parameter), before any command."""
+
+
+def status_of(r: Refusal) -> int:
+    return STATUS_OF[r.kind]
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
@@ -40,7 +52,7 @@ async def read_raw(request: Request) -> bytes:
     """The body's bytes, at most ``MAX_BODY_BYTES`` (413 otherwise, after reading up to
     ``DRAIN_LIMIT_BYTES`` so the client sees the answer).  Starlette keeps them, so a second
     read (the route after the idempotency check) gets the same bytes."""
-    too_large = ApiError(413, "body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
+    too_large = ApiError("body_too_large", f"a request body is at most {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > DRAIN_LIMIT_BYTES:
         raise too_large
@@ -65,17 +77,17 @@ async def read_body(request: Request, model: type[M]) -> M:
     try:
         data: Any = gate.loads(raw, gate.BODY)
     except gate.NotJson as e:
-        raise ApiError(400, "bad_json", f"the body is not valid JSON: {e}") from None
+        raise ApiError("bad_json", f"the body is not valid JSON: {e}") from None
     except gate.OutOfBounds as e:
-        raise ApiError(422, e.code, str(e)) from None
+        raise ApiError(e.code, str(e)) from None
     if not isinstance(data, dict):
-        raise ApiError(422, "invalid_request", "the body must be a JSON object")
+        raise ApiError("invalid_request", "the body must be a JSON object")
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise ApiError(422, "invalid_request", f"{where}: {first['msg']}") from None
+        raise ApiError("invalid_request", f"{where}: {first['msg']}") from None
 
 
 async def drain(request: Request) -> None:
@@ -95,4 +107,4 @@ async def drain(request: Request) -> None:
 
 
 def refusal_response(r: Refusal) -> JSONResponse:
-    return error_response(r.status, r.code, r.message)
+    return error_response(status_of(r), r.code, r.message)

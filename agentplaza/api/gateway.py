@@ -66,6 +66,9 @@ from ..adapters.providers.wire import (
     read_ask,
     rewrite,
 )
+from ..commands import models as model_commands
+from ..commands import treasury as treasury_commands
+from ..commands.models import MICRO_PER_CREDIT
 from ..domain.base import Context, Refusal
 from ..domain.models import (
     GATEWAY_ROUTE,
@@ -79,10 +82,8 @@ from ..domain.models import (
 from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
 from ..domain.treasury import own_loop_charge
 from ..domain.vault import HUB_NODE, Denied, resolve
-from ..events import models as model_commands
-from ..events import treasury as treasury_commands
-from ..events.models import MICRO_PER_CREDIT
 from ..vault.scrub import NOTHING_HELD, Scrubber
+from .errors import status_of
 from .hub import Hub
 
 #: The key every gateway caller presents: useless outside the hub.
@@ -243,10 +244,10 @@ class VaultKeys:
             return None
         if vault.tampered:
             raise Refusal("vault_tampered", f"the key of provider {provider.id} is in the vault, and the vault is "
-                          "tampered; it gives out no secret", 423)
+                          "tampered; it gives out no secret")
         if vault.sealed:
             raise Refusal("vault_sealed", f"the key of provider {provider.id} is in the vault, and the vault is sealed; "
-                          "unseal it with agentplaza vault unseal", 423)
+                          "unseal it with agentplaza vault unseal")
         try:
             return vault.reveal(vault_name(provider), consumer=key_binding(provider.id), node=CALLER_NODE,
                                 actor=caller.actor if caller else "hub")
@@ -505,7 +506,7 @@ class Gateway:
                 try:
                     key = await self._key(provider, caller)
                 except Refusal as r:
-                    raise GatewayRefusal(r.status if r.status in (HELD_STATUS, 503) else 403, r.code, r.message) from None
+                    raise GatewayRefusal(status_of(r) if status_of(r) in (HELD_STATUS, 503) else 403, r.code, r.message) from None
                 if key is None:
                     raise GatewayRefusal(403, "key_missing", f"provider {provider.id} has no key: Key missing")
         except GatewayRefusal as g:

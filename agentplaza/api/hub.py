@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
+from ..commands import models as model_commands
+from ..commands import plaza as plaza_commands
+from ..commands.unit import Clock, Commands, utc_now
 from ..config import HUB_RECORD_FILE, OWNER_TOKEN_FILE, READ_MODELS_FILE, STORE_FILE, Folders
 from ..config import database_url as env_database_url
-from ..events import models as model_commands
-from ..events import plaza as plaza_commands
 from ..events.anchor import ANCHOR_FILE, ANCHOR_KEY_FILE, Anchors
 from ..events.bus import Bus
-from ..events.commands import Clock, Commands, utc_now
 from ..events.store import EventStore
 from ..permissions import check_private
 from ..projections.log import unreadable_events

@@ -37,7 +37,7 @@ from ..domain.base import Refusal
 from ..domain.idempotency import REPLAY, IdempotencyKey, KeyTaken, key_id
 from ..events.store import riding
 from ..vault import crypto
-from .errors import ApiError, error_response, read_raw, refusal_response
+from .errors import ApiError, error_response, read_raw, refusal_response, status_of
 from .hub import Hub
 
 HEADER = "Idempotency-Key"
@@ -58,7 +58,7 @@ def parse_key(request: Request) -> str | None:
         return None
     data = raw.encode("latin-1")
     if not 1 <= len(data) <= KEY_CHARS_MAX or not set(data) <= _PRINTABLE:
-        raise ApiError(400, "invalid_idempotency_key",
+        raise ApiError("invalid_idempotency_key",
                        f"the {HEADER} header is 1 to {KEY_CHARS_MAX} printable ASCII characters")
     return raw
 
@@ -124,7 +124,7 @@ class Keys:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             derived = Derived(key, request.method, target, await read_raw(request))
         except ApiError as e:
-            return error_response(e.status, e.code, e.message)
+            return error_response(status_of(e), e.code, e.message)
         with self._lock:
             if derived.key_sha256 in self._running:
                 return refusal_response(KeyTaken())

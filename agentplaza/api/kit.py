@@ -1,4 +1,18 @@
-"""What every route module uses: the hub, JSON endpoints, commands that read their own writes."""
+"""What every route module uses: the hub, JSON endpoints, commands that read their own writes.
+
+A route module holds its handlers at module level, each wrapped by ``endpoint``, and a
+module-level ``ROUTES`` list; a handler finds the hub's ``Api`` with ``api_of(request)``::
+
+    @endpoint
+    async def unreadable(request: Request) -> dict:
+        api = api_of(request)
+        return {"unreadable": await api.query(api.hub.unreadable)}
+
+    ROUTES = [Route("/v1/log/unreadable", unreadable)]
+
+A command returns ``Done(value, positions)``; ``api.command`` runs it off the event loop, waits
+until the read models show its positions, and gives back its value.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +24,11 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from .. import gate
+from ..commands.unit import Done
 from ..domain.base import Context, Refusal
 from ..domain.idempotency import KeyTaken
-from .errors import ApiError, drain, error_response
+from ..domain.refusals import Kind
+from .errors import ApiError, drain, error_response, status_of
 from .gateway import scrubber_of
 from .hub import Hub
 from .idempotency import Keys
@@ -73,12 +89,12 @@ class Api:
             except KeyTaken:
                 raise  # the key's claim was lost to another request: ``Keys.around`` answers for it
             except ApiError as e:
-                if e.status != 413:  # a body too large was drained as far as it is, or refused at once
+                if e.kind is not Kind.TOO_LARGE:  # a body too large was drained as far as it is, or refused at once
                     await drain(request)
-                return error_response(e.status, e.code, scrub(e.message))
+                return error_response(status_of(e), e.code, scrub(e.message))
             except Refusal as r:
                 await drain(request)
-                return error_response(r.status, r.code, scrub(r.message))
+                return error_response(status_of(r), r.code, scrub(r.message))
             return result if isinstance(result, Response) else JSONResponse(result)
 
         async def wrapped(request: Request) -> Response:
@@ -91,12 +107,14 @@ class Api:
         """Who is calling: the owner, for every caller the owner-only wall let in."""
         return self.hub.commands.context("owner", reason, conn.headers.get("x-correlation-id"))
 
-    async def command(self, run: Callable[[], list[int]]) -> list[int]:
-        """Run a command off the event loop, then wait until the read models show it."""
-        positions = await anyio.to_thread.run_sync(run)
-        if positions:
-            await self.follower.settle(positions[-1])
-        return positions
+    async def command(self, run: Callable[[], Any]) -> Any:
+        """Run a command off the event loop, wait until the read models show it, and give back its
+        value (a command gives ``Done``; the older ones give their positions, which are returned)."""
+        result = await anyio.to_thread.run_sync(run)
+        done = result if isinstance(result, Done) else Done(result, list(result or []))
+        if done.positions:
+            await self.follower.settle(done.positions[-1])
+        return done.value
 
     async def query(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args)
@@ -107,7 +125,29 @@ class Api:
         try:
             return gate.query_int(name, request.query_params.get(name), default, lo, hi)
         except gate.OutOfBounds as e:
-            raise ApiError(422, "invalid_request", str(e)) from None
+            raise ApiError("invalid_request", str(e)) from None
+
+
+def api_of(conn: HTTPConnection) -> Api:
+    """The hub's ``Api`` (set on the app by ``create_app``)."""
+    return conn.app.state.api
+
+
+def endpoint(fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+    """A module-level route handler as ``Api.endpoint`` makes it: JSON result, refusals as the error
+    shape (scrubbed), a write with an ``Idempotency-Key`` done once."""
+    made: dict[int, Callable[[Request], Awaitable[Response]]] = {}
+
+    async def handler(request: Request) -> Response:
+        api = api_of(request)
+        wrapped = made.get(id(api))
+        if wrapped is None:
+            wrapped = made[id(api)] = api.endpoint(fn)
+        return await wrapped(request)
+
+    handler.__name__ = fn.__name__
+    handler.__doc__ = fn.__doc__
+    return handler
 
 
 def check_params(conn: HTTPConnection) -> None:
@@ -120,4 +160,4 @@ def check_params(conn: HTTPConnection) -> None:
             if isinstance(value, str):
                 gate.check_param(name, value)
     except gate.OutOfBounds as e:
-        raise ApiError(422, "invalid_request", str(e)) from None
+        raise ApiError("invalid_request", str(e)) from None

@@ -12,11 +12,11 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from ..config import DEFAULT_BIND, folders
+from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, policy_from_flags
 from . import ws
 from .app import create_app
 from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, loopback_trust_from
 from .edge import HubNames
-from .egress import EGRESS_ENV, EGRESS_PORTS_ENV, policy_from_flags
 from .hub import VERSION, Hub
 
 #: More names and addresses for the hub, for a hub hosted for other machines.
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
               "no new checkpoint is signed (run agentplaza audit verify)", file=sys.stderr)
     if args.node != "off":
         from ..adapters.kvm.link import NodeError
-        from .runtime import AgentRuntime
+        from ..runtime.fleet import AgentRuntime
 
         try:
             hub.runtime = AgentRuntime(hub, node=args.node, images_dir=os.environ.get("APZ_IMAGE_DIR") or None,

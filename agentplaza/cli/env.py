@@ -16,6 +16,7 @@ class Env:
     args: argparse.Namespace
     make_client: Callable[[], Client]
     _client: Client | None = None
+    area: str = ""  # the area being run (its name, for messages)
 
     @property
     def client(self) -> Client:

@@ -72,24 +72,24 @@ def cut(text: str | None, limit: int = MAX_ENTRY_CHARS) -> str | None:
 def check_count(count: int, what: str = "start") -> int:
     """The guide: "You can start 1 to 16 agents at a time" (a spawn, a fork)."""
     if type(count) is not int or not MIN_SPAWN <= count <= MAX_SPAWN:
-        raise Refusal("invalid_count", f"you can {what} {MIN_SPAWN} to {MAX_SPAWN} agents at a time", 422)
+        raise Refusal("invalid_count", f"you can {what} {MIN_SPAWN} to {MAX_SPAWN} agents at a time")
     return count
 
 
 def check_role(role: str) -> None:
     if role not in ROLES:
-        raise Refusal("unknown_role", f"no role {role!r}; run `agentplaza society roles` for the {len(ROLES)} roles", 422)
+        raise Refusal("unknown_role", f"no role {role!r}; run `agentplaza society roles` for the {len(ROLES)} roles")
 
 
 def check_model(model: str | None) -> None:
     if model is not None and not MODEL_RE.match(model):
-        raise Refusal("invalid_model", f"a model is named provider/model, not {model!r}", 422)
+        raise Refusal("invalid_model", f"a model is named provider/model, not {model!r}")
 
 
 def check_name(name: str) -> str:
     name = name.strip()
     if not NAME_RE.match(name):
-        raise Refusal("invalid_name", "a name is 1 to 40 letters, digits, spaces, '.', '-' or '_', starting with a letter or digit", 422)
+        raise Refusal("invalid_name", "a name is 1 to 40 letters, digits, spaces, '.', '-' or '_', starting with a letter or digit")
     return name
 
 
@@ -173,7 +173,7 @@ class Node(PlazaAggregate):
     def agent_of(self, cid: int) -> uuid.UUID:
         found = self.cids.get(str(cid))
         if found is None:
-            raise Refusal("unknown_agent", f"no agent with cid {cid}", 404)
+            raise Refusal("unknown_agent", f"no agent with cid {cid}")
         return uuid.UUID(found)
 
 
@@ -341,7 +341,7 @@ class Agent(PlazaAggregate):
     def spawn(cls, ctx: Context, *, agent_id: uuid.UUID, cid: int, role: str, node: str,
               model: str | None) -> Agent:
         if ctx.actor != "owner":
-            raise Refusal("owner_only", "only the owner starts agents (C-005)", 403)
+            raise Refusal("owner_only", "only the owner starts agents (C-005)")
         check_role(role)
         check_model(model)
         return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model,
@@ -351,17 +351,17 @@ class Agent(PlazaAggregate):
         """A copy of this agent: the same role, model and permission mode, a name of its own (it names
         itself), its machine started from a copy of this one's at ``checkpoint``."""
         if ctx.actor != "owner":
-            raise Refusal("owner_only", "only the owner starts agents (C-005)", 403)
+            raise Refusal("owner_only", "only the owner starts agents (C-005)")
         self._not_retired("be forked")
         if not isinstance(checkpoint, str) or not CHECKPOINT_RE.match(checkpoint):
-            raise Refusal("invalid_checkpoint", f"{checkpoint!r} is not a checkpoint name", 422)
+            raise Refusal("invalid_checkpoint", f"{checkpoint!r} is not a checkpoint name")
         return type(self).start(ctx, id=agent_id, cid=cid, role=self.role, node=self.node, model=self.model,
                                 permission_mode=self.permission_mode, forked_from=self.cid,
                                 fork_checkpoint=checkpoint)
 
     def _alive(self) -> None:
         if self.deleted:
-            raise Refusal("unknown_agent", f"agent {self.cid} was deleted", 404)
+            raise Refusal("unknown_agent", f"agent {self.cid} was deleted")
 
     def _not_retired(self, what: str) -> None:
         self._alive()
@@ -383,7 +383,7 @@ class Agent(PlazaAggregate):
     def set_mode(self, ctx: Context, mode: str) -> None:
         self._alive()
         if mode not in MODES:
-            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}", 422)
+            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}")
         if mode != self.permission_mode:
             self.record(self.ModeSet, ctx, permission_mode=mode)
 
@@ -399,9 +399,9 @@ class Agent(PlazaAggregate):
         if self.run == "stopped":
             raise Refusal("agent_stopped", f"agent {self.cid} is stopped; restart it first")
         if not text.strip():
-            raise Refusal("empty_message", "the message is empty", 422)
+            raise Refusal("empty_message", "the message is empty")
         if len(text) > MAX_TELL_CHARS:
-            raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters", 422)
+            raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters")
         if self.status == "asleep":  # work wakes a sleeping agent first
             self.record(self.Woke, ctx)
         self.record(self.Told, ctx, item=item, text=text, ref=ref)
@@ -483,7 +483,7 @@ class Agent(PlazaAggregate):
         if self.working != item:
             raise Refusal("not_working_on", f"agent {self.cid} is not working on {item}")
         if outcome not in ("done", "failed", "cancelled"):
-            raise Refusal("invalid_outcome", "outcome is done, failed or cancelled", 422)
+            raise Refusal("invalid_outcome", "outcome is done, failed or cancelled")
         self.record(self.WorkFinished, ctx, item=item, outcome=outcome)
 
 

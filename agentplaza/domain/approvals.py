@@ -48,7 +48,7 @@ def check_number(number: str) -> str:
     if number.isdigit():
         number = f"a{number}"
     if not NUMBER_PATTERN.match(number):
-        raise Refusal("no_approval", f"no approval {number!r}; approvals are numbered a1, a2 ...", 404)
+        raise Refusal("no_approval", f"no approval {number!r}; approvals are numbered a1, a2 ...")
     return number
 
 
@@ -117,13 +117,13 @@ class Approval(PlazaAggregate):
     def request(cls, ctx: Context, number: str, kind: str, title: str, *, agent: str | None = None,
                 ref: str | None = None, detail: dict[str, Any] | None = None) -> Approval:
         if kind not in KINDS:
-            raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}", 422)
+            raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}")
         title = (title or "").strip()
         if not title or len(title) > MAX_TITLE_CHARS:
-            raise Refusal("invalid_request", f"an approval needs a title of at most {MAX_TITLE_CHARS} characters", 422)
+            raise Refusal("invalid_request", f"an approval needs a title of at most {MAX_TITLE_CHARS} characters")
         problem = detail_problem(kind, {} if detail is None else detail)
         if problem is not None:
-            raise Refusal("invalid_detail", problem, 422)
+            raise Refusal("invalid_detail", problem)
         payload = dict(number=number, kind=kind, title=title, agent=agent, ref=ref, detail=dict(detail or {}),
                        actor=ctx.actor, reason=ctx.reason, correlation_id=ctx.correlation_id)
         _validator_for(cls.Requested)(payload)
@@ -143,7 +143,7 @@ class Approval(PlazaAggregate):
         approval, clearly; it can still be denied, and a denial does nothing besides recording itself."""
         problem = detail_problem(self.kind, self.detail)
         if problem is not None:
-            raise Refusal("invalid_detail", f"approval {self.number} cannot be approved: {problem}; deny it", 422)
+            raise Refusal("invalid_detail", f"approval {self.number} cannot be approved: {problem}; deny it")
 
     def deny(self, ctx: Context) -> None:
         self._pending()
@@ -154,14 +154,14 @@ class Approval(PlazaAggregate):
         if self.kind != "call":
             raise Refusal("not_a_call", f"approval {self.number} is not a call")
         if self.agent != agent:
-            raise Refusal("approval_mismatch", f"approval {self.number} is for agent {self.agent}, not {agent}", 403)
+            raise Refusal("approval_mismatch", f"approval {self.number} is for agent {self.agent}, not {agent}")
         if self.detail.get("digest") != digest:
             raise Refusal("approval_mismatch",
-                          f"approval {self.number} is for another input: an approved call runs only with its exact input", 403)
+                          f"approval {self.number} is for another input: an approved call runs only with its exact input")
         if self.status != "approved":
-            raise Refusal(f"approval_{self.status}", f"approval {self.number} is {self.status}", 403)
+            raise Refusal(f"approval_{self.status}", f"approval {self.number} is {self.status}")
         if self.used:
-            raise Refusal("approval_used", f"approval {self.number} was already used: an approved call runs once", 403)
+            raise Refusal("approval_used", f"approval {self.number} was already used: an approved call runs once")
         self.record(self.Used, ctx, digest=digest)
 
 

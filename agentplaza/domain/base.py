@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from eventsourcing.domain import Aggregate
 
+from .refusals import kind_of
+
 #: Who can act: the owner, an agent by its CID, a node, the hub itself, a token.
 ACTOR_KINDS = ("owner", "agent", "node", "hub", "token")
 #: Longest reason a person may give (the guide's banners show it whole).
@@ -24,16 +26,14 @@ MAX_REASON_CHARS = 500
 
 
 class Refusal(Exception):
-    """A domain rule said no. ``code`` is stable; ``message`` is for a person."""
+    """A rule said no. ``code`` is stable and names its kind in ``refusals.CATALOGUE``;
+    ``message`` is for a person."""
 
-    status = 409
-
-    def __init__(self, code: str, message: str, status: int | None = None):
+    def __init__(self, code: str, message: str):
         super().__init__(message)
+        self.kind = kind_of(code)
         self.code = code
         self.message = message
-        if status is not None:
-            self.status = status
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,12 @@ class Context:
     def __post_init__(self) -> None:
         kind = self.actor.split(":", 1)[0]
         if kind not in ACTOR_KINDS:
-            raise Refusal("invalid_actor", f"unknown actor {self.actor!r}", 422)
+            raise Refusal("invalid_actor", f"unknown actor {self.actor!r}")
         if self.at.tzinfo is None or self.at.utcoffset() != dt.timedelta(0):
             raise ValueError("command time must be UTC")
         if self.reason is not None and len(self.reason) > MAX_REASON_CHARS:
             raise Refusal(
-                "reason_too_long", f"a reason is at most {MAX_REASON_CHARS} characters", 422
+                "reason_too_long", f"a reason is at most {MAX_REASON_CHARS} characters"
             )
 
 

@@ -155,7 +155,7 @@ class Conduct(PlazaAggregate):
 
     def set_mode(self, ctx: Context, mode: str) -> None:
         if mode not in MODES:
-            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}", 422)
+            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}")
         if mode == self.mode:
             raise Refusal("mode_unchanged", f"agent {self.cid} is already {mode}")
         self.record(self.ModeSet, ctx, mode=mode)
@@ -184,7 +184,7 @@ class Conduct(PlazaAggregate):
     def lift(self, ctx: Context, suspension: str, how: str = "lifted") -> None:
         s = self.suspensions.get(suspension)
         if s is None:
-            raise Refusal("no_suspension", f"agent {self.cid} has no suspension {suspension}", 404)
+            raise Refusal("no_suspension", f"agent {self.cid} has no suspension {suspension}")
         if s["lifted"]:
             raise Refusal("already_lifted", f"suspension {suspension} of agent {self.cid} was already lifted")
         if s["until"] <= _iso(ctx.at):

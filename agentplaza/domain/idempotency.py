@@ -106,7 +106,7 @@ class IdempotencyKey(PlazaAggregate):
         if fingerprint != self.fingerprint:
             raise Refusal("idempotency_key_reused",
                           f"this Idempotency-Key was used for another request ({self.method} {self.path} with "
-                          "another body); use a new key for a new request", 422)
+                          "another body); use a new key for a new request")
         if self.answered:
             if self.answer is None:
                 raise Refusal("idempotency_answer_not_kept",

@@ -43,23 +43,16 @@ SECRET_ARG = re.compile(r"secret|token|passw|passphrase|credential|api_?key|priv
 MAX_AGENT_CHARS = 128
 ROLE_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
 
-# A refusal of a rule change: RuleError codes -> HTTP status.
-_RULE_ERROR_STATUS = {
-    "rule_not_found": 404, "law_not_found": 404, "bad_title": 422, "reason_required": 422,
-    "reason_too_long": 422, "constitutional": 409, "too_many_rules": 409, "stale_draft": 409,
-}
-
-
 class JhrlRefusal(Refusal):
     """A rule whose source does not parse or compile: the JHRL line, column and message."""
 
     def __init__(self, err: jhrl.JhrlError):
-        super().__init__(err.code, f"line {err.line}, column {err.column}: {err.message}", 422)
+        super().__init__(err.code, f"line {err.line}, column {err.column}: {err.message}")
         self.line, self.column, self.jhrl_message = err.line, err.column, err.message
 
 
 def rule_refusal(err: jhrl.RuleError) -> Refusal:
-    return Refusal(err.code, err.message, _RULE_ERROR_STATUS.get(err.code, 409))
+    return Refusal(err.code, err.message)
 
 
 class _Book(jhrl.RuleBook):
@@ -118,10 +111,10 @@ def draft_change(b: jhrl.RuleBook, op: str, *, rule_id: str | None = None, title
     rid = owner_rule_of(b, target)
     if op == "replace":
         if rid is None:
-            raise Refusal("rule_not_found", f"no owner rule {target!r}", 404)
+            raise Refusal("rule_not_found", f"no owner rule {target!r}")
         return _changed(lambda: b.draft_replace(rid, title or "", source or ""))
     if op not in ("disable", "enable", "delete"):
-        raise Refusal("invalid_change", f"unknown change {op!r}", 422)
+        raise Refusal("invalid_change", f"unknown change {op!r}")
     if rid is not None:
         rule = b.rule(rid)
         if op == "disable":
@@ -134,7 +127,7 @@ def draft_change(b: jhrl.RuleBook, op: str, *, rule_id: str | None = None, title
             return _changed(lambda: b.draft_enable_rule(rid))
         return _changed(lambda: b.draft_delete_rule(rid))
     if not any(law.id == target for law in b.builtins()):
-        raise Refusal("rule_not_found", f"no law or owner rule {target!r}", 404)
+        raise Refusal("rule_not_found", f"no law or owner rule {target!r}")
     if op == "disable":
         return _changed(lambda: b.draft_disable_statute(target, reason or ""))
     if op == "enable":
@@ -306,12 +299,12 @@ def severity_of(decision: jhrl.Decision, lawset: jhrl.LawSet) -> str | None:
 
 def check_agent(agent: str) -> None:
     if not agent or len(agent) > MAX_AGENT_CHARS or any(c.isspace() for c in agent):
-        raise Refusal("invalid_agent", f"an agent id is 1 to {MAX_AGENT_CHARS} characters without spaces", 422)
+        raise Refusal("invalid_agent", f"an agent id is 1 to {MAX_AGENT_CHARS} characters without spaces")
 
 
 def check_role(role: str) -> None:
     if not ROLE_PATTERN.match(role):
-        raise Refusal("invalid_role", "a role is lower-case letters, digits, - and _ (at most 64)", 422)
+        raise Refusal("invalid_role", "a role is lower-case letters, digits, - and _ (at most 64)")
 
 
 class ToolCall(PlazaAggregate):

@@ -42,10 +42,10 @@ class Log(PlazaAggregate):
 
     def void(self, ctx: Context, position: int, unreadable_because: str | None) -> None:
         if not ctx.reason or not ctx.reason.strip():
-            raise Refusal("reason_required", "voiding an event needs a reason", 422)
+            raise Refusal("reason_required", "voiding an event needs a reason")
         if unreadable_because is None:
             raise Refusal("event_readable", f"the event at position {position} reads back; only an unreadable "
-                                            "event can be voided", 409)
+                                            "event can be voided")
         if position in self.voided:
-            raise Refusal("already_voided", f"the event at position {position} is already voided", 409)
+            raise Refusal("already_voided", f"the event at position {position} is already voided")
         self.record(self.EventVoided, ctx, position=position)

@@ -86,13 +86,13 @@ def tier_of(role: str | None) -> str:
 
 def check_provider_id(pid: str) -> str:
     if not isinstance(pid, str) or not _PROVIDER_ID.match(pid):
-        raise Refusal("invalid_provider", f"{pid!r} is not a provider id: lower-case letters, digits, '.', '_' and '-'", 422)
+        raise Refusal("invalid_provider", f"{pid!r} is not a provider id: lower-case letters, digits, '.', '_' and '-'")
     return pid
 
 
 def check_role(role: str) -> str:
     if not isinstance(role, str) or not _ROLE.match(role):
-        raise Refusal("invalid_role", f"{role!r} is not a role name", 422)
+        raise Refusal("invalid_role", f"{role!r} is not a role name")
     return role
 
 
@@ -115,7 +115,7 @@ class Entry:
 def parse_entry(text: str, *, pins: bool = True) -> Entry:
     """``provider/model[@effort]``; an ``@`` suffix that is no effort stays part of the name."""
     if not isinstance(text, str):
-        raise Refusal("invalid_model", "a model is written provider/model", 422)
+        raise Refusal("invalid_model", "a model is written provider/model")
     raw = text.strip()
     pin = None
     if "@" in raw:
@@ -124,10 +124,10 @@ def parse_entry(text: str, *, pins: bool = True) -> Entry:
             raw, pin = head, tail
     provider, sep, model = raw.partition("/")
     if not sep or not model or len(raw) > MAX_NAME_CHARS or not _MODEL.match(model):
-        raise Refusal("invalid_model", f"{text!r} is not a model entry: write provider/model, e.g. {DEFAULT_WORKER_MODEL}", 422)
+        raise Refusal("invalid_model", f"{text!r} is not a model entry: write provider/model, e.g. {DEFAULT_WORKER_MODEL}")
     check_provider_id(provider)
     if pin is not None and not pins:
-        raise Refusal("invalid_model", f"{text!r}: an effort pin belongs in a tier list, not here", 422)
+        raise Refusal("invalid_model", f"{text!r}: an effort pin belongs in a tier list, not here")
     return Entry(provider, model, pin)
 
 
@@ -147,14 +147,14 @@ def blocklist_entry(entry: Any) -> str | None:
 def check_fetch_blocklist(entries: Any) -> list[str]:
     """The whole blocklist: each entry a bare host name, lower-cased, duplicates removed (first kept)."""
     if not isinstance(entries, list) or len(entries) > MAX_FETCH_BLOCKLIST:
-        raise Refusal("invalid_policy", f"fetch_blocklist is a list of at most {MAX_FETCH_BLOCKLIST} host names", 422)
+        raise Refusal("invalid_policy", f"fetch_blocklist is a list of at most {MAX_FETCH_BLOCKLIST} host names")
     out: dict[str, None] = {}
     for entry in entries:
         e = blocklist_entry(entry)
         if e is None:
             raise Refusal("invalid_blocklist_entry",
                           f"fetch_blocklist entry {entry!r} is not a bare host name: write example.com "
-                          "(the host and its subdomains) or *.example.net (the subdomains only)", 422)
+                          "(the host and its subdomains) or *.example.net (the subdomains only)")
         out[e] = None
     return list(out)
 
@@ -163,7 +163,7 @@ def check_effort(effort: str | None) -> str | None:
     if effort is None:
         return None
     if effort not in EFFORTS:
-        raise Refusal("invalid_effort", f"{effort!r} is not an effort: use one of {', '.join(EFFORTS)}", 422)
+        raise Refusal("invalid_effort", f"{effort!r} is not an effort: use one of {', '.join(EFFORTS)}")
     return effort
 
 
@@ -171,7 +171,7 @@ def check_price(model: str, price: Any) -> list[int]:
     """A price of your own: [input, output] or [input, output, cache_read, cache_write], credits per million."""
     if (not isinstance(price, list) or len(price) not in (2, 3, 4)
             or any(type(p) is not int or p < 0 or p > MAX_PRICE for p in price)):
-        raise Refusal("invalid_price", f"the price of {model} is input:output[:cache_read[:cache_write]] whole credits per million tokens", 422)
+        raise Refusal("invalid_price", f"the price of {model} is input:output[:cache_read[:cache_write]] whole credits per million tokens")
     return list(price)
 
 
@@ -217,10 +217,10 @@ def _on_list(entries: list[str], model: str) -> bool:
 def check_policy(p: dict) -> dict:
     """The whole policy, checked as one: every rule the guide gives. Returns it normalised."""
     if set(p) != set(POLICY_FIELDS):
-        raise Refusal("invalid_policy", f"a policy has exactly the fields {', '.join(POLICY_FIELDS)}", 422)
+        raise Refusal("invalid_policy", f"a policy has exactly the fields {', '.join(POLICY_FIELDS)}")
     allow = p["allow_training_models"]
     if type(allow) is not bool:
-        raise Refusal("invalid_policy", "allow_training_models is true or false", 422)
+        raise Refusal("invalid_policy", "allow_training_models is true or false")
 
     def no_contributor(model: str, where: str) -> None:
         if not allow and is_contributor(model):
@@ -232,11 +232,11 @@ def check_policy(p: dict) -> dict:
     for tier in TIERS:
         entries = p[tier]
         if not isinstance(entries, list) or not entries or len(entries) > MAX_TIER_ENTRIES:
-            raise Refusal("invalid_policy", f"the {tier} list holds 1 to {MAX_TIER_ENTRIES} entries", 422)
+            raise Refusal("invalid_policy", f"the {tier} list holds 1 to {MAX_TIER_ENTRIES} entries")
         parsed = [parse_entry(e) for e in entries]
         names = [e.name for e in parsed]
         if len(set(names)) != len(names):
-            raise Refusal("invalid_policy", f"the {tier} list names a model twice", 422)
+            raise Refusal("invalid_policy", f"the {tier} list names a model twice")
         for e in parsed:
             no_contributor(e.name, f"in the {tier} list")
         out[tier] = [str(e) for e in parsed]
@@ -250,7 +250,7 @@ def check_policy(p: dict) -> dict:
         out[key] = name
     roles = p["role_models"]
     if not isinstance(roles, dict):
-        raise Refusal("invalid_policy", "role_models maps a role to a model", 422)
+        raise Refusal("invalid_policy", "role_models maps a role to a model")
     out["role_models"] = {}
     for role, model in sorted(roles.items()):
         check_role(role)
@@ -262,21 +262,21 @@ def check_policy(p: dict) -> dict:
         out["role_models"][role] = name
     prices = p["prices"]
     if not isinstance(prices, dict):
-        raise Refusal("invalid_policy", "prices maps a model to its price", 422)
+        raise Refusal("invalid_policy", "prices maps a model to its price")
     for model, price in prices.items():
         if not isinstance(model, str) or not model or len(model) > MAX_NAME_CHARS:
-            raise Refusal("invalid_price", f"{model!r} is not a model name", 422)
+            raise Refusal("invalid_price", f"{model!r} is not a model name")
         check_price(model, price)
     minutes = p["idle_sleep_min"]
     if type(minutes) is not int or not 0 <= minutes <= MAX_IDLE_SLEEP_MIN:
-        raise Refusal("invalid_policy", f"idle_sleep_min is whole minutes from 0 to {MAX_IDLE_SLEEP_MIN}", 422)
+        raise Refusal("invalid_policy", f"idle_sleep_min is whole minutes from 0 to {MAX_IDLE_SLEEP_MIN}")
     never = p["sleep_never_roles"]
     if not isinstance(never, list):
-        raise Refusal("invalid_policy", "sleep_never_roles is a list of roles", 422)
+        raise Refusal("invalid_policy", "sleep_never_roles is a list of roles")
     out["sleep_never_roles"] = sorted({check_role(r) for r in never})
     decision = p["decision_models"]
     if not isinstance(decision, list) or not decision:
-        raise Refusal("invalid_policy", "decision_models lists one model or more", 422)
+        raise Refusal("invalid_policy", "decision_models lists one model or more")
     out["decision_models"] = []
     for m in decision:
         name = parse_entry(m, pins=False).name
@@ -335,23 +335,23 @@ def permit(policy: dict, tier: str, requested: str, requested_effort: str | None
     matched first across the list, then a bare one, in list order.
     """
     if tier not in TIERS:
-        raise Refusal("model_not_allowed", f"unknown tier {tier!r}", 403)
+        raise Refusal("model_not_allowed", f"unknown tier {tier!r}")
     if not isinstance(requested, str) or not requested.strip():
-        raise Refusal("model_not_allowed", "the call names no model", 403)
+        raise Refusal("model_not_allowed", "the call names no model")
     entries = [parse_entry(e) for e in policy[tier]]
     wanted = requested.strip()
     found = next((e for e in entries if e.name == wanted), None)
     if found is None:
         found = next((e for e in entries if e.model == wanted), None)
     if found is None:
-        raise Refusal("model_not_allowed", f"{wanted} is not on the {tier} list; nothing was sent to a provider", 403)
+        raise Refusal("model_not_allowed", f"{wanted} is not on the {tier} list; nothing was sent to a provider")
     if not policy["allow_training_models"] and is_contributor(found.name):
-        raise Refusal("training_model_refused", f"{found.name} is a contributor model and allow_training_models is off", 403)
+        raise Refusal("training_model_refused", f"{found.name} is a contributor model and allow_training_models is off")
     if found.pin:
         effort, source = found.pin, "pin"
     elif requested_effort is not None:
         if requested_effort not in EFFORTS:
-            raise Refusal("invalid_effort", f"{requested_effort!r} is not an effort: use one of {', '.join(EFFORTS)}", 400)
+            raise Refusal("invalid_effort", f"{requested_effort!r} is not an effort: use one of {', '.join(EFFORTS)}")
         effort, source = requested_effort, "request"
     elif policy["effort"]:
         effort, source = policy["effort"], "default"
@@ -383,25 +383,25 @@ def check_provider(cfg: dict) -> dict:
     check_provider_id(cfg.get("id", ""))
     wires = cfg.get("wires")
     if not isinstance(wires, dict) or not wires or any(w not in ("anthropic", "openai", "gemini") for w in wires):
-        raise Refusal("invalid_provider", "a provider serves one wire or more: anthropic, openai, gemini", 422)
+        raise Refusal("invalid_provider", "a provider serves one wire or more: anthropic, openai, gemini")
     for _w, url in wires.items():
         if not isinstance(url, str) or not (url.startswith(("http://", "https://")) or url == "mock:"):
-            raise Refusal("invalid_base_url", f"{url!r} is not an http(s) address", 422)
+            raise Refusal("invalid_base_url", f"{url!r} is not an http(s) address")
     models = cfg.get("models")
     if not isinstance(models, list) or len(models) > MAX_PROVIDER_MODELS:
-        raise Refusal("invalid_provider", f"a provider lists at most {MAX_PROVIDER_MODELS} models", 422)
+        raise Refusal("invalid_provider", f"a provider lists at most {MAX_PROVIDER_MODELS} models")
     for m in models:
         if not isinstance(m, str) or not _MODEL.match(m):
-            raise Refusal("invalid_model", f"{m!r} is not a model name", 422)
+            raise Refusal("invalid_model", f"{m!r} is not a model name")
     key = cfg.get("key")
     if not isinstance(key, dict) or key.get("kind") not in KEY_KINDS:
-        raise Refusal("invalid_provider", f"a provider's key is one of {', '.join(KEY_KINDS)}", 422)
+        raise Refusal("invalid_provider", f"a provider's key is one of {', '.join(KEY_KINDS)}")
     if key["kind"] in ("env", "secret") and not isinstance(key.get("name"), str):
-        raise Refusal("invalid_provider", "--env and --secret name where the key is", 422)
+        raise Refusal("invalid_provider", "--env and --secret name where the key is")
     if key["kind"] == "command" and not isinstance(key.get("command"), str):
-        raise Refusal("invalid_provider", "--command names the command that prints the token", 422)
+        raise Refusal("invalid_provider", "--command names the command that prints the token")
     if "value" in key:
-        raise Refusal("invalid_provider", "a provider's settings never hold a key's value", 422)
+        raise Refusal("invalid_provider", "a provider's settings never hold a key's value")
     return cfg
 
 
@@ -452,7 +452,7 @@ class ModelSettings(PlazaAggregate):
     def provider(self, pid: str) -> dict:
         found = self.providers.get(pid)
         if found is None:
-            raise Refusal("no_provider", f"no provider {pid}; see agentplaza models providers", 404)
+            raise Refusal("no_provider", f"no provider {pid}; see agentplaza models providers")
         return found
 
     def add_provider(self, ctx: Context, cfg: dict) -> None:
@@ -467,7 +467,7 @@ class ModelSettings(PlazaAggregate):
         check_provider(new)
         changed = sorted(k for k in changes if old.get(k) != changes[k])
         if not changed:
-            raise Refusal("no_change", f"provider {pid} already has those settings", 409)
+            raise Refusal("no_change", f"provider {pid} already has those settings")
         self.record(self.ProviderEdited, ctx, provider=new, changed=changed)
 
     def remove_provider(self, ctx: Context, pid: str) -> None:
@@ -477,11 +477,11 @@ class ModelSettings(PlazaAggregate):
     def set_policy(self, ctx: Context, changes: dict) -> dict:
         unknown = set(changes) - set(POLICY_FIELDS)
         if unknown:
-            raise Refusal("invalid_policy", f"no policy setting {', '.join(sorted(unknown))}", 422)
+            raise Refusal("invalid_policy", f"no policy setting {', '.join(sorted(unknown))}")
         new = check_policy(dict(self.policy, **changes))
         changed = sorted(k for k in POLICY_FIELDS if new[k] != self.policy.get(k))
         if not changed:
-            raise Refusal("no_change", "the policy already says that", 409)
+            raise Refusal("no_change", "the policy already says that")
         self.record(self.PolicySet, ctx, policy=new, changed=changed)
         return new
 
@@ -539,9 +539,9 @@ class GatewayLink(PlazaAggregate):
 def issue_link(ctx: Context, existing: GatewayLink | None, policy: dict, cid: str, role: str,
                token_sha256: str, model: str | None, task: str | None, route: str = GATEWAY_ROUTE) -> GatewayLink:
     if not isinstance(cid, str) or not re.match(r"^[A-Za-z0-9_-]{1,64}$", cid):
-        raise Refusal("invalid_agent", f"{cid!r} is not an agent id", 422)
+        raise Refusal("invalid_agent", f"{cid!r} is not an agent id")
     if route not in ROUTES:
-        raise Refusal("invalid_request", "a gateway link's route is gateway or loop", 422)
+        raise Refusal("invalid_request", "a gateway link's route is gateway or loop")
     check_role(role)
     model = check_agent_model(policy, role, model)
     if existing is None:
@@ -607,10 +607,10 @@ USAGE_FIELDS = tuple(k for k in Usage.ModelCalled.__annotations__)
 
 def record_call(ctx: Context, call_id, **fields: Any) -> Usage:
     if fields.get("route") not in ROUTES:
-        raise Refusal("invalid_request", "a call's route is gateway or loop", 422)
+        raise Refusal("invalid_request", "a call's route is gateway or loop")
     for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_micro", "charged", "shortfall"):
         if type(fields.get(k)) is not int or fields[k] < 0:
-            raise Refusal("invalid_request", f"{k} is a whole number, 0 or more", 422)
+            raise Refusal("invalid_request", f"{k} is a whole number, 0 or more")
     return _create(Usage, Usage.ModelCalled, ctx, call_id, **fields)
 
 

@@ -47,7 +47,7 @@ class Plaza(PlazaAggregate):
 
     def stop_all(self, ctx: Context) -> None:
         if not ctx.reason or not ctx.reason.strip():
-            raise Refusal("reason_required", "STOP ALL needs a reason", 422)
+            raise Refusal("reason_required", "STOP ALL needs a reason")
         if self.held:
             raise Refusal("plaza_held", f"the plaza is already held since {self.held_since:%Y-%m-%d %H:%M:%S} UTC by {self.held_by}")
         self.record(self.Held, ctx)

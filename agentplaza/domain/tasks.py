@@ -60,26 +60,26 @@ def worker_id(cid: str) -> uuid.UUID:
 def check_cid(cid: str, what: str = "an agent") -> str:
     cid = str(cid).strip()
     if not CID_PATTERN.match(cid):
-        raise Refusal("invalid_cid", f"{what}'s CID is 1 to 64 letters, digits, '-', '_' or '.'", 422)
+        raise Refusal("invalid_cid", f"{what}'s CID is 1 to 64 letters, digits, '-', '_' or '.'")
     return cid
 
 
 def check_role(role: str | None, required: bool = False) -> str | None:
     if role is None or role == "":
         if required:
-            raise Refusal("invalid_role", "a role is required", 422)
+            raise Refusal("invalid_role", "a role is required")
         return None
     if not ROLE_PATTERN.match(role):
-        raise Refusal("invalid_role", "a role is lower-case letters, digits, - and _ (at most 64)", 422)
+        raise Refusal("invalid_role", "a role is lower-case letters, digits, - and _ (at most 64)")
     return role
 
 
 def _text(value: str | None, what: str, limit: int, required: bool = False) -> str:
     value = (value or "").strip()
     if required and not value:
-        raise Refusal("invalid_request", f"a task needs {what}", 422)
+        raise Refusal("invalid_request", f"a task needs {what}")
     if len(value) > limit:
-        raise Refusal("invalid_request", f"{what} is at most {limit:,} characters", 422)
+        raise Refusal("invalid_request", f"{what} is at most {limit:,} characters")
     return value
 
 
@@ -233,7 +233,7 @@ class Task(PlazaAggregate):
 
     def _fits(self, role: str | None) -> None:
         if self.role is not None and role != self.role:
-            raise Refusal("wrong_role", f"task {self.number} is for the role {self.role}, not {role or 'no role'}", 403)
+            raise Refusal("wrong_role", f"task {self.number} is for the role {self.role}, not {role or 'no role'}")
 
     # -- transitions -----------------------------------------------------------------------
 
@@ -244,9 +244,9 @@ class Task(PlazaAggregate):
             raise Refusal("no_open_call", f"task {self.number} names no role, so it is not an open call for bids")
         self._fits(role)
         if type(price) is not int or price < 1:
-            raise Refusal("invalid_price", "a bid's price is a whole number of credits, at least 1", 422)
+            raise Refusal("invalid_price", "a bid's price is a whole number of credits, at least 1")
         if price > self.budget:
-            raise Refusal("bid_over_budget", f"a bid of {price} is above task {self.number}'s budget of {self.budget}", 422)
+            raise Refusal("bid_over_budget", f"a bid of {price} is above task {self.number}'s budget of {self.budget}")
         self.record(self.BidPlaced, ctx, worker=worker, price=price)
 
     def claim(self, ctx: Context, worker: str, role: str | None, how: str, price: int | None = None) -> None:
@@ -257,19 +257,19 @@ class Task(PlazaAggregate):
         if how == "awarded":
             if worker not in self.bids:
                 raise Refusal("no_bid", f"{worker} has not bid on task {self.number}; award it to one of the bidders"
-                              + (f" ({', '.join(sorted(self.bids))})" if self.bids else ""), 422)
+                              + (f" ({', '.join(sorted(self.bids))})" if self.bids else ""))
             price = self.bids[worker]
         self.record(self.Claimed, ctx, worker=worker, how=how, price=price)
 
     def report_done(self, ctx: Context, worker: str, summary: str, files: list[str], checks: str) -> None:
         self._claimed()
         if worker != self.worker:
-            raise Refusal("not_your_task", f"task {self.number} is {self.worker}'s, not {worker}'s", 403)
+            raise Refusal("not_your_task", f"task {self.number} is {self.worker}'s, not {worker}'s")
         if self.phase != "working":
             raise Refusal("already_reported", f"task {self.number} was already reported done; it waits for review")
         summary = _text(summary, "a summary of what was done", MAX_TEXT_CHARS, True)
         if not isinstance(files, list) or len(files) > MAX_FILES or not all(isinstance(f, str) and f.strip() for f in files):
-            raise Refusal("invalid_request", f"the files changed are a list of at most {MAX_FILES} paths", 422)
+            raise Refusal("invalid_request", f"the files changed are a list of at most {MAX_FILES} paths")
         checks = _text(checks, "how the result was checked", MAX_TEXT_CHARS, True)
         self.record(self.Reported, ctx, summary=summary, files=[f.strip() for f in files], checks=checks)
 
@@ -277,15 +277,15 @@ class Task(PlazaAggregate):
         """The worker failed: the task ends failed."""
         self._claimed()
         if worker != self.worker:
-            raise Refusal("not_your_task", f"task {self.number} is {self.worker}'s, not {worker}'s", 403)
+            raise Refusal("not_your_task", f"task {self.number} is {self.worker}'s, not {worker}'s")
         self.record(self.Failed, ctx, why="worker", notes=_text(notes, "notes", MAX_TEXT_CHARS))
 
     def take_review(self, ctx: Context, reviewer: str, role: str | None, how: str) -> None:
         self._claimed()
         if role != REVIEWER_ROLE:
-            raise Refusal("not_a_reviewer", f"only an agent of the role {REVIEWER_ROLE} reviews work", 403)
+            raise Refusal("not_a_reviewer", f"only an agent of the role {REVIEWER_ROLE} reviews work")
         if reviewer == self.worker:
-            raise Refusal("own_work", f"{reviewer} did task {self.number} and cannot review its own work", 403)
+            raise Refusal("own_work", f"{reviewer} did task {self.number} and cannot review its own work")
         if self.phase == "working":
             raise Refusal("not_reported", f"task {self.number} has not been reported done yet")
         if self.phase == "reviewing":
@@ -301,9 +301,9 @@ class Task(PlazaAggregate):
     def check_verdict(self, reviewer: str) -> None:
         self._claimed()
         if reviewer == self.worker:
-            raise Refusal("own_work", f"{reviewer} did task {self.number} and cannot review its own work", 403)
+            raise Refusal("own_work", f"{reviewer} did task {self.number} and cannot review its own work")
         if self.phase != "reviewing" or self.reviewer != reviewer:
-            raise Refusal("not_your_review", f"task {self.number} is not under review by {reviewer}", 403)
+            raise Refusal("not_your_review", f"task {self.number} is not under review by {reviewer}")
 
     def verdict(self, ctx: Context, reviewer: str, passed: bool, notes: str) -> None:
         """The reviewer rules: pass (done) or fail (failed), with notes."""
@@ -385,7 +385,7 @@ class Worker(PlazaAggregate):
     def available(self, ctx: Context, role: str, tier: str) -> None:
         check_role(role, required=True)
         if tier not in self.TIERS:
-            raise Refusal("invalid_tier", f"a tier is one of {', '.join(self.TIERS)}", 422)
+            raise Refusal("invalid_tier", f"a tier is one of {', '.join(self.TIERS)}")
         if self.task is not None:
             raise Refusal("worker_holds_task", f"{self.cid} holds task {self.task}; it is released when that work ends or is handed in")
         self.record(self.Available, ctx, role=role, tier=tier)
@@ -408,7 +408,7 @@ class Worker(PlazaAggregate):
         if self.task is not None:
             raise Refusal("worker_busy", f"{self.cid} already holds task {self.task}")
         if self.tier != "worker":
-            raise Refusal("not_a_worker", f"{self.cid} is the orchestrator; it plans and does not take tasks", 403)
+            raise Refusal("not_a_worker", f"{self.cid} is the orchestrator; it plans and does not take tasks")
         self.record(self.Took, ctx, task=task, work=work)
 
     def release(self, ctx: Context, task: str) -> None:

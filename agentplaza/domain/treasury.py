@@ -16,7 +16,7 @@ event ``Entry.Posted``) whose postings (account -> signed integer amount) sum
 to zero, saved in the same commit as a ``Posted`` event on each aggregate
 account it touches.  Credits are integers: 1 credit = $0.001.
 
-Everything here is pure: the command layer (``agentplaza.events.treasury``)
+Everything here is pure: the command layer (``agentplaza.commands.treasury``)
 loads the aggregates, these functions decide (refusing before any event), and
 the command layer commits what ``Books.changed()`` returns.
 """
@@ -309,18 +309,18 @@ class Payment(PlazaAggregate):
 
 def _amount(value: Any, what: str = "amount", allow_zero: bool = False) -> int:
     if type(value) is not int or value < (0 if allow_zero else 1):
-        raise Refusal("invalid_amount", f"{what} must be a whole number of credits{'' if allow_zero else ' above zero'}", 422)
+        raise Refusal("invalid_amount", f"{what} must be a whole number of credits{'' if allow_zero else ' above zero'}")
     if value > MAX_MINT:
-        raise Refusal("invalid_amount", f"{what} is at most {MAX_MINT:,} credits", 422)
+        raise Refusal("invalid_amount", f"{what} is at most {MAX_MINT:,} credits")
     return value
 
 
 def _memo(memo: str | None, required: bool = False, what: str = "an entry") -> str:
     memo = (memo or "").strip()
     if required and not memo:
-        raise Refusal("memo_required", f"{what} needs a memo that says what it is for", 422)
+        raise Refusal("memo_required", f"{what} needs a memo that says what it is for")
     if len(memo) > MAX_MEMO_CHARS:
-        raise Refusal("memo_too_long", f"a memo is at most {MAX_MEMO_CHARS} characters", 422)
+        raise Refusal("memo_too_long", f"a memo is at most {MAX_MEMO_CHARS} characters")
     return memo
 
 
@@ -331,7 +331,7 @@ def own_loop_charge(input_tokens: int, output_tokens: int, price: tuple[int, int
     your own a call costs one credit.
     """
     if input_tokens < 0 or output_tokens < 0:
-        raise Refusal("invalid_amount", "token counts cannot be negative", 422)
+        raise Refusal("invalid_amount", "token counts cannot be negative")
     if price is None:
         return OWN_LOOP_CALL_CREDITS
     tokens = input_tokens * price[0] + output_tokens * price[1]
@@ -368,19 +368,19 @@ class Books:
     def wallet(self, cid: str) -> Wallet:
         w = self.accounts.get(wallet_key(cid))
         if w is None:
-            raise Refusal("no_wallet", f"no wallet for agent {cid}", 404)
+            raise Refusal("no_wallet", f"no wallet for agent {cid}")
         return w  # type: ignore[return-value]
 
     def escrow(self, task: str) -> Escrow:
         e = self.accounts.get(escrow_key(task))
         if e is None:
-            raise Refusal("no_escrow", f"task {task} has no escrow", 404)
+            raise Refusal("no_escrow", f"task {task} has no escrow")
         return e  # type: ignore[return-value]
 
     def budget(self) -> Budget:
         b = self.accounts.get(BUDGET)
         if b is None:
-            raise Refusal("no_budget", "the plaza has no budget yet", 409)
+            raise Refusal("no_budget", "the plaza has no budget yet")
         return b  # type: ignore[return-value]
 
     def add(self, aggregate: PlazaAggregate) -> None:
@@ -401,7 +401,7 @@ class Books:
                 continue
             acc = self.accounts.get(k)
             if acc is None:
-                raise Refusal("no_account", f"no account {k}", 404)
+                raise Refusal("no_account", f"no account {k}")
             if acc.balance + v < 0:  # wallets, escrows and the budget never go below zero
                 raise Refusal("insufficient_funds", f"{k} holds {acc.balance} credits and cannot pay {-v}")
             live.append((acc, v))
@@ -449,7 +449,7 @@ def genesis(books: Books) -> Entry:
 def mint(books: Books, amount: int, memo: str | None = None) -> Entry:
     """Mint whole units into the plaza budget."""
     if type(amount) is not int or amount < MINT_UNIT or amount % MINT_UNIT:
-        raise Refusal("mint_whole_units", "mint a whole number of credits, at least 1", 422)
+        raise Refusal("mint_whole_units", "mint a whole number of credits, at least 1")
     _amount(amount)
     books.budget()
     return books.post(MINT, _memo(memo) or "mint", {MINT_SOURCE: -amount, BUDGET: amount})
@@ -459,11 +459,11 @@ def open_wallet(ctx: Context, existing: Wallet | None, cid: str, name: str, role
     """A new agent's wallet; it starts at zero."""
     cid = str(cid).strip()
     if not cid or len(cid) > 64 or not all(c.isalnum() or c in "-_." for c in cid):
-        raise Refusal("invalid_cid", "an agent's CID is 1 to 64 letters, digits, '-', '_' or '.'", 422)
+        raise Refusal("invalid_cid", "an agent's CID is 1 to 64 letters, digits, '-', '_' or '.'")
     if existing is not None:
         raise Refusal("wallet_exists", f"agent {cid} already has a wallet")
     if not name.strip() or len(name) > 200 or len(role) > 100:
-        raise Refusal("invalid_request", "a wallet needs a name (at most 200 characters) and a role", 422)
+        raise Refusal("invalid_request", "a wallet needs a name (at most 200 characters) and a role")
     return Wallet.start(ctx, id=account_id(wallet_key(cid)), cid=cid, name=name.strip(), role=role.strip())
 
 
@@ -477,13 +477,13 @@ def fund_task_escrow(books: Books, task: str, amount: int | None, *, parent: str
     """
     task = str(task).strip()
     if not task or len(task) > 64:
-        raise Refusal("invalid_task", "a task id is 1 to 64 characters", 422)
+        raise Refusal("invalid_task", "a task id is 1 to 64 characters")
     if amount is None and through_tools:
         amount = DEFAULT_TOOL_TASK_BUDGET
     amount = _amount(amount, "a task's budget")
     if through_tools and amount < MIN_TOOL_TASK_BUDGET:
         raise Refusal("budget_too_small",
-                      f"a task's budget below {MIN_TOOL_TASK_BUDGET} credits is refused: it would stop the work at its first call", 422)
+                      f"a task's budget below {MIN_TOOL_TASK_BUDGET} credits is refused: it would stop the work at its first call")
     budget = books.budget()
     escrow = books.accounts.get(escrow_key(task))
     if escrow is not None and not escrow.open:  # type: ignore[union-attr]
@@ -553,7 +553,7 @@ def settle_task(books: Books, plaza: Any, task: str, passed: bool, *, worker: st
     if passed:
         _plaza_running(plaza)  # STOP ALL holds every payment
         if worker is None:
-            raise Refusal("worker_required", "a passed task names its worker", 422)
+            raise Refusal("worker_required", "a passed task names its worker")
         wallet = books.wallet(worker)
         metered = escrow.metered if metered_cost is None else max(_amount(metered_cost, "the metered cost", True), escrow.metered)
         extra = metered - escrow.metered
@@ -576,7 +576,7 @@ def settle_task(books: Books, plaza: Any, task: str, passed: bool, *, worker: st
 def refund_task(books: Books, task: str, outcome: str = "withdrawn") -> list[Entry]:
     """A failed or withdrawn task: its whole escrow returns to the plaza budget."""
     if outcome not in ("failed", "withdrawn"):
-        raise Refusal("invalid_request", "a refund is for a failed or withdrawn task", 422)
+        raise Refusal("invalid_request", "a refund is for a failed or withdrawn task")
     return settle_task(books, None, task, False, outcome=outcome)
 
 
@@ -628,7 +628,7 @@ def check_gateway_call(books: Books, plaza: Any, cid: str, task: str | None) -> 
         where = f" and the escrow of task {task} holds {escrow.balance}" if escrow is not None else ""
         raise Refusal("payer_empty",
                       f"no credits to pay for the call: the wallet of agent {cid} holds {books.wallet(cid).balance}{where}; "
-                      "top up the task's budget or finish the task", 402)
+                      "top up the task's budget or finish the task")
     return payer
 
 
@@ -646,7 +646,7 @@ def charge_gateway(books: Books, cid: str, task: str | None, *, reported_cost: i
     elif price is not None:
         cost = estimated_cost(input_tokens, output_tokens, price)
     else:
-        raise Refusal("no_price", "the call has no reported cost and no price to estimate it from", 422)
+        raise Refusal("no_price", "the call has no reported cost and no price to estimate it from")
     payer = gateway_payer(books, cid, task)
     charged = min(cost, payer.balance)
     if task is not None and books.accounts.get(escrow_key(task)) is not None:
@@ -663,7 +663,7 @@ def _send(books: Books, plaza: Any, kind: str, payer: str, payee: str, amount: i
     amount = _amount(amount)
     src, dst = books.wallet(payer), books.wallet(payee)
     if src.key == dst.key:
-        raise Refusal("same_wallet", "an agent cannot pay itself", 422)
+        raise Refusal("same_wallet", "an agent cannot pay itself")
     sent = src.sent_on(books.ctx.at)
     if sent + amount > DAILY_SEND_LIMIT:
         raise Refusal("daily_limit",
@@ -699,12 +699,12 @@ def pay(books: Books, plaza: Any, payer: str, payee: str, amount: int, memo: str
     amount = _amount(amount)
     memo = _memo(memo, True, "a payment")
     if type(approve_over) is not int or approve_over < 0:
-        raise Refusal("invalid_request", "approve_over is a whole number of credits, 0 or more", 422)
+        raise Refusal("invalid_request", "approve_over is a whole number of credits, 0 or more")
     if amount <= approve_over:
         return PayResult("moved", entry=_send(books, plaza, TRANSFER, payer, payee, amount, memo, task))
     src, dst = books.wallet(payer), books.wallet(payee)
     if src.key == dst.key:
-        raise Refusal("same_wallet", "an agent cannot pay itself", 422)
+        raise Refusal("same_wallet", "an agent cannot pay itself")
     if task is not None:
         books.escrow(task)
     payment_id = uuid.uuid5(src.id, f"payment:{src.version + 1}")
@@ -735,7 +735,7 @@ def deny_payment(books: Books, payment: Payment | None) -> Payment:
 
 def _pending(payment: Payment | None) -> Payment:
     if payment is None:
-        raise Refusal("no_payment", "no such payment", 404)
+        raise Refusal("no_payment", "no such payment")
     if payment.status != "pending":
         raise Refusal("payment_decided", f"the payment was already {payment.status}")
     return payment

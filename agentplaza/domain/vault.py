@@ -90,7 +90,6 @@ def check_name(name: str) -> str:
             "invalid_name",
             "a secret's name is upper-case letters, digits and underscores, starting with a letter "
             f"(at most {MAX_NAME_CHARS} characters), such as ANTHROPIC_API_KEY",
-            422,
         )
     return name
 
@@ -98,25 +97,25 @@ def check_name(name: str) -> str:
 def check_kind(kind: str | None) -> str:
     kind = kind or DEFAULT_KIND
     if kind not in KINDS:
-        raise Refusal("invalid_kind", f"the kind is one of {', '.join(KINDS)}", 422)
+        raise Refusal("invalid_kind", f"the kind is one of {', '.join(KINDS)}")
     return kind
 
 
 def check_label(label: str | None) -> str:
     label = (label or "").strip()
     if len(label) > MAX_LABEL_CHARS or any(ord(c) < 32 for c in label):
-        raise Refusal("invalid_label", f"a label is one line of at most {MAX_LABEL_CHARS} characters", 422)
+        raise Refusal("invalid_label", f"a label is one line of at most {MAX_LABEL_CHARS} characters")
     return label
 
 
 def check_value(value: str) -> str:
     # The messages never quote the value.
     if not isinstance(value, str) or value == "":
-        raise Refusal("empty_value", "the value is empty", 422)
+        raise Refusal("empty_value", "the value is empty")
     if len(value) > MAX_VALUE_CHARS:
-        raise Refusal("value_too_long", f"a value is at most {MAX_VALUE_CHARS} characters", 422)
+        raise Refusal("value_too_long", f"a value is at most {MAX_VALUE_CHARS} characters")
     if "\x00" in value:
-        raise Refusal("invalid_value", "a value may not hold a NUL character", 422)
+        raise Refusal("invalid_value", "a value may not hold a NUL character")
     return value
 
 
@@ -124,18 +123,18 @@ def check_scope(scope: str | None, nodes: Iterable[str] | None) -> tuple[str, li
     """(PLAZA, []) or (NODES, sorted node ids).  Give a scope or nodes, not both."""
     nodes = [n.strip() for n in (nodes or []) if n.strip()]
     if scope not in (None, "", PLAZA):
-        raise Refusal("invalid_scope", "the scope is plaza, or a list of nodes (--nodes n1,n3)", 422)
+        raise Refusal("invalid_scope", "the scope is plaza, or a list of nodes (--nodes n1,n3)")
     if scope == PLAZA and nodes:
-        raise Refusal("invalid_scope", "give --scope plaza or --nodes, not both", 422)
+        raise Refusal("invalid_scope", "give --scope plaza or --nodes, not both")
     if not nodes:
         return PLAZA, []
     if len(nodes) > MAX_NODES:
-        raise Refusal("invalid_scope", f"a scope lists at most {MAX_NODES} nodes", 422)
+        raise Refusal("invalid_scope", f"a scope lists at most {MAX_NODES} nodes")
     for n in nodes:
         if not NODE_PATTERN.fullmatch(n):
-            raise Refusal("invalid_node", f"{n!r} is not a node id (such as n0 or n3)", 422)
+            raise Refusal("invalid_node", f"{n!r} is not a node id (such as n0 or n3)")
     if len(set(nodes)) != len(nodes):
-        raise Refusal("invalid_scope", "a node is listed twice", 422)
+        raise Refusal("invalid_scope", "a node is listed twice")
     return NODES, sorted(nodes)
 
 
@@ -150,7 +149,6 @@ def check_binding(binding: str) -> str:
         "invalid_binding",
         f"{binding!r} is not a binding: use provider:<id>, connector:<id>, mcp:<id>, tool:<id>, "
         "engine:<id>, hf or egress",
-        422,
     )
 
 
@@ -163,7 +161,7 @@ def check_bindings(bindings: Iterable[str] | None) -> list[str]:
                 if b not in out:
                     out.append(b)
     if len(out) > MAX_BINDINGS:
-        raise Refusal("invalid_binding", f"a secret has at most {MAX_BINDINGS} bindings", 422)
+        raise Refusal("invalid_binding", f"a secret has at most {MAX_BINDINGS} bindings")
     return sorted(out)
 
 
@@ -174,7 +172,7 @@ def hint_of(value: str) -> str | None:
 
 def check_passphrase(passphrase: str) -> str:
     if not isinstance(passphrase, str) or len(passphrase) < MIN_PASSPHRASE_CHARS:
-        raise Refusal("passphrase_too_short", f"a passphrase is at least {MIN_PASSPHRASE_CHARS} characters", 422)
+        raise Refusal("passphrase_too_short", f"a passphrase is at least {MIN_PASSPHRASE_CHARS} characters")
     return passphrase
 
 
@@ -266,7 +264,7 @@ class Denied(Refusal):
     """A consumer asked for a secret it may not have.  ``why`` is for the audit."""
 
     def __init__(self, name: str, consumer: str, node: str, why: str, secret_id: str | None = None):
-        super().__init__("secret_unavailable", f"no secret {name} is available to {consumer} on node {node}", 404)
+        super().__init__("secret_unavailable", f"no secret {name} is available to {consumer} on node {node}")
         self.name, self.consumer, self.node, self.why, self.secret_id = name, consumer, node, why, secret_id
 
 
@@ -484,7 +482,7 @@ class Vault(PlazaAggregate):
     def entry(self, secret_id: str) -> Entry:
         e = self.entries.get(secret_id)
         if e is None:
-            raise Refusal("unknown_secret", f"no vault entry {secret_id}", 404)
+            raise Refusal("unknown_secret", f"no vault entry {secret_id}")
         return _entry(secret_id, e)
 
     def all_entries(self) -> list[Entry]:
@@ -534,7 +532,7 @@ class Vault(PlazaAggregate):
         e = self.entry(secret_id)
         if v not in e.kept:
             kept = ", ".join(str(k) for k in e.kept)
-            raise Refusal("unknown_version", f"{e.name} keeps versions {kept}; version {v} is not one of them", 404)
+            raise Refusal("unknown_version", f"{e.name} keeps versions {kept}; version {v} is not one of them")
         if v == e.current:
             raise Refusal("already_current", f"version {v} of {e.name} is already current")
         self.record(self.SecretRolledBack, ctx, secret_id=secret_id, name=e.name, v=v, previous=e.current)
@@ -578,7 +576,6 @@ class Vault(PlazaAggregate):
             raise Refusal(
                 "vault_locked",
                 f"too many failed unseal attempts; unsealing is locked until {until[:19].replace('T', ' ')} UTC",
-                429,
             )
 
     def unseal_failed(self, ctx: Context, method: str) -> bool:
@@ -598,7 +595,7 @@ class Vault(PlazaAggregate):
     def add_slot(self, ctx: Context, slot_id: str, kind: str) -> list[str]:
         """A new slot; it replaces a slot of the same kind (one key file, passphrase, recovery code)."""
         if kind not in SLOT_KINDS:
-            raise Refusal("invalid_slot", f"a slot is one of {', '.join(SLOT_KINDS)}", 422)
+            raise Refusal("invalid_slot", f"a slot is one of {', '.join(SLOT_KINDS)}")
         replaced = [i for i, s in self.slots.items() if s["kind"] == kind]
         self.record(self.SlotAdded, ctx, slot_id=slot_id, slot_kind=kind, replaced=replaced)
         return replaced
@@ -606,7 +603,7 @@ class Vault(PlazaAggregate):
     def remove_slot(self, ctx: Context, slot_id: str) -> str:
         slot = self.slots.get(slot_id)
         if slot is None:
-            raise Refusal("unknown_slot", f"no slot {slot_id}", 404)
+            raise Refusal("unknown_slot", f"no slot {slot_id}")
         if len(self.slots) == 1:
             raise Refusal("last_slot", "the vault's last slot cannot be removed: nothing could open it")
         self.record(self.SlotRemoved, ctx, slot_id=slot_id, slot_kind=slot["kind"])

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from ..wire import CLOSE_BEHIND, CLOSE_FULL, CLOSE_IDLE, CLOSE_YIELDED, WS_SUBPROTOCOL  # noqa: F401 - the bus's wire
 from .records import EventRecord
 
 MAX_PER_ADDRESS = 8
@@ -28,12 +29,7 @@ MAX_BEHIND = 1024
 #: A live stream is legitimately quiet while nothing happens: only a socket quiet for this long is closed
 #: (the CLI reconnects at once on ``CLOSE_IDLE``).
 IDLE_S = 15 * 60.0
-SUBPROTOCOL = "apz.events.v1"
-#: Close codes (4000-4999 are the application's): too far behind, idle, yielded to a newer socket.
-CLOSE_BEHIND = 4408
-CLOSE_IDLE = 4410
-CLOSE_YIELDED = 4409
-CLOSE_FULL = 4429
+SUBPROTOCOL = WS_SUBPROTOCOL
 
 
 class BusFull(Exception):

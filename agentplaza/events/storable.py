@@ -51,8 +51,8 @@ class UnstorableEvent(Refusal):
     """A command's event could not be read back once stored; nothing of the command was written."""
 
     def __init__(self, kind: str, problem: str):
-        super().__init__("unstorable_event", f"{kind} cannot be stored: {problem}; nothing was written", 422)
-        self.kind, self.problem = kind, problem
+        super().__init__("unstorable_event", f"{kind} cannot be stored: {problem}; nothing was written")
+        self.event_kind, self.problem = kind, problem
 
 
 def value_problem(value: Any, where: str = "") -> str | None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..domain.scheduling import Idle, OpenTask, Queue, ReviewTask
 from ..events.records import EventRecord
-from ..events.scheduler import Idle, OpenTask, Queue, ReviewTask
 from .framework import Projection, Rows, append_only, metadata
 
 tasks = sa.Table(

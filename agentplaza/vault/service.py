@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..commands.unit import Commands
 from ..config import Folders
 from ..domain.base import Context, Refusal
 from ..domain.vault import (
@@ -62,7 +63,6 @@ from ..domain.vault import (
     resolve,
     usage_id,
 )
-from ..events.commands import Commands
 from . import crypto
 from .audit import AUDIT_FILE, AUDIT_KEY_FILE, AuditLog
 from .files import KeyFileExposed, check_key_file, read_json, write_json, write_private
@@ -195,9 +195,9 @@ class VaultService:
 
     def _need_unsealed(self) -> bytes:
         if self._mk is None:
-            raise Refusal("vault_sealed", SEALED_MESSAGE, 423)
+            raise Refusal("vault_sealed", SEALED_MESSAGE)
         if self.tampered:
-            raise Refusal("vault_tampered", TAMPERED_MESSAGE.format(problem=self.tampered), 423)
+            raise Refusal("vault_tampered", TAMPERED_MESSAGE.format(problem=self.tampered))
         return bytes(self._mk)
 
     # -- crypto on the document ------------------------------------------------------------------
@@ -331,14 +331,14 @@ class VaultService:
 
     def unseal(self, method: str, secret: str | None = None, *, actor: str = "owner", reason: str | None = None) -> dict:
         if method not in ("passphrase", "recovery", "keyfile"):
-            raise Refusal("invalid_request", "unseal with passphrase, recovery or keyfile", 422)
+            raise Refusal("invalid_request", "unseal with passphrase, recovery or keyfile")
         with self._lock:
             if self._mk is not None:
                 raise Refusal("vault_unsealed", "the vault is already unsealed")
             vault = self._vault()
             ctx = self.cmds.context(actor, reason)
             if vault is None or self._doc is None:
-                raise Refusal("vault_tampered", TAMPERED_MESSAGE.format(problem=self.tampered), 423)
+                raise Refusal("vault_tampered", TAMPERED_MESSAGE.format(problem=self.tampered))
             vault.check_unseal(ctx.at)
             doc = self._doc
             slots = dict(doc["slots"], **((doc.get("next") or {}).get("slots") or {}))
@@ -350,7 +350,7 @@ class VaultService:
                 try:
                     check_key_file(self.key_path)
                 except KeyFileExposed as e:
-                    raise Refusal("key_file_exposed", str(e), 409) from None
+                    raise Refusal("key_file_exposed", str(e)) from None
                 kf = read_json(self.key_path) if self.key_path.exists() else None
                 if kf is None:
                     raise Refusal("key_file_missing", f"the key file {self.key_path} is missing")
@@ -372,7 +372,7 @@ class VaultService:
                         "recovery": "wrong recovery code"}[method]
                 if locked:
                     what += "; five failed attempts in a minute lock unsealing for ten minutes"
-                raise Refusal("unseal_failed", what, 403)
+                raise Refusal("unseal_failed", what)
             self._mk = bytearray(found)
             self._reconcile(vault)
             vault.unsealed_by(ctx, method)
@@ -477,7 +477,7 @@ class VaultService:
         for e in self._entries:
             if e.id == secret_id:
                 return e
-        raise Refusal("unknown_secret", f"no vault entry {secret_id}", 404)
+        raise Refusal("unknown_secret", f"no vault entry {secret_id}")
 
     def set(self, ctx: Context, name: str, value: str, *, kind: str | None = None, label: str | None = None,
             scope: str | None = None, nodes: list[str] | None = None, bindings: list[str] | None = None) -> Entry:
@@ -633,11 +633,11 @@ class VaultService:
                     continue
                 if not given.get(kind):
                     what = "passphrase" if kind == "passphrase" else "recovery code"
-                    raise Refusal("rekey_needs_secret", f"rekey needs the {what} of the vault's {what} slot", 422)
+                    raise Refusal("rekey_needs_secret", f"rekey needs the {what} of the vault's {what} slot")
                 opened = self._open_slot(vid, sid, slot, given[kind])
                 if opened is None or opened != old_mk:
                     what = "passphrase" if kind == "passphrase" else "recovery code"
-                    raise Refusal("rekey_wrong_secret", f"the {what} given does not open its slot; nothing was changed", 403)
+                    raise Refusal("rekey_wrong_secret", f"the {what} given does not open its slot; nothing was changed")
             new_mk = crypto.new_key()
             new_kek = crypto.new_key()
             slots = {}
@@ -693,7 +693,7 @@ class VaultService:
             mk = self._need_unsealed()
             check_binding(consumer)
             if not NODE_PATTERN.fullmatch(node or ""):
-                raise Refusal("invalid_node", f"{node!r} is not a node id", 422)
+                raise Refusal("invalid_node", f"{node!r} is not a node id")
             now = self.cmds.clock()
             try:
                 e = resolve(self._entries, name, consumer, node)
@@ -742,7 +742,7 @@ class VaultService:
 
     def audit_lines(self, after: int = 0, limit: int = 100) -> list[dict]:
         if not 1 <= limit <= AUDIT_MAX_LIMIT:
-            raise Refusal("invalid_request", f"limit is 1 to {AUDIT_MAX_LIMIT}", 422)
+            raise Refusal("invalid_request", f"limit is 1 to {AUDIT_MAX_LIMIT}")
         self.flush_uses()
         return self.audit.read(after, limit)
 

@@ -7,11 +7,12 @@ import datetime as dt
 
 import pytest
 
+from agentplaza.commands import agents as ac
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, Agent
 from agentplaza.domain.base import Refusal
-from agentplaza.events import agents as ac
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events.commands import Commands
+from agentplaza.domain.refusals import Kind
 from agentplaza.events.store import EventStore
 from agentplaza.projections.agents import agents_table, transcript_table
 from agentplaza.projections.registry import all_projections
@@ -169,7 +170,7 @@ def test_stop_restart_wipe_retire_delete(plaza):
     assert cid not in roster(rm)
     with pytest.raises(Refusal) as e:
         ac.stop(cmds, owner(cmds), cid)
-    assert (e.value.code, e.value.status) == ("unknown_agent", 404)
+    assert (e.value.code, e.value.kind) == ("unknown_agent", Kind.NOT_FOUND)
 
 
 def test_read_models_rebuild_to_the_same_roster(plaza):

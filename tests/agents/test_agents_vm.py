@@ -19,10 +19,10 @@ import pytest
 
 from agentplaza.adapters.kvm.noded import Node
 from agentplaza.api.hub import Hub
-from agentplaza.api.modelrelay import NO_GATEWAY
-from agentplaza.api.runtime import AgentRuntime
-from agentplaza.events import agents as ac
+from agentplaza.commands import agents as ac
 from agentplaza.projections.agents import agents_table
+from agentplaza.runtime.fleet import AgentRuntime
+from agentplaza.runtime.modelrelay import NO_GATEWAY
 from vmm.channel import Channel
 
 pytestmark = pytest.mark.vm

@@ -8,7 +8,7 @@ import socket
 import pytest
 from support.echo import echo_server
 
-from agentplaza.api.egress import (
+from agentplaza.runtime.egress import (
     EgressPolicy,
     EgressProxy,
     Refused,

@@ -15,21 +15,21 @@ from support.echo import echo_server
 from support.hubproc import HubProcess, cli
 
 from agentplaza.api.app import create_app
-from agentplaza.api.egress import EGRESS_OFF, EgressPolicy, policy_from_flags
 from agentplaza.api.hub import Hub
 from agentplaza.api.main import parse_args
-from agentplaza.api.runtime import AgentRuntime
+from agentplaza.commands import agents as ac
+from agentplaza.commands import laws as law_commands
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.models import (
     MAX_FETCH_BLOCKLIST,
     MODELS_ID,
     ModelSettings,
     shipped_policy,
 )
-from agentplaza.events import agents as ac
-from agentplaza.events import laws as law_commands
-from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.projections.agents import transcript_table
+from agentplaza.runtime.egress import EGRESS_OFF, EgressPolicy, policy_from_flags
+from agentplaza.runtime.fleet import AgentRuntime
 from vmm.channel import Channel
 
 with warnings.catch_warnings():

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from agentplaza.api.hub import Hub
-from agentplaza.api.runtime import AgentRuntime, HarnessSession
+from agentplaza.commands import agents as ac
+from agentplaza.commands import approvals
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands import tasks as tc
 from agentplaza.domain.base import Refusal
-from agentplaza.events import agents as ac
-from agentplaza.events import approvals
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events import tasks as tc
 from agentplaza.projections.agents import transcript_table
+from agentplaza.runtime.fleet import AgentRuntime, HarnessSession
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ import pytest
 
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
-from agentplaza.api.runtime import AgentRuntime, HarnessSession
+from agentplaza.commands import agents as ac
+from agentplaza.commands import tasks as tc
+from agentplaza.commands import treasury as treasury_commands
 from agentplaza.domain.treasury import own_loop_charge
-from agentplaza.events import agents as ac
-from agentplaza.events import tasks as tc
-from agentplaza.events import treasury as treasury_commands
 from agentplaza.projections.agents import transcript_table
+from agentplaza.runtime.fleet import AgentRuntime, HarnessSession
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import jhrl
+from agentplaza.commands import laws as law_commands
+from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.laws import LAWBOOK_ID, draft_change
-from agentplaza.events import laws as law_commands
-from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url

@@ -16,9 +16,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.tally import Tally  # noqa: E402
 
+from agentplaza.commands import plaza as plaza_commands  # noqa: E402
+from agentplaza.commands.unit import Commands  # noqa: E402
 from agentplaza.domain.base import MAX_REASON_CHARS, Refusal  # noqa: E402
-from agentplaza.events import plaza as plaza_commands  # noqa: E402
-from agentplaza.events.commands import Commands  # noqa: E402
 from agentplaza.events.store import EventStore  # noqa: E402
 from agentplaza.projections.registry import all_projections  # noqa: E402
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url  # noqa: E402

@@ -19,10 +19,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.treasury import Clock, Plaza  # noqa: E402
 
+from agentplaza.commands import plaza as plaza_commands  # noqa: E402
+from agentplaza.commands import treasury as tc  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 from agentplaza.domain.base import Refusal  # noqa: E402
-from agentplaza.events import plaza as plaza_commands  # noqa: E402
-from agentplaza.events import treasury as tc  # noqa: E402
 
 CIDS = ["3", "4", "5", "6"]
 TASKS = ["t0", "t1", "t2", "t3", "t4", "t5"]

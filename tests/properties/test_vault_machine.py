@@ -13,10 +13,10 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from agentplaza.commands.unit import Commands
 from agentplaza.config import Folders
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.vault import KEPT_VERSIONS, Denied
-from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.vault import VaultService
 

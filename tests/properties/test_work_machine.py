@@ -22,15 +22,15 @@ import jhrl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.treasury import Clock, Plaza  # noqa: E402
 
+from agentplaza.commands import approvals as ap  # noqa: E402
+from agentplaza.commands import conduct as cd  # noqa: E402
+from agentplaza.commands import plaza as plaza_commands  # noqa: E402
+from agentplaza.commands import scheduler  # noqa: E402
+from agentplaza.commands import tasks as tk  # noqa: E402
+from agentplaza.commands import treasury as tc  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 from agentplaza.domain.base import Refusal  # noqa: E402
 from agentplaza.domain.tasks import ENDED, Task, task_id  # noqa: E402
-from agentplaza.events import approvals as ap  # noqa: E402
-from agentplaza.events import conduct as cd  # noqa: E402
-from agentplaza.events import plaza as plaza_commands  # noqa: E402
-from agentplaza.events import scheduler  # noqa: E402
-from agentplaza.events import tasks as tk  # noqa: E402
-from agentplaza.events import treasury as tc  # noqa: E402
 from agentplaza.projections.work import queue  # noqa: E402
 
 BUILDERS = ["1", "2", "3"]

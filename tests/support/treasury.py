@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands import treasury as tc
+from agentplaza.commands.unit import Commands
 from agentplaza.domain import treasury as t
-from agentplaza.events import plaza as plaza_commands
-from agentplaza.events import treasury as tc
-from agentplaza.events.commands import Commands
 from agentplaza.events.store import EventStore
 from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url

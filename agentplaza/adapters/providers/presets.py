@@ -145,7 +145,7 @@ def config_from_preset(preset_id: str, *, id: str | None = None, base_url: str |
     if p is None:
         from ...domain.base import Refusal
 
-        raise Refusal("no_preset", f"no preset {preset_id}; see agentplaza models presets", 404)
+        raise Refusal("no_preset", f"no preset {preset_id}; see agentplaza models presets")
     wires = dict(p.wires)
     if base_url:
         base = base_url.rstrip("/")

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import agents as agent_commands
 from ...domain.agents import (
     CID_RANGE_SIZE,
     LOCAL_CID_FIRST,
@@ -15,7 +16,6 @@ from ...domain.agents import (
     transcript_id,
 )
 from ...domain.models import resolve
-from ...events import agents as agent_commands
 from ...projections.agents import agents_table, transcript_table
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
@@ -90,7 +90,7 @@ def roster(hub: Hub, role: str | None = None) -> list[dict]:
 def agent_row(hub: Hub, cid: int) -> dict:
     rows = hub.read_models.rows(agents_table, agents_table.c.cid == cid)
     if not rows:
-        raise ApiError(404, "unknown_agent", f"no agent with cid {cid}")
+        raise ApiError("unknown_agent", f"no agent with cid {cid}")
     return rows[0]
 
 
@@ -140,7 +140,7 @@ def routes(api: Api) -> list:
     def cid_of(request: Request) -> int:
         raw = request.path_params["cid"]
         if not raw.isdigit() or len(raw) > 9:
-            raise ApiError(422, "invalid_request", "a cid is a number")
+            raise ApiError("invalid_request", "a cid is a number")
         return int(raw)
 
     def kick() -> None:
@@ -171,11 +171,11 @@ def routes(api: Api) -> list:
         body = await read_body(request, PatchBody)
         changes = body.model_dump(exclude_unset=True)
         if not changes:
-            raise ApiError(422, "invalid_request", "nothing to change: send name, model or permission_mode")
+            raise ApiError("invalid_request", "nothing to change: send name, model or permission_mode")
         if "name" in changes and changes["name"] is None:
-            raise ApiError(422, "invalid_request", "name: a name cannot be cleared")
+            raise ApiError("invalid_request", "name: a name cannot be cleared")
         if "permission_mode" in changes and changes["permission_mode"] is None:
-            raise ApiError(422, "invalid_request", "permission_mode: one of autonomous, ask, read-only")
+            raise ApiError("invalid_request", "permission_mode: one of autonomous, ask, read-only")
         ctx = api.context(request)
         await api.command(lambda: agent_commands.update(hub.commands, ctx, cid, changes))
         return await api.query(agent_page, hub, cid)
@@ -211,7 +211,7 @@ def routes(api: Api) -> list:
 
     def node_runtime():
         if hub.runtime is None or hub.runtime.link is None:
-            raise ApiError(409, "no_node", "this hub runs without a node; it has no warm templates")
+            raise ApiError("no_node", "this hub runs without a node; it has no warm templates")
         return hub.runtime
 
     async def list_templates(request: Request) -> dict:
@@ -229,7 +229,7 @@ def routes(api: Api) -> list:
         cid = cid_of(request)
         body = await read_body(request, ActionBody)
         if hub.runtime is None:
-            raise ApiError(409, "no_node", "this hub runs without a node; no agent runs work")
+            raise ApiError("no_node", "this hub runs without a node; no agent runs work")
         item = await anyio.to_thread.run_sync(lambda: hub.runtime.cancel_work(cid, body.reason))
         hub.read_models.catch_up()
         return {"cancelled": item, "agent": agent_view(agent_row(hub, cid), policy_of(hub))}
@@ -255,7 +255,7 @@ def routes(api: Api) -> list:
         name = request.path_params["name"]
         found = [n for n in await api.query(nodes, hub) if n["name"] == name]
         if not found:
-            raise ApiError(404, "unknown_node", f"no node {name!r}; this hub has node {LOCAL_NODE} (see nodes list)")
+            raise ApiError("unknown_node", f"no node {name!r}; this hub has node {LOCAL_NODE} (see nodes list)")
         return {"node": found[0]}
 
     async def list_nodes(request: Request) -> dict:
@@ -263,7 +263,7 @@ def routes(api: Api) -> list:
 
     async def on_machine(cid: int, op: str, **meta) -> dict:
         if hub.runtime is None:
-            raise ApiError(409, "no_node", "this hub runs without a node; agents have no machines")
+            raise ApiError("no_node", "this hub runs without a node; agents have no machines")
         return await anyio.to_thread.run_sync(lambda: hub.runtime.checkpoint_op(cid, op, **meta))
 
     async def checkpoint(request: Request) -> dict:
@@ -284,7 +284,7 @@ def routes(api: Api) -> list:
         cid = cid_of(request)
         body = await read_body(request, ForkBody)
         if hub.runtime is None:
-            raise ApiError(409, "no_node", "this hub runs without a node; agents have no machines to fork")
+            raise ApiError("no_node", "this hub runs without a node; agents have no machines to fork")
         ctx = api.context(request, f"fork agent {cid}")
         done = await anyio.to_thread.run_sync(lambda: hub.runtime.fork(cid, body.n, body.checkpoint, ctx))
         hub.read_models.catch_up()

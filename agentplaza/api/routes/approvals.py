@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import approvals as cmd
 from ...domain.approvals import KINDS, STATUSES, check_number
-from ...events import approvals as cmd
 from ...projections import work as rm
 from ...projections.runner import equal_to
 from ..errors import ApiError, Body, read_body
@@ -38,7 +38,7 @@ def approval_row(hub: Hub, number: str) -> dict:
     number = check_number(number)
     found = hub.read_models.rows(rm.approvals, rm.approvals.c.number == number)
     if not found:
-        raise ApiError(404, "no_approval", f"no approval {number!r}")
+        raise ApiError("no_approval", f"no approval {number!r}")
     return _shown(found[0])
 
 
@@ -72,10 +72,10 @@ def routes(api: Api) -> list:
         if status == "all":
             status = None
         if status is not None and status not in STATUSES:
-            raise ApiError(422, "invalid_request", f"status is one of {', '.join(STATUSES)} or all")
+            raise ApiError("invalid_request", f"status is one of {', '.join(STATUSES)} or all")
         kind = q.get("kind") or None
         if kind is not None and kind not in KINDS:
-            raise ApiError(422, "invalid_request", f"kind is one of {', '.join(KINDS)}")
+            raise ApiError("invalid_request", f"kind is one of {', '.join(KINDS)}")
         limit = api.int_param(request, "limit", 100, 1, MAX_LIST_LIMIT)
         return {"approvals": await api.query(approval_rows, hub, status, kind, q.get("agent") or None, limit)}
 

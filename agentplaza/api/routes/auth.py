@@ -38,7 +38,7 @@ def routes(api: Api) -> list:
     async def sign_in(request: Request) -> Response:
         body = await read_body(request, SignInBody)
         if not hmac.compare_digest(token_hash(body.token.strip()), hub.owner_token_sha256):
-            raise ApiError(401, "unauthorized", "that is not the owner token")
+            raise ApiError("unauthorized", "that is not the owner token")
         expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=SESSION_TTL_S)
         return _signed_in(api, JSONResponse({"signed_in": True, "expires_at": expires.isoformat(timespec="seconds")}))
 
@@ -50,7 +50,7 @@ def routes(api: Api) -> list:
 
     async def link(request: Request) -> Response:
         if not hub.sessions.use_link_code(request.query_params.get("code")):
-            raise ApiError(401, "sign_in_link_used", "this sign-in link was used already or has expired; "
+            raise ApiError("sign_in_link_used", "this sign-in link was used already or has expired; "
                                                      "sign in with the owner token")
         return _signed_in(api, RedirectResponse(AFTER_SIGN_IN, status_code=303))
 

@@ -16,7 +16,7 @@ from starlette.routing import Route
 import jhrl
 from jhrl.catalog import TOOLS
 
-from ...events import conduct as cmd
+from ...commands import conduct as cmd
 from ...projections import work as rm
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
@@ -92,7 +92,7 @@ def routes(api: Api) -> list:
             call = jhrl.Call(role=body.role, action=body.tool, risk=body.risk or TOOLS.get(body.tool, "write"),
                              tier=body.tier, args=body.args)
         except ValueError as e:
-            raise ApiError(422, "invalid_request", str(e)) from None
+            raise ApiError("invalid_request", str(e)) from None
         box: list = []
 
         def go():

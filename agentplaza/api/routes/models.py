@@ -20,6 +20,7 @@ from ...adapters.providers.presets import (
     ProviderConfig,
     config_from_preset,
 )
+from ...commands import models as model_commands
 from ...domain.models import (
     EFFORTS,
     check_effort,
@@ -31,7 +32,6 @@ from ...domain.models import (
     vault_key_name,
 )
 from ...domain.vault import PLAZA as VAULT_PLAZA
-from ...events import models as model_commands
 from ...vault.scrub import redact_urls
 from ..auth import presented_token
 from ..errors import ApiError, Body, read_body
@@ -112,7 +112,7 @@ RUNS_A_PROGRAM = ("a key of kind command runs a program on the hub's machine; pr
 
 def _check_runs_program(request: Request, k: KeyBody | None) -> None:
     if k is not None and k.kind == "command" and not presented_token(request.scope):
-        raise ApiError(403, "owner_token_required", RUNS_A_PROGRAM)
+        raise ApiError("owner_token_required", RUNS_A_PROGRAM)
 
 
 def _key(k: KeyBody | None) -> dict | None:
@@ -182,7 +182,7 @@ def routes(api: Api) -> list:
     def provider_row(pid: str) -> dict:
         row = hub.read_models.states["models"].rows.get("rm_model_providers", pid)
         if row is None:
-            raise ApiError(404, "no_provider", f"no provider {pid}; see agentplaza models providers")
+            raise ApiError("no_provider", f"no provider {pid}; see agentplaza models providers")
         return row
 
     async def presets(request: Request) -> dict:
@@ -198,7 +198,7 @@ def routes(api: Api) -> list:
                                  models=body.models)
         ctx = api.context(request, f"add provider {body.id}")
         if provider_exists(body.id):
-            raise ApiError(409, "provider_exists", f"provider {body.id} is already added; use models edit")
+            raise ApiError("provider_exists", f"provider {body.id} is already added; use models edit")
         await api.query(bind_secret, ctx, body.id, cfg["key"])
         await api.command(lambda: model_commands.add_provider(hub.commands, ctx, cfg))
         return provider_view(api, provider_row(body.id))
@@ -230,7 +230,7 @@ def routes(api: Api) -> list:
 
     def vault():
         if hub.vault is None:
-            raise ApiError(503, "vault_absent", "this hub has no vault")
+            raise ApiError("vault_absent", "this hub has no vault")
         return hub.vault
 
     def bind_secret(ctx, pid: str, key: dict | None) -> None:
@@ -240,7 +240,7 @@ def routes(api: Api) -> list:
         name, binding = key.get("name") or "", key_binding(pid)
         entries = [e for e in vault().entries() if e.name == name]
         if not entries:
-            raise ApiError(404, "unknown_secret", f"the vault has no entry {name}; add it with agentplaza vault set {name}")
+            raise ApiError("unknown_secret", f"the vault has no entry {name}; add it with agentplaza vault set {name}")
         for e in entries:
             if binding not in e.bindings:
                 vault().rebind(ctx, e.id, bindings=[*e.bindings, binding])
@@ -256,7 +256,7 @@ def routes(api: Api) -> list:
             return
         e = plaza_entries[0]
         if binding not in e.bindings:
-            raise ApiError(409, "secret_not_bound",
+            raise ApiError("secret_not_bound",
                            f"the vault entry {name} exists and is not bound to {binding}; bind it with "
                            f"agentplaza models edit {cfg.id} --secret {name}, then set the key again")
         vault().rotate(ctx, e.id, value)
@@ -266,7 +266,7 @@ def routes(api: Api) -> list:
         body = await read_body(request, KeyValueBody)
         cfg = ProviderConfig.from_row(provider_row(pid))
         if cfg.is_mock or cfg.key.get("kind") == "none":
-            raise ApiError(422, "no_key_needed", f"provider {pid} needs no key")
+            raise ApiError("no_key_needed", f"provider {pid} needs no key")
         ctx = api.context(request, f"the key of provider {pid}")
         await api.query(put_key, ctx, cfg, body.value)
         if cfg.key.get("kind") not in VAULT_KEY_KINDS:  # from now on its key is the one in the vault
@@ -280,7 +280,7 @@ def routes(api: Api) -> list:
         cfg = ProviderConfig.from_row(provider_row(pid))
         model = body.model or (cfg.models[0] if cfg.models else None)
         if not model:
-            raise ApiError(422, "invalid_request", f"provider {pid} lists no model; name one with --model")
+            raise ApiError("invalid_request", f"provider {pid} lists no model; name one with --model")
         key = None
         if cfg.key.get("kind") != "none" and not cfg.is_mock:
             key = await anyio.to_thread.run_sync(gw.keys.key, cfg, None)
@@ -339,7 +339,7 @@ def routes(api: Api) -> list:
         if model:
             provider, _, name = model.partition("/")
             if not name:
-                raise ApiError(422, "invalid_request", "name the model as provider/model")
+                raise ApiError("invalid_request", "name the model as provider/model")
             price = book.lookup(provider, name)
             out["price"] = price.public() if price else "unpriced"
         return out

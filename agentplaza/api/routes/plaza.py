@@ -6,7 +6,7 @@ import anyio
 from starlette.requests import Request
 from starlette.routing import Route
 
-from ...events import plaza as plaza_commands
+from ...commands import plaza as plaza_commands
 from .. import queries
 from ..errors import Body, read_body
 from ..kit import MAX_LIST_LIMIT, Api

@@ -17,6 +17,7 @@ from starlette.routing import Route
 import jhrl
 from jhrl.catalog import TOOLS, tier_of
 
+from ...commands import laws as law_commands
 from ...domain.laws import (
     JhrlRefusal,
     all_laws,
@@ -24,7 +25,6 @@ from ...domain.laws import (
     owner_rule_of,
     warnings_of,
 )
-from ...events import laws as law_commands
 from ...projections.laws import (
     RECENT_CALLS,
     infractions,
@@ -32,7 +32,7 @@ from ...projections.laws import (
     recent_calls,
     rule_totals,
 )
-from ..errors import ApiError, Body, read_body
+from ..errors import ApiError, Body, read_body, status_of
 from ..hub import Hub
 from ..kit import MAX_LIST_LIMIT, Api
 
@@ -81,7 +81,7 @@ def make_call(body: CallBody) -> jhrl.Call:
                          tier=body.tier or tier_of(body.role), mode=body.mode, args=dict(body.args),
                          approved=body.approved)
     except ValueError as e:
-        raise ApiError(422, "invalid_request", str(e)) from None
+        raise ApiError("invalid_request", str(e)) from None
 
 
 def decision_view(d: jhrl.Decision) -> dict:
@@ -107,7 +107,7 @@ def law_view(law: jhrl.Law) -> dict:
 
 def jhrl_refusal_response(r: JhrlRefusal) -> JSONResponse:
     return JSONResponse({"error": {"code": r.code, "message": r.message, "line": r.line, "column": r.column}},
-                        status_code=r.status)
+                        status_code=status_of(r))
 
 
 # -- queries ------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def show_view(hub: Hub, ident: str) -> dict:
             return {**law_view(law), "kind": "law", "origin": rid or "builtin", "enabled": enabled,
                     "reason": off.get(ident), "refused": c.get("refused", 0), "recorded": c.get("recorded", 0),
                     "last_at": c.get("last_at")}
-    raise ApiError(404, "rule_not_found", f"no law or owner rule {ident!r}")
+    raise ApiError("rule_not_found", f"no law or owner rule {ident!r}")
 
 
 def infractions_view(hub: Hub, limit: int) -> list[dict]:
@@ -230,7 +230,7 @@ def routes(api: Api) -> list:
     async def check(request: Request) -> dict:
         body = await read_body(request, CheckBody)
         if body.op not in CHANGES:
-            raise ApiError(422, "invalid_request", f"op must be one of {', '.join(CHANGES)}")
+            raise ApiError("invalid_request", f"op must be one of {', '.join(CHANGES)}")
         return await api.query(check_view, hub, body)
 
     async def command(fn: Callable[[], Any], positions: Callable[[Any], list[int]]) -> Any:

@@ -45,22 +45,22 @@ def routes(api: Api) -> list:
             try:
                 given = anchor.parse_anchor(request.query_params["anchor"])
             except anchor.AnchorSyntax as e:
-                raise ApiError(422, "invalid_anchor", str(e)) from None
+                raise ApiError("invalid_anchor", str(e)) from None
         verdict = await api.query(anchor.check, hub.store, hub.folders.state, hub.folders.config, given)
         return verdict.as_dict()
 
     async def audit_anchor(request: Request) -> dict:
         if hub.anchors is None:
-            raise ApiError(503, "not_anchored", "this hub keeps no chain checkpoints")
+            raise ApiError("not_anchored", "this hub keeps no chain checkpoints")
         try:
             position, head = await api.query(hub.anchors.current)
         except anchor.ChainBroken as e:
-            raise ApiError(409, "chain_broken", f"{e}; run agentplaza audit verify") from None
+            raise ApiError("chain_broken", f"{e}; run agentplaza audit verify") from None
         return {"anchor": anchor.format_anchor(position, head), "position": position, "head": head.hex()}
 
     def known(name: str | None) -> None:
         if name is not None and name not in hub.read_models.states:
-            raise ApiError(404, "unknown_read_model",
+            raise ApiError("unknown_read_model",
                            f"no read model named {name!r}; known: {', '.join(hub.read_models.states)}")
 
     async def rebuild(request: Request) -> dict:
@@ -77,7 +77,7 @@ def routes(api: Api) -> list:
             try:
                 at = parse_when(at)
             except ValueError as e:
-                raise ApiError(422, "invalid_request", str(e)) from None
+                raise ApiError("invalid_request", str(e)) from None
             upto = await api.query(hub.store.position_at, at)
         if upto is None:
             upto = hub.store.max_position()

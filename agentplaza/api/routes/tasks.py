@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import scheduler
+from ...commands import tasks as cmd
 from ...domain.tasks import STATES
-from ...events import scheduler
-from ...events import tasks as cmd
 from ...projections import work as rm
 from ...projections.runner import equal_to
 from ..errors import ApiError, Body, read_body
@@ -42,7 +42,7 @@ def task_row(hub: Hub, number: str) -> dict:
     number = cmd.check_number(number)
     found = hub.read_models.rows(rm.tasks, rm.tasks.c.number == number)
     if not found:
-        raise ApiError(404, "no_task", f"no task {number!r}")
+        raise ApiError("no_task", f"no task {number!r}")
     row = _shown(found[0])
     row["bids"] = hub.read_models.rows(rm.bids, rm.bids.c.task == number, order_by=rm.bids.c.price)
     return row
@@ -143,7 +143,7 @@ def routes(api: Api) -> list:
         q = request.query_params
         state = q.get("state") or None
         if state is not None and state not in STATES:
-            raise ApiError(422, "invalid_request", f"state is one of {', '.join(STATES)}")
+            raise ApiError("invalid_request", f"state is one of {', '.join(STATES)}")
         limit = api.int_param(request, "limit", 100, 1, MAX_LIST_LIMIT)
         rows = await api.query(task_rows, hub, state, q.get("role") or None, q.get("worker") or None, limit)
         return {"tasks": rows}

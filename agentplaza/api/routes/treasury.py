@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import treasury as cmd
 from ...domain import treasury as t
-from ...events import treasury as cmd
 from ...projections import treasury as rm
 from ...when import parse_when
 from ..errors import ApiError, Body, read_body
@@ -94,7 +94,7 @@ def explain(hub: Hub, account: str, before: int | None, limit: int) -> dict:
     a = account if t.valid_account(account) else t.wallet_key(account) if account.isdigit() else account
     found = hub.read_models.rows(rm.accounts, rm.accounts.c.account == a)
     if not found:
-        raise ApiError(404, "no_account", f"no account {account!r}; try budget, treasury, mint, model-costs, "
+        raise ApiError("no_account", f"no account {account!r}; try budget, treasury, mint, model-costs, "
                        "wallet:CID, escrow:TASK or a CID")
     p, j = rm.postings, rm.journal
     where = [p.c.account == a] + ([p.c.position < before] if before is not None else [])
@@ -240,7 +240,7 @@ def routes(api: Api) -> list:
         try:
             return parse_when(raw)
         except ValueError as e:
-            raise ApiError(422, "invalid_request", f"{name}: {e}") from None
+            raise ApiError("invalid_request", f"{name}: {e}") from None
 
     async def get_balances(request: Request) -> dict:
         return await api.query(balances, hub)
@@ -248,7 +248,7 @@ def routes(api: Api) -> list:
     async def get_wallets(request: Request) -> dict:
         sort = request.query_params.get("sort") or "balance"
         if sort not in SORTS:
-            raise ApiError(422, "invalid_request", f"sort is one of {', '.join(sorted(SORTS))}")
+            raise ApiError("invalid_request", f"sort is one of {', '.join(sorted(SORTS))}")
         asc = request.query_params.get("order") == "asc"
         return {"wallets": await api.query(wallets, hub, sort, not asc)}
 
@@ -256,7 +256,7 @@ def routes(api: Api) -> list:
         q = request.query_params
         kind = q.get("kind") or None
         if kind is not None and kind not in t.KINDS:
-            raise ApiError(422, "invalid_request", f"kind is one of {', '.join(t.KINDS)}")
+            raise ApiError("invalid_request", f"kind is one of {', '.join(t.KINDS)}")
         limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
         before = api.int_param(request, "before", None, 1)
         rows = await api.query(lambda: journal_rows(hub, kind=kind, wallet=q.get("wallet") or None,
@@ -269,7 +269,7 @@ def routes(api: Api) -> list:
     async def get_series(request: Request) -> dict:
         by = request.query_params.get("by") or "hour"
         if by not in ("hour", "day"):
-            raise ApiError(422, "invalid_request", "by is hour or day")
+            raise ApiError("invalid_request", "by is hour or day")
         return {"by": by, "series": await api.query(series, hub, by, when(request, "from"), when(request, "to"))}
 
     async def get_explain(request: Request) -> dict:
@@ -346,7 +346,7 @@ def routes(api: Api) -> list:
             return await run(request, lambda: cmd.transfer(cmds, ctx, payer, payee, body.amount, body.memo, body.task))
         if body.kind == "bonus":
             if body.task is None:
-                raise ApiError(422, "invalid_request", "a bonus names the hired task")
+                raise ApiError("invalid_request", "a bonus names the hired task")
             return await run(request, lambda: cmd.bonus(cmds, ctx, payer, payee, body.amount, body.task, body.memo))
         return await run(request, lambda: cmd.pay(cmds, ctx, payer, payee, body.amount, body.memo, body.task,
                                                   body.approve_over))
@@ -354,7 +354,7 @@ def routes(api: Api) -> list:
     async def get_payments(request: Request) -> dict:
         status = request.query_params.get("status", "pending")
         if status not in ("pending", "approved", "denied", "all"):
-            raise ApiError(422, "invalid_request", "status is pending, approved, denied or all")
+            raise ApiError("invalid_request", "status is pending, approved, denied or all")
         limit = api.int_param(request, "limit", 100, 1, MAX_LIST_LIMIT)
         return {"payments": await api.query(payments, hub, None if status == "all" else status, limit)}
 

@@ -25,7 +25,7 @@ def _range(request: Request) -> list:
             try:
                 hour = parse_when(raw)[:13]
             except ValueError as e:
-                raise ApiError(422, "invalid_request", str(e)) from None
+                raise ApiError("invalid_request", str(e)) from None
             where.append(hourly_table.c.hour >= hour if op == ">=" else hourly_table.c.hour <= hour)
     for param, col in BY.items():
         value = request.query_params.get(param)
@@ -78,10 +78,10 @@ def routes(api: Api) -> list:
     async def series(request: Request) -> dict:
         bucket = request.query_params.get("bucket", "hour")
         if bucket not in BUCKETS:
-            raise ApiError(422, "invalid_request", "bucket is hour or day")
+            raise ApiError("invalid_request", "bucket is hour or day")
         by = request.query_params.get("by")
         if by is not None and by not in BY:
-            raise ApiError(422, "invalid_request", f"by is one of {', '.join(BY)}")
+            raise ApiError("invalid_request", f"by is one of {', '.join(BY)}")
         where = _range(request)
         b = sa.func.substr(hourly_table.c.hour, 1, BUCKETS[bucket]).label("bucket")
         cols = [b] + ([hourly_table.c[BY[by]].label("key")] if by else [])

@@ -102,7 +102,7 @@ def routes(api: Api) -> list:
 
     def vault():
         if hub.vault is None:
-            raise Refusal("vault_absent", "this hub has no vault", 503)
+            raise Refusal("vault_absent", "this hub has no vault")
         return hub.vault
 
     async def act(fn, *args: Any) -> Any:
@@ -114,7 +114,7 @@ def routes(api: Api) -> list:
     def one(secret_id: str) -> dict:
         rows = hub.read_models.rows(vault_entries, vault_entries.c.id == secret_id)
         if not rows:
-            raise Refusal("unknown_secret", f"no vault entry {secret_id}", 404)
+            raise Refusal("unknown_secret", f"no vault entry {secret_id}")
         return rows[0]
 
     async def status(request: Request) -> dict:

@@ -1,4 +1,5 @@
-"""One module per area of the command line; each has ``register(sub)`` and ``run(args, env)``."""
+"""One module per area of the command line: its ``AREA``, a table of actions (``cli.actions``);
+an area not yet in that form has ``NAME``, ``register(sub)`` and ``run(env)``."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from . import (
 )
 
 AREAS = {
-    m.NAME: m
+    getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, nodes, templates)
 }

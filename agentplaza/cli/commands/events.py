@@ -35,7 +35,8 @@ def run(env: Env) -> int:
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
     from websockets.sync.client import connect
 
-    from ...events.bus import CLOSE_IDLE, SUBPROTOCOL
+    from ...wire import CLOSE_IDLE
+    from ...wire import WS_SUBPROTOCOL as SUBPROTOCOL
 
     args, client = env.args, env.client
     url = client.ws_url("/v1/ws") + (f"?kinds={args.kinds}" if args.kinds else "")

@@ -2,21 +2,8 @@
 
 from __future__ import annotations
 
-from ..env import Env
-from ..output import refuse, table
-from .plaza import confirm
-
-NAME = "log"
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="events in the log that cannot be read back, and voiding one")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    s.add_parser("unreadable", help="every stored event that cannot be read back, and whether it is voided")
-    void = s.add_parser("void", help="record that an unreadable event is seen and the plaza goes on without it")
-    void.add_argument("position", type=int, help="the position the hub named")
-    void.add_argument("--reason", required=True, help="why (the log's only account of the gap)")
-    void.add_argument("--yes", action="store_true", help="do not ask to confirm")
+from ..actions import Action, Area, arg
+from ..output import table
 
 
 def render_list(d: dict) -> str:
@@ -29,10 +16,14 @@ def render_voided(d: dict) -> str:
     return f"voided position {v['position']} at position {v.get('voided_at')}"
 
 
-def run(env: Env) -> int:
-    args, c = env.args, env.client
-    if args.action in (None, "unreadable"):
-        return env.show(c.get("/v1/log/unreadable"), render_list)
-    if not args.yes and not confirm(f"Void the unreadable event at position {args.position}? The log keeps it."):
-        return refuse("log void not confirmed; pass --yes to skip the question", "not_confirmed")
-    return env.show(c.post("/v1/log/void", {"position": args.position, "reason": args.reason}), render_voided)
+AREA = Area("log", "events in the log that cannot be read back, and voiding one", (
+    Action("unreadable", "every stored event that cannot be read back, and whether it is voided",
+           "GET", "/v1/log/unreadable", render=render_list, default=True),
+    Action("void", "record that an unreadable event is seen and the plaza goes on without it",
+           "POST", "/v1/log/void",
+           args=(arg("position", type=int, help="the position the hub named"),
+                 arg("--reason", required=True, help="why (the log's only account of the gap)")),
+           body=lambda a: {"position": a.position, "reason": a.reason},
+           confirm=lambda a: f"Void the unreadable event at position {a.position}? The log keeps it.",
+           render=render_voided),
+))

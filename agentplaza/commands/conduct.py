@@ -30,7 +30,7 @@ from ..domain.base import Context, Refusal
 from ..domain.conduct import ASK_ONLY, DEFAULT_MODE, Conduct, conduct_id, step_text
 from ..domain.laws import SECRET_ARG, severity_of
 from . import approvals, laws, treasury
-from .commands import Commands
+from .unit import Commands
 
 #: Shown in place of an argument whose name says it may hold a secret.
 HIDDEN = "[hidden]"
@@ -65,7 +65,7 @@ def set_mode(cmds: Commands, ctx: Context, cid: str, mode: str) -> list[int]:
         c.set_mode(ctx, mode)
         return [c]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def lift(cmds: Commands, ctx: Context, cid: str, suspension: str) -> list[int]:
@@ -74,11 +74,11 @@ def lift(cmds: Commands, ctx: Context, cid: str, suspension: str) -> list[int]:
     def decide():
         c = load(cmds, cid)
         if c is None:
-            raise Refusal("no_suspension", f"agent {cid} has no suspension {suspension}", 404)
+            raise Refusal("no_suspension", f"agent {cid} has no suspension {suspension}")
         c.lift(ctx, suspension)
         return [c]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def view(c: Conduct | None, cid: str, at) -> dict:
@@ -205,7 +205,7 @@ def _use_approval(cmds: Commands, ctx: Context, agent: str, digest: str) -> str 
         return [fresh]
 
     try:
-        cmds.run(decide)
+        cmds.run_aggregates(decide)
     except Refusal:  # another run of the same call used it first
         return None
     return used[-1]
@@ -229,7 +229,7 @@ def _ask(cmds: Commands, ctx: Context, agent: str, call: jhrl.Call, digest: str,
                     "call_id": decided.call_id})]
         return maker.aggregates()
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
     return box[0]
 
 
@@ -245,7 +245,7 @@ def check_call(cmds: Commands, call: jhrl.Call, agent: str, ctx: Context | None 
         s = c.suspension_of(call.action, ctx.at)
         if s is not None:
             raise Refusal("tool_suspended", f"the tool {call.action} is refused for agent {agent} until {s['until']} "
-                          f"({s['kind']} {s['id']} for law {s['law']})", 403)
+                          f"({s['kind']} {s['id']} for law {s['law']})")
     call = dataclasses.replace(call, mode=mode, approved=False)
     digest = call.digest()
     used = _use_approval(cmds, ctx, agent, digest)

@@ -23,14 +23,14 @@ from ..domain.models import (
 from ..domain.models import (
     record_call as _record_call,
 )
-from .commands import Commands
-from .committer import CommitConflict
+from ..events.committer import CommitConflict
+from .unit import Commands
 
 
 def load(cmds: Commands) -> ModelSettings:
     s = cmds.store.get(MODELS_ID)
     if s is None:
-        raise Refusal("no_models", "the models area is not set up yet", 409)
+        raise Refusal("no_models", "the models area is not set up yet")
     return s
 
 
@@ -43,7 +43,7 @@ def ensure_models(cmds: Commands, starting: Iterable[dict]) -> list[int]:
             return []
         return [ModelSettings.create(cmds.context("hub", "the starting providers and the shipped model policy"), starting)]
 
-    return cmds.run(decide, grouped=False)
+    return cmds.run_aggregates(decide, grouped=False)
 
 
 def _change(cmds: Commands, act: Callable[[ModelSettings], Any]) -> list[int]:
@@ -52,7 +52,7 @@ def _change(cmds: Commands, act: Callable[[ModelSettings], Any]) -> list[int]:
         act(s)
         return [s]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def add_provider(cmds: Commands, ctx: Context, cfg: dict) -> list[int]:
@@ -78,18 +78,18 @@ def issue_link(cmds: Commands, ctx: Context, cid: str, role: str, token_sha256: 
         existing = cmds.store.get(link_id(cid))
         return [_issue_link(ctx, existing, policy, cid, role, token_sha256, model, task, route)]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def revoke_link(cmds: Commands, ctx: Context, cid: str) -> list[int]:
     def decide():
         link: GatewayLink | None = cmds.store.get(link_id(cid))
         if link is None or link.revoked:
-            raise Refusal("no_gateway_token", f"agent {cid} has no gateway token", 404)
+            raise Refusal("no_gateway_token", f"agent {cid} has no gateway token")
         link.record(GatewayLink.Revoked, ctx)
         return [link]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def store_price_list(cmds: Commands, ctx: Context, source: str, day: str, prices: dict, digest: str,
@@ -103,7 +103,7 @@ def store_price_list(cmds: Commands, ctx: Context, source: str, day: str, prices
             return []
         return [fetched_list(ctx, source, day, prices, digest)]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 #: A charger's part of a call's command: (aggregates to commit with the call, charge facts).
@@ -135,7 +135,7 @@ def record_call(cmds: Commands, ctx: Context, call_id: uuid.UUID, fields: dict,
     ``charge(ctx, credits, None)`` decides the charge on fresh state each attempt and
     returns the aggregates it changed and {"charged", "shortfall", "payer", "entry"}.
     """
-    return cmds.run(lambda: _decide_call(ctx, call_id, fields, charge, None))
+    return cmds.run_aggregates(lambda: _decide_call(ctx, call_id, fields, charge, None))
 
 
 def record_calls(cmds: Commands, calls: list[CallRecord], on_error: Callable[[uuid.UUID, Exception], None]) -> int:

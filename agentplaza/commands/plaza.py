@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..domain.base import Context
 from ..domain.plaza import PLAZA_ID, Plaza
 from . import treasury
-from .commands import Commands
+from .unit import Commands
 
 
 def load(cmds: Commands) -> Plaza | None:
@@ -22,7 +22,7 @@ def ensure_founded(cmds: Commands, name: str = "plaza") -> list[int]:
         found = [] if load(cmds) is not None else [Plaza.found(ctx, name)]
         return found + treasury.genesis_aggregates(cmds, ctx)
 
-    return cmds.run(decide, grouped=False)
+    return cmds.run_aggregates(decide, grouped=False)
 
 
 def stop_all(cmds: Commands, ctx: Context) -> list[int]:
@@ -31,7 +31,7 @@ def stop_all(cmds: Commands, ctx: Context) -> list[int]:
         plaza.stop_all(ctx)
         return [plaza]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def resume(cmds: Commands, ctx: Context) -> list[int]:
@@ -40,4 +40,4 @@ def resume(cmds: Commands, ctx: Context) -> list[int]:
         plaza.resume(ctx)
         return [plaza]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)

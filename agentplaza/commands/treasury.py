@@ -19,7 +19,7 @@ from typing import Any
 from ..domain import treasury as t
 from ..domain.base import Context, Refusal
 from ..domain.plaza import PLAZA_ID
-from .commands import Commands
+from .unit import Commands
 
 
 @dataclass
@@ -120,7 +120,7 @@ def _run(cmds: Commands, decide: Callable[[], tuple[t.Books, Any]]) -> Outcome:
             out.detail.update(result)
         return books.changed()
 
-    out.positions = cmds.run(attempt)
+    out.positions = cmds.run_aggregates(attempt)
     return out
 
 
@@ -220,7 +220,7 @@ def check_gateway_call(cmds: Commands, cid: str, task: str | None) -> dict:
         found.update(payer=payer.key, holds=payer.balance)
         return []
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
     return found
 
 
@@ -276,7 +276,7 @@ def check_own_loop_call(cmds: Commands, task: str | None) -> None:
         t.check_own_loop_call(_books(cmds, ctx, [], [task]), _plaza(cmds), task)
         return []
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
 
 
 def own_loop_charge_step(cmds: Commands, ctx: Context, cid: str, task: str | None, input_tokens: int,
@@ -304,7 +304,7 @@ def charge_model_call(cmds: Commands, ctx: Context, cid: str, task: str | None, 
                                kw.get("price"), kw.get("ref"))
     if route == "gateway":
         return charge_gateway(cmds, ctx, cid, task, **kw)
-    raise Refusal("invalid_request", "route is own_loop or gateway", 422)
+    raise Refusal("invalid_request", "route is own_loop or gateway")
 
 
 # -- payments ----------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def _payment(cmds: Commands, payment_id: str) -> t.Payment | None:
     try:
         pid = uuid.UUID(hex=payment_id)
     except (ValueError, TypeError):
-        raise Refusal("no_payment", f"no payment {payment_id!r}", 404) from None
+        raise Refusal("no_payment", f"no payment {payment_id!r}") from None
     found = cmds.store.get(pid)
     return found if isinstance(found, t.Payment) else None
 

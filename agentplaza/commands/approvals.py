@@ -31,7 +31,7 @@ from ..domain.base import Context, Refusal
 from ..domain.conduct import conduct_id
 from ..domain.tasks import Sequence
 from . import treasury
-from .commands import Commands
+from .unit import Commands
 
 PREFIX = "a"
 
@@ -59,7 +59,7 @@ def view(a: Approval) -> dict:
 def load(cmds: Commands, number: str) -> Approval:
     found = cmds.store.get(approval_id(check_number(number)))
     if not isinstance(found, Approval):
-        raise Refusal("no_approval", f"no approval {number!r}", 404)
+        raise Refusal("no_approval", f"no approval {number!r}")
     return found
 
 
@@ -82,7 +82,7 @@ class Maker:
     def make(self, kind: str, title: str, *, agent: str | None = None, ref: str | None = None,
              detail: dict[str, Any] | None = None) -> str:
         if kind not in KINDS:
-            raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}", 422)
+            raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}")
         if self.seq is None:
             self.seq = self.cmds.store.get(Sequence.id_for(PREFIX)) or Sequence.open(self.ctx, PREFIX)
         number = self.seq.issue(self.ctx)
@@ -112,7 +112,7 @@ def request(cmds: Commands, ctx: Context, kind: str, title: str, *, agent: str |
         box["number"] = maker.make(kind, title, agent=agent, ref=ref, detail=detail)
         return maker.aggregates()
 
-    positions = cmds.run(decide)
+    positions = cmds.run_aggregates(decide)
     return {"id": box["number"], "positions": positions}
 
 

@@ -1,12 +1,12 @@
 """Where an agent's tool calls meet the laws, and its model calls meet the gateway.
 
 ``check_tool`` builds the ``jhrl.Call`` from the plaza's own record of the agent (its role and tier;
-never the guest's word) and passes it through ``events.conduct.check_call``: nothing while the plaza is
+never the guest's word) and passes it through ``commands.conduct.check_call``: nothing while the plaza is
 held, suspensions, the agent's permission mode, an approval of this exact call used once, the laws in
 force (the decision recorded as an event), an ask decision held in approvals, violations sanctioned.
-``decide_tool`` is the bare decision (``events.laws.decide_call``), used for egress connections.
+``decide_tool`` is the bare decision (``commands.laws.decide_call``), used for egress connections.
 
-Model turns go to the hub's own gateway through ``api.modelrelay``.
+Model turns go to the hub's own gateway through ``runtime.modelrelay``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import jhrl
 from jhrl.catalog import TOOLS
 
+from ..commands import conduct, laws
 from ..domain.base import Refusal
-from ..events import conduct, laws
 
 
 def lawset(hub: Any) -> jhrl.LawSet:

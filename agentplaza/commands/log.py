@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ..domain.base import Context
 from ..domain.log import LOG_ID, Log
-from .commands import Commands
+from .unit import Commands, Done, Unit
 
 
-def void(cmds: Commands, ctx: Context, position: int) -> list[int]:
-    def decide():
-        log = cmds.store.get(LOG_ID) or Log.open(ctx)
+def void(cmds: Commands, ctx: Context, position: int) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        log = unit.get(LOG_ID) or Log.open(ctx)
         log.void(ctx, position, cmds.store.unreadable_at(position))
-        return [log]
+        unit.add(log)
 
     return cmds.run(decide)

@@ -19,13 +19,13 @@ from ..domain.agents import (
     transcript_id,
 )
 from ..domain.base import Context, Refusal
-from .commands import Commands
+from .unit import Commands
 
 
 def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
     found = cmds.store.get(node_id(name))
     if found is None:
-        raise Refusal("unknown_agent", "no agent has been started yet", 404)
+        raise Refusal("unknown_agent", "no agent has been started yet")
     return found
 
 
@@ -61,14 +61,14 @@ def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | 
         out[:] = cids
         return made
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
     _open_wallets(cmds, ctx, out, role)
     return out
 
 
 def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str) -> list[int]:
     """``count`` copies of agent ``source`` (1-16) from its machine's ``checkpoint``; returns their CIDs.
-    The runtime makes each one's machine from that checkpoint (``api.runtime``)."""
+    The runtime makes each one's machine from that checkpoint (``runtime.fleet``)."""
     check_count(count, "fork")
     ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
     out: list[int] = []
@@ -84,7 +84,7 @@ def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str)
         out[:] = cids
         return made
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
     _open_wallets(cmds, ctx, out, agent(cmds, source).role)
     return out
 
@@ -106,7 +106,7 @@ def _on_agent(cmds: Commands, cid: int, act) -> list[int]:
         act(a)
         return [a]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def rename(cmds: Commands, ctx: Context, cid: int, name: str) -> list[int]:
@@ -118,7 +118,7 @@ def set_model(cmds: Commands, ctx: Context, cid: int, model: str | None) -> list
 
 
 def _with_conduct(cmds: Commands, ctx: Context, a: Agent, mode: str) -> list:
-    """The agent's permission mode is also its conduct's mode (``events.conduct.check_call`` reads
+    """The agent's permission mode is also its conduct's mode (``commands.conduct.check_call`` reads
     that one): both change in the same commit."""
     from ..domain.conduct import Conduct, conduct_id
 
@@ -134,7 +134,7 @@ def set_mode(cmds: Commands, ctx: Context, cid: int, mode: str) -> list[int]:
         a.set_mode(ctx, mode)
         return [a, *_with_conduct(cmds, ctx, a, mode)]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
@@ -152,7 +152,7 @@ def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
             out += _with_conduct(cmds, ctx, a, changes["permission_mode"])
         return out
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = None) -> str:
@@ -167,7 +167,7 @@ def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = No
         t.add(ctx, "told", text=text, detail={"item": item, "from": ctx.actor})
         return [a, t]
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
     return item
 
 
@@ -186,7 +186,7 @@ def _lifecycle(name: str):
                   detail={"action": name})
             return [a, t]
 
-        return cmds.run(decide)
+        return cmds.run_aggregates(decide)
 
     command.__name__ = name
     return command
@@ -208,7 +208,7 @@ def delete(cmds: Commands, ctx: Context, cid: int) -> list[int]:
         n.release(ctx, cid)
         return [a, n]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 # -- what the hub records for a harness -------------------------------------------------------------
@@ -237,7 +237,7 @@ def take_work(cmds: Commands, ctx: Context, cid: int) -> dict | None:
         got.append(dict(item, kind="tell"))
         return [a]
 
-    cmds.run(decide)
+    cmds.run_aggregates(decide)
     return got[0] if got else None
 
 
@@ -249,7 +249,7 @@ def finish_work(cmds: Commands, ctx: Context, cid: int, item: str, outcome: str,
         t.add(ctx, "done", text=text, detail={"item": item, "outcome": outcome})
         return [a, t]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 def add_entry(cmds: Commands, ctx: Context, cid: int, kind: str, text: str | None = None,
@@ -260,4 +260,4 @@ def add_entry(cmds: Commands, ctx: Context, cid: int, kind: str, text: str | Non
         t.add(ctx, kind, text=text, tool=tool, detail=detail)
         return [t]
 
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)

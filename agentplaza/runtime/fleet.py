@@ -11,7 +11,7 @@
   refused.
 - **The harness.** One JSON request, one JSON answer, a line each (see ``vmm/guest/harness.py``):
   hello, name, next, model, decide, result, tool, share, done. Every tool call is decided by the laws
-  (``events.laws.decide_call``) before it runs and recorded in the transcript with the decision.
+  (``commands.laws.decide_call``) before it runs and recorded in the transcript with the decision.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ from vmm.channel import ChannelClosed, Stream, StreamReset
 
 from .. import gate
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
+from ..commands import agents as ac
+from ..commands import approvals
+from ..commands import models as model_commands
+from ..commands import plaza as plaza_commands
+from ..commands import tasks as tasks_commands
 from ..domain.agents import (
     LOCAL_NODE,
     NAME_PROMPT,
@@ -41,11 +46,6 @@ from ..domain.agents import (
 )
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
-from ..events import agents as ac
-from ..events import approvals
-from ..events import models as model_commands
-from ..events import plaza as plaza_commands
-from ..events import tasks as tasks_commands
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import tooldecide, toolspecs
@@ -159,17 +159,17 @@ class AgentRuntime:
         agent's running machine. A rollback cancels the item it was running (its harness starts anew)."""
         a = self.agent_of(cid)
         if a is None:
-            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+            raise Refusal("unknown_agent", f"no agent {cid}")
         if self.link is None or cid not in self.applied:
-            raise Refusal("agent_offline", f"agent {cid} has no running machine", 409)
+            raise Refusal("agent_offline", f"agent {cid} has no running machine")
         with self.lock:
             if cid in self.busy:
-                raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again", 409)
+                raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again")
             self.busy.add(cid)
         try:
             answer = self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
         except NodeError as e:
-            raise Refusal("node_error", str(e), 502) from None
+            raise Refusal("node_error", str(e)) from None
         finally:
             with self.lock:
                 self.busy.discard(cid)
@@ -187,13 +187,13 @@ class AgentRuntime:
         one is named). Returns the checkpoint and the new CIDs; reconcile starts their machines."""
         check_count(count, "fork")  # before a checkpoint is taken: bad input changes nothing
         if self.agent_of(cid) is None:
-            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+            raise Refusal("unknown_agent", f"no agent {cid}")
         if checkpoint is None:
             checkpoint = self.checkpoint_op(cid, "checkpoint", label="fork")["name"]
         elif cid in self.applied:
             names = [c["name"] for c in self.checkpoint_op(cid, "checkpoints")["checkpoints"]]
             if checkpoint not in names:
-                raise Refusal("unknown_checkpoint", f"agent {cid} has no checkpoint {checkpoint}", 404)
+                raise Refusal("unknown_checkpoint", f"agent {cid} has no checkpoint {checkpoint}")
         cids = ac.fork(self.cmds, ctx, cid, count, checkpoint)
         self._entry(cid, "note", f"forked at {checkpoint} into {', '.join(map(str, cids))}",
                     detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
@@ -206,23 +206,23 @@ class AgentRuntime:
         try:
             return {k: v for k, v in self.link.request("templates", timeout=NODE_QUERY_TIMEOUT_S).items() if k != "ok"}
         except NodeError as e:
-            raise Refusal("node_error", str(e), 502) from None
+            raise Refusal("node_error", str(e)) from None
 
     def template_rm(self, key: str) -> None:
         if not TEMPLATE_KEY_RE.match(key):
-            raise Refusal("invalid_template", f"{key!r} is not a template key", 422)
+            raise Refusal("invalid_template", f"{key!r} is not a template key")
         try:
             removed = self.link.request("template_rm", timeout=NODE_QUERY_TIMEOUT_S, key=key)["removed"]
         except NodeError as e:
-            raise Refusal("node_error", str(e), 502) from None
+            raise Refusal("node_error", str(e)) from None
         if not removed:
-            raise Refusal("unknown_template", f"node {LOCAL_NODE} has no template {key}", 404)
+            raise Refusal("unknown_template", f"node {LOCAL_NODE} has no template {key}")
 
     def cancel_work(self, cid: int, why: str | None = None) -> str:
         """The owner's Cancel work: the item the agent runs now ends cancelled (as STOP ALL does for every
         agent); the harness is told at its next step. Returns the item."""
         if self.agent_of(cid) is None:
-            raise Refusal("unknown_agent", f"no agent {cid}", 404)
+            raise Refusal("unknown_agent", f"no agent {cid}")
         s = self.sessions.get(cid)
         item = s.taken if s is not None else None
         if item is None:
@@ -413,7 +413,7 @@ class AgentRuntime:
         return None if a is None or a.deleted else a
 
     def worker_state(self, cid: int, state: str) -> None:
-        """Tell the scheduler (``events.tasks``) what the agent is: available (online and idle),
+        """Tell the scheduler (``commands.tasks``) what the agent is: available (online and idle),
         busy (running a work item) or offline. A refusal (it holds a task; already offline) is
         the scheduler's state being right already, and is only logged."""
         a = self.agent_of(cid)
@@ -692,10 +692,10 @@ class HarnessSession:
             return self._task_tool(agent, tool, args)
         if tool == "plaza_agent_propose":
             return self._propose(agent, args)
-        raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+        raise Refusal("not_available", f"{tool} is not available on this hub yet")
 
     def _task_tool(self, agent, tool: str, args: dict) -> Any:
-        """The task tools, through ``events.tasks`` with the agent's CID as the actor and the role
+        """The task tools, through ``commands.tasks`` with the agent's CID as the actor and the role
         the hub gave it (never one the guest names). Their arguments fit their schemas (``op_tool``
         checks them against ``toolspecs`` first); the rules on the values are the domain's."""
         cmds, me = self.rt.cmds, str(self.cid)
@@ -739,7 +739,7 @@ class HarnessSession:
         if tool == "plaza_task_cancel":
             tasks_commands.withdraw(cmds, ctx, number, tier=agent.tier)
             return {"task": number, "withdrawn": True}
-        raise Refusal("not_available", f"{tool} is not available on this hub yet", 501)
+        raise Refusal("not_available", f"{tool} is not available on this hub yet")
 
     def _propose(self, agent, args: dict) -> dict:
         """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
@@ -748,9 +748,9 @@ class HarnessSession:
         role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
         problem = approvals.detail_problem("agent", {"role": role, "count": count, "model": model})
         if problem is not None:
-            raise Refusal("invalid_proposal", problem, 422)
+            raise Refusal("invalid_proposal", problem)
         if not isinstance(why, str) or not why.strip():
-            raise Refusal("empty_why", "say why the owner should start these agents", 422)
+            raise Refusal("empty_why", "say why the owner should start these agents")
         out = approvals.request(self.rt.cmds, self.rt.ctx_agent(self.cid), "agent",
                                 f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "
                                 f"{why.strip()[:200]}", agent=str(self.cid),

@@ -23,7 +23,7 @@ from ..domain.laws import (
     law_arg_names,
     new_book,
 )
-from .commands import Commands
+from .unit import Commands
 
 _CALL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "agentplaza:call")
 
@@ -109,7 +109,7 @@ def change(cmds: Commands, ctx: Context, op: str, **fields) -> tuple[jhrl.Draft,
         saved[:] = [book.change(ctx, op, **fields)]
         return [book]
 
-    positions = cmds.run(decide)
+    positions = cmds.run_aggregates(decide)
     return saved[0], positions
 
 

@@ -27,7 +27,7 @@ from ..domain.tasks import (
     worker_id,
 )
 from . import treasury
-from .commands import Commands
+from .unit import Commands
 
 PREFIX = "t"
 
@@ -37,14 +37,14 @@ def check_number(number: str) -> str:
     if number.isdigit():
         number = f"t{number}"
     if not TASK_ID_PATTERN.match(number):
-        raise Refusal("no_task", f"no task {number!r}; tasks are numbered t1, t2 ...", 404)
+        raise Refusal("no_task", f"no task {number!r}; tasks are numbered t1, t2 ...")
     return number
 
 
 def load(cmds: Commands, number: str) -> Task:
     found = cmds.store.get(task_id(check_number(number)))
     if not isinstance(found, Task):
-        raise Refusal("no_task", f"no task {number!r}", 404)
+        raise Refusal("no_task", f"no task {number!r}")
     return found
 
 
@@ -55,7 +55,7 @@ def worker(cmds: Commands, cid: str) -> Worker | None:
 def _known_worker(cmds: Commands, cid: str) -> Worker:
     w = worker(cmds, check_cid(cid))
     if w is None:
-        raise Refusal("no_worker", f"agent {cid} is not known to the scheduler; the agents runtime reports it available first", 404)
+        raise Refusal("no_worker", f"agent {cid} is not known to the scheduler; the agents runtime reports it available first")
     return w
 
 
@@ -73,7 +73,7 @@ def view(task: Task) -> dict:
 
 
 def _one(cmds: Commands, decide) -> list[int]:
-    return cmds.run(decide)
+    return cmds.run_aggregates(decide)
 
 
 # -- creating ------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def create(cmds: Commands, ctx: Context, title: str, acceptance: str, budget: in
         box["task"] = task
         return [seq, task, *books.changed()]
 
-    positions = cmds.run(decide)
+    positions = cmds.run_aggregates(decide)
     return {**view(box["task"]), "positions": positions}
 
 
@@ -275,7 +275,7 @@ def withdraw(cmds: Commands, ctx: Context, number: str, *, tier: str | None = No
     """Cancel a task before it finished: by the owner, or by the orchestrator (an agent of tier
     orchestrator). Its escrow returns."""
     if not (ctx.actor == "owner" or (ctx.actor.startswith("agent:") and tier == "orchestrator")):
-        raise Refusal("not_allowed", "only the owner or the orchestrator withdraws a task", 403)
+        raise Refusal("not_allowed", "only the owner or the orchestrator withdraws a task")
 
     def decide():
         task = load(cmds, number)

@@ -24,17 +24,17 @@ from typing import Any
 
 import httpx
 
-from ..domain.models import LOOP_ROUTE, resolve
-from ..events import models as model_commands
-from ..events import tasks as tasks_commands
-from . import toolspecs
-from .gateway import (
+from ..api.gateway import (
     GATEWAY_TOKEN_BYTES,
     GATEWAY_TOKEN_PREFIX,
     PLACEHOLDER_KEY,
     token_sha256,
 )
-from .routes.gateway import GATEWAY_PREFIX
+from ..api.routes.gateway import GATEWAY_PREFIX
+from ..commands import models as model_commands
+from ..commands import tasks as tasks_commands
+from ..domain.models import LOOP_ROUTE, resolve
+from . import toolspecs
 
 #: The longest one model turn may take through the gateway.
 MODEL_TURN_TIMEOUT_S = 600.0

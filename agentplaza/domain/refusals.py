@@ -1,0 +1,112 @@
+"""Every refusal the plaza gives, by its stable code, each with its kind.
+
+A refusal (``base.Refusal``) is raised with a code and a message for a person; what *kind* of
+no it is comes from this catalogue alone, so one code always means one thing. The domain knows
+no HTTP: the API maps a kind to its status in one place (``api.errors.STATUS_OF``), the CLI
+prints the code and the message, the harness and ``noded`` send the same
+``{"error": {"code", "message"}}``. A new refusal is one line here; a test holds every code
+raised in the source against this list.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Kind(enum.Enum):
+    INVALID = "invalid"  # the request is understood but a value in it is wrong
+    MALFORMED = "malformed"  # the request cannot be read at all (not JSON, a bad header)
+    TOO_LARGE = "too_large"  # over a size limit
+    UNAUTHENTICATED = "unauthenticated"  # no (valid) token or session
+    FORBIDDEN = "forbidden"  # understood and known, but not allowed to this caller
+    NOT_FOUND = "not_found"  # no such thing
+    CONFLICT = "conflict"  # not in the state it must be in for this
+    LOCKED = "locked"  # the vault or a thing it guards is locked
+    PAYMENT_REQUIRED = "payment_required"  # not enough credits
+    TOO_MANY = "too_many"  # too many requests or items right now
+    UPSTREAM = "upstream"  # a provider or node behind the hub failed
+    UNAVAILABLE = "unavailable"  # a part the answer needs is not running
+    NOT_BUILT = "not_built"  # a feature this hub does not offer
+
+
+_BY_KIND: dict[Kind, tuple[str, ...]] = {
+    Kind.INVALID: (
+        "bad_title", "bid_over_budget", "budget_too_small", "empty_message", "empty_value", "empty_why",
+        "idempotency_key_reused", "invalid_actor", "invalid_agent", "invalid_amount", "invalid_anchor",
+        "invalid_base_url", "invalid_binding", "invalid_blocklist_entry", "invalid_change",
+        "invalid_checkpoint", "invalid_cid", "invalid_count", "invalid_detail", "invalid_effort",
+        "invalid_kind", "invalid_label", "invalid_mode", "invalid_model", "invalid_name",
+        "invalid_node", "invalid_outcome", "invalid_policy", "invalid_price", "invalid_proposal",
+        "invalid_provider", "invalid_request", "invalid_role", "invalid_scope", "invalid_slot",
+        "invalid_task", "invalid_template", "invalid_tier", "invalid_value", "jhrl_compile",
+        "jhrl_invalid", "jhrl_syntax", "memo_required", "memo_too_long", "message_too_long",
+        "mint_whole_units", "no_bid", "no_key_needed", "no_price", "passphrase_too_short",
+        "reason_required", "reason_too_long", "rekey_needs_secret", "same_wallet", "unknown_role",
+        "unstorable_event", "value_too_long", "worker_required",
+    ),
+    Kind.MALFORMED: (
+        "bad_json", "invalid_idempotency_key",
+    ),
+    Kind.TOO_LARGE: (
+        "body_too_large",
+    ),
+    Kind.UNAUTHENTICATED: (
+        "sign_in_link_used", "unauthorized",
+    ),
+    Kind.FORBIDDEN: (
+        "approval_denied", "approval_mismatch", "approval_pending", "approval_used",
+        "model_not_allowed", "not_a_reviewer", "not_a_worker", "not_allowed", "not_your_review",
+        "not_your_task", "own_work", "owner_only", "owner_token_required", "rekey_wrong_secret",
+        "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
+    ),
+    Kind.NOT_FOUND: (
+        "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
+        "no_preset", "no_provider", "no_suspension", "no_task", "no_wallet", "no_worker",
+        "rule_not_found", "secret_unavailable", "unknown_agent", "unknown_checkpoint", "unknown_node",
+        "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
+    ),
+    Kind.CONFLICT: (
+        "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
+        "already_current", "already_delivered", "already_disabled", "already_enabled", "already_lifted",
+        "already_named", "already_reported", "already_voided", "approval_decided", "budget_exhausted",
+        "builtin_law", "chain_broken", "chain_margin_cap", "constitutional", "daily_limit",
+        "event_readable", "fine_exceeds_wallet", "idempotency_answer_lost",
+        "idempotency_answer_not_kept", "idempotency_key_in_flight", "insufficient_budget",
+        "insufficient_funds", "key_file_exposed", "key_file_missing", "last_slot", "mode_unchanged",
+        "no_budget", "no_change", "no_free_cid", "no_models", "no_node", "no_open_call", "no_such_slot",
+        "not_a_call", "not_reported", "not_reviewing", "not_working", "not_working_on",
+        "payment_decided", "plaza_held", "plaza_running", "provider_exists", "review_taken",
+        "secret_exists", "secret_not_bound", "stale_draft", "suspension_over", "task_closed",
+        "task_ended", "task_not_claimed", "task_not_open", "too_many_rules", "vault_unsealed",
+        "wallet_exists", "weekly_fine_cap", "worker_busy", "worker_holds_task", "worker_offline",
+    ),
+    Kind.LOCKED: (
+        "vault_sealed", "vault_tampered",
+    ),
+    Kind.PAYMENT_REQUIRED: (
+        "payer_empty",
+    ),
+    Kind.TOO_MANY: (
+        "vault_locked",
+    ),
+    Kind.UPSTREAM: (
+        "node_error",
+    ),
+    Kind.UNAVAILABLE: (
+        "not_anchored", "vault_absent",
+    ),
+    Kind.NOT_BUILT: (
+        "not_available",
+    ),
+}
+
+#: Every code, with its kind.
+CATALOGUE: dict[str, Kind] = {code: kind for kind, codes in _BY_KIND.items() for code in codes}
+
+
+def kind_of(code: str) -> Kind:
+    """The kind of a refusal code; a code missing from the catalogue is a bug in the plaza."""
+    try:
+        return CATALOGUE[code]
+    except KeyError:
+        raise LookupError(f"refusal code {code!r} is not in domain/refusals.py") from None

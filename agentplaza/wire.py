@@ -1,0 +1,18 @@
+"""What a client and the hub must agree on, in one place both import.
+
+The command line (and any other client) imports this module and HTTP, never the domain or the
+store; the hub's own modules take the same names from here, so a change is made once. Only
+plain values live here: names, states, limits, column lists. The rules that use them stay in
+the domain.
+"""
+
+from __future__ import annotations
+
+#: The live bus's WebSocket subprotocol (``GET /v1/ws``).
+WS_SUBPROTOCOL = "apz.events.v1"
+#: The bus's close codes (4000-4999 are the application's): too far behind, idle (the CLI
+#: reconnects at once), yielded to a newer socket of the same address, too many sockets.
+CLOSE_BEHIND = 4408
+CLOSE_IDLE = 4410
+CLOSE_YIELDED = 4409
+CLOSE_FULL = 4429
