@@ -16,3 +16,15 @@ CLOSE_BEHIND = 4408
 CLOSE_IDLE = 4410
 CLOSE_YIELDED = 4409
 CLOSE_FULL = 4429
+
+# -- the vault ------------------------------------------------------------------------------
+#: What a vault entry may be, and what it is when none is named.
+VAULT_KINDS = ("api_key", "token", "password", "generic")
+DEFAULT_KIND = "api_key"
+#: The most lines one vault audit request returns.
+AUDIT_MAX_LIMIT = 500
+#: The warning ``vault import`` always prints.
+DOTENV_WARNING = (
+    "warning: .env files are discouraged: the file is plain text, easy to copy by accident, "
+    "and does not say which consumer each key is for; delete it once its keys are in the vault"
+)

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 from support.fake_upstream import KEYS, FakeUpstream  # noqa: E402
 from support.hubproc import HubProcess  # noqa: E402
+from support.treasury import Teller  # noqa: E402
 
 from agentplaza.config import Folders  # noqa: E402
 
@@ -75,11 +76,13 @@ def throughput(url: str, headers: dict, seconds: float) -> float:
     return sum(done) / (time.perf_counter() - t0)
 
 
-def setup(c: httpx.Client) -> dict:
-    """The caller: an agent with a wallet (the treasury's open_wallet) on a task whose escrow pays its calls."""
+def setup(hub: HubProcess, c: httpx.Client) -> dict:
+    """The caller: an agent with a wallet (the treasury's open_wallet) on a task whose escrow pays its calls
+    (the wallet and the escrow written beside the hub, on its store, as the agents and tasks areas do)."""
     c.post("/v1/treasury/mint", json={"amount": 400_000})
-    c.post("/v1/treasury/wallets", json={"cid": "1", "name": "bench", "role": "builder"})
-    c.post("/v1/treasury/escrows", json={"task": "bench", "amount": 400_000})
+    with Teller(hub) as teller:
+        teller.wallet("1", "bench", "builder")
+        teller.escrow("bench", 400_000)
     return c.post("/v1/models/gateway-tokens", json={"cid": "1", "role": "builder", "task": "bench"}).json()
 
 
@@ -101,7 +104,7 @@ def main() -> None:
                 c.patch("/v1/models/providers/openai", json={"base_url": up.url + "/v1",
                                                              "key": {"kind": "env", "name": "APZ_BENCH_OPENAI_KEY"}})
                 c.patch("/v1/models/policy", json={"worker": ["deepseek/deepseek-flash", "openai/gpt-6-luna"]})
-                tok = setup(c)
+                tok = setup(hub, c)
             via = tok["base_urls"]["openai"] + "/chat/completions"
             direct = up.url + "/v1/chat/completions"
             hv, hd = {"authorization": "Bearer plaza"}, {"authorization": f"Bearer {KEYS['openai']}"}

@@ -15,6 +15,9 @@ import openai
 import pytest
 from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess, cli
+from support.treasury import Teller
+
+from agentplaza.domain.base import Refusal
 
 ENV_KEYS = {"anthropic": "APZ_TEST_ANTHROPIC_KEY", "openai": "APZ_TEST_OPENAI_KEY", "gemini": "APZ_TEST_GEMINI_KEY"}
 
@@ -50,14 +53,15 @@ def hub(folders, upstream):
 def give_wallet(h: HubProcess, cid: str, credits: int = 0, role: str = "builder") -> None:
     """Open the agent's wallet (the treasury's open_wallet) and let it earn ``credits`` the only way there is:
     a passed task's margin (20% of the metered cost)."""
-    with h.client() as c:
-        r = c.post("/v1/treasury/wallets", json={"cid": cid, "name": f"agent-{cid}", "role": role})
-        assert r.status_code == 200 or r.json()["error"]["code"] == "wallet_exists", r.text
+    with Teller(h) as teller:
+        try:
+            teller.wallet(cid, f"agent-{cid}", role)
+        except Refusal as r:
+            assert r.code == "wallet_exists", r.message
         if credits:
             task = f"earn-{cid}-{uuid.uuid4().hex[:8]}"
-            assert c.post("/v1/treasury/escrows", json={"task": task, "amount": credits * 5}).status_code == 200
-            r = c.post(f"/v1/treasury/escrows/{task}/settle", json={"passed": True, "worker": cid, "metered_cost": credits * 5})
-            assert r.status_code == 200, r.text
+            teller.escrow(task, credits * 5)
+            teller.settle(task, True, worker=cid, metered_cost=credits * 5)
 
 
 def token(h: HubProcess, cid: str = "7", role: str = "builder", credits: int = 1000, **extra) -> dict:

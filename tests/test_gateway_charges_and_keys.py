@@ -19,6 +19,7 @@ import openai
 import pytest
 from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess
+from support.treasury import Teller
 from test_gateway import cli, token
 
 MSG = [{"role": "user", "content": "x"}]
@@ -86,9 +87,8 @@ def settled(h: HubProcess, account: str, expected: int) -> bool:
 
 
 def fund_task(h: HubProcess, task: str, amount: int) -> None:
-    with h.client() as c:
-        r = c.post("/v1/treasury/escrows", json={"task": task, "amount": amount})
-        assert r.status_code == 200, r.text
+    with Teller(h) as teller:
+        teller.escrow(task, amount)
 
 
 def test_charged_to_the_escrow_while_it_holds_money_then_to_the_wallet(hub):

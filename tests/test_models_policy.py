@@ -247,3 +247,16 @@ def test_policy_changes_are_events_on_the_store(folders, database_url):
         assert load(cmds).policy["idle_sleep_min"] == 30
     finally:
         store.close()
+
+
+def test_an_unknown_effort_pin_in_a_tier_list_is_refused_naming_the_efforts():
+    """Drift fix (issue 15): ``mock/echo@turbo`` was kept as a model named ``echo@turbo``."""
+    s = settings()
+    before = dict(s.policy)
+    with pytest.raises(Refusal) as r:
+        s.set_policy(ctx(), {"worker": ["deepseek/deepseek-flash", "mock/echo@turbo"]})
+    assert r.value.code == "invalid_effort" and "'turbo'" in r.value.message
+    assert all(e in r.value.message for e in EFFORTS)
+    assert s.policy == before
+    s.set_policy(ctx(), {"worker": ["deepseek/deepseek-flash", "mock/echo@high", "vertex/claude-haiku-4-5@20251001"]})
+    assert s.policy["worker"][1:] == ["mock/echo@high", "vertex/claude-haiku-4-5@20251001"]

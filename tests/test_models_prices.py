@@ -10,8 +10,7 @@ import httpx
 from agentplaza.adapters.providers import prices as P
 from agentplaza.adapters.providers.prices import PriceBook, parse_litellm, parse_openrouter, snapshots
 from agentplaza.api.hub import Hub
-from agentplaza.api.kit import Api
-from agentplaza.api.routes.models import fetch_prices
+from agentplaza.runtime.prices import fetch_prices
 
 OPENROUTER_DOC = {"data": [
     {"id": "anthropic/claude-opus-5-5", "name": "Anthropic: Claude Opus 5.5",
@@ -115,19 +114,18 @@ def _transport(ok: set[str]):
 def test_the_daily_fetch_keeps_lists_in_the_store_and_the_last_good_copy_on_failure(folders, database_url):
     hub = Hub.open(folders, database_url=database_url)
     try:
-        api = Api(hub)
         with httpx.Client(transport=_transport({"openrouter", "litellm"})) as c:
-            out = fetch_prices(api, c)
+            out = fetch_prices(hub, c)
         assert out["openrouter"]["ok"] and out["litellm"]["ok"] and out["litellm"]["stored"]
         kinds = [e.kind for e in hub.store.read() if e.family == "models"]
         assert kinds.count("PriceList.Fetched") == 2
         # the same list again the same day is not stored twice
         with httpx.Client(transport=_transport({"openrouter", "litellm"})) as c:
-            again = fetch_prices(api, c)
+            again = fetch_prices(hub, c)
         assert again["litellm"]["stored"] is False
         # a failed fetch: the last good copy stays in use
         with httpx.Client(transport=_transport(set())) as c:
-            failed = fetch_prices(api, c)
+            failed = fetch_prices(hub, c)
         assert not failed["openrouter"]["ok"] and failed["openrouter"]["in_use"] == out["openrouter"]["day"]
         kept = {r["source"]: r for r in hub.read_models.states["models"].rows.all("rm_price_lists")}
         assert kept["openrouter"]["count"] == 2 and json.dumps(kept["litellm"]["prices"])

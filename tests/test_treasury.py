@@ -146,7 +146,7 @@ def test_a_passed_task_pays_20_percent_of_its_metered_cost_and_returns_the_rest(
     tc.charge_own_loop(p.cmds, p.ctx("agent:7"), "7", "t1", 0, 0, None)  # 1 credit
     tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", reported_cost=406)
     assert p.store.get(t.account_id("escrow:t1")).metered == 407
-    out = tc.settle_task(p.cmds, p.ctx(), "t1", True, worker="7")
+    out = tc.settle_task(p.cmds, p.ctx(), "t1", True, worker="7").value
     assert [(e["kind"], e["postings"]) for e in out.entries] == [
         ("Payment", {"escrow:t1": -81, "wallet:7": 81}),  # 20% of 407 = 81.4, never above: 81
         ("Refund", {"escrow:t1": -512, "budget": 512}),
@@ -161,14 +161,14 @@ def test_the_margin_never_exceeds_what_the_escrow_holds(p):
     p.wallet("7")
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 1000)
     tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", reported_cost=990)
-    out = tc.settle_task(p.cmds, p.ctx(), "t1", True, worker="7")
+    out = tc.settle_task(p.cmds, p.ctx(), "t1", True, worker="7").value
     assert out.entries[0]["postings"] == {"escrow:t1": -10, "wallet:7": 10}  # 20% of 990 is 198; it holds 10
 
 
 def test_a_metered_cost_reported_at_settlement_counts(p):
     p.wallet("7")
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 1000)
-    out = tc.settle_task(p.cmds, p.ctx(), "t1", True, worker="7", metered_cost=500)
+    out = tc.settle_task(p.cmds, p.ctx(), "t1", True, worker="7", metered_cost=500).value
     assert out.entries[0]["postings"] == {"escrow:t1": -100, "wallet:7": 100}
 
 
@@ -177,7 +177,7 @@ def test_failed_or_withdrawn_tasks_return_their_escrow(p, outcome):
     # "Failed ... The escrow has been returned." "Withdrawn ... The escrow has been returned."
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 700)
     tc.charge_own_loop(p.cmds, p.ctx("agent:7"), "7", "t1", 0, 0, None)
-    out = tc.refund_task(p.cmds, p.ctx(), "t1", outcome)
+    out = tc.refund_task(p.cmds, p.ctx(), "t1", outcome).value
     assert [(e["kind"], e["postings"]) for e in out.entries] == [("Refund", {"escrow:t1": -699, "budget": 699})]
     assert accounts(p)["escrow:t1"]["status"] == outcome
 
@@ -193,14 +193,14 @@ def test_own_loop_charge_is_token_price_plus_one_credit_rounded_up(p):
     assert t.own_loop_charge(1, 0, (1, 1)) == 1 + 1  # a millionth of a credit rounds up to one
     assert t.own_loop_charge(123_456, 0, None) == 1
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 300)
-    out = tc.charge_own_loop(p.cmds, p.ctx("agent:7"), "7", "t1", 1000, 1000, (3000, 15000))
+    out = tc.charge_own_loop(p.cmds, p.ctx("agent:7"), "7", "t1", 1000, 1000, (3000, 15000)).value
     assert out.entries[0]["kind"] == "Spend" and out.entries[0]["postings"] == {"escrow:t1": -19, "model-costs": 19}
 
 
 def test_an_own_loop_call_with_no_task_is_not_charged(p):
     # "A call made with no task is not charged on this route."
     before = p.store.max_position()
-    assert tc.charge_own_loop(p.cmds, p.ctx("agent:7"), "7", None, 1000, 1000, (3000, 15000)).entries == []
+    assert tc.charge_own_loop(p.cmds, p.ctx("agent:7"), "7", None, 1000, 1000, (3000, 15000)).value.entries == []
     assert p.store.max_position() == before
 
 
@@ -221,13 +221,13 @@ def test_gateway_calls_use_the_reported_cost_else_the_price_and_go_to_the_escrow
     p.wallet("7")
     p.earn("7", 500)
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 50)
-    a = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", reported_cost=40)
+    a = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", reported_cost=40).value
     assert a.entries[0]["kind"] == "Model call" and a.entries[0]["postings"] == {"escrow:t1": -40, "model-costs": 40}
-    b = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", input_tokens=1_000_000, output_tokens=0, price=(10, 99))
+    b = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", input_tokens=1_000_000, output_tokens=0, price=(10, 99)).value
     assert b.entries[0]["postings"] == {"escrow:t1": -10, "model-costs": 10}  # the estimate: 10 credits
-    c = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", reported_cost=25)  # the escrow is empty now
+    c = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", "t1", reported_cost=25).value  # the escrow is empty now
     assert c.entries[0]["postings"] == {"wallet:7": -25, "model-costs": 25}
-    d = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", None, reported_cost=5)  # no task: the wallet
+    d = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", None, reported_cost=5).value  # no task: the wallet
     assert d.entries[0]["postings"] == {"wallet:7": -5, "model-costs": 5}
     # Spent counts the own loop only: "Charges through the gateway ... are not counted in Spent."
     flows = p.read()["rm_treasury_hours"]
@@ -252,7 +252,7 @@ def test_a_partial_payer_is_charged_what_it_has_and_the_shortfall_is_recorded(p)
     #  and the shortfall is written to the agent's transcript."
     p.wallet("7")
     p.earn("7", 30)
-    out = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", None, reported_cost=100)
+    out = tc.charge_gateway(p.cmds, p.ctx("agent:7"), "7", None, reported_cost=100).value
     e = out.entries[0]
     assert e["postings"] == {"wallet:7": -30, "model-costs": 30} and e["shortfall"] == 70 == out.detail["shortfall"]
     assert p.balance("wallet:7") == 0
@@ -349,7 +349,7 @@ def test_the_chain_margin_cap(p):
     r = refused(p, "chain_margin_cap", tc.bonus, p.cmds, p.ctx("agent:7"), "7", "9", 61, "sub")
     assert "margin cap" in r.message
     tc.bonus(p.cmds, p.ctx("agent:7"), "7", "9", 60, "sub")  # exactly the real cost: 300 paid
-    out = tc.settle_task(p.cmds, p.ctx(), "root", True, worker="8")  # no room left: no margin
+    out = tc.settle_task(p.cmds, p.ctx(), "root", True, worker="8").value  # no room left: no margin
     assert [e["kind"] for e in out.entries] == ["Refund"]
     root = p.store.get(t.account_id("escrow:root"))
     assert (root.chain_cost, root.chain_paid) == (300, 300)
@@ -364,15 +364,15 @@ def test_sanction_fines_are_capped_at_300_and_1000_in_any_seven_days(p):
     assert (t.MAX_SANCTION_FINE, t.WEEKLY_FINE_CAP) == (300, 1_000)
     p.wallet("7")
     p.earn("7", 2000)
-    assert tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 500, "law 12").detail["levied"] == 300
+    assert tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 500, "law 12").value.detail["levied"] == 300
     for _ in range(2):
         p.clock.advance(days=1)
         tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 300, "law 12")
     p.clock.advance(days=1)
-    assert tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 300, "law 12").detail["levied"] == 100  # 1,000 reached
+    assert tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 300, "law 12").value.detail["levied"] == 100  # 1,000 reached
     refused(p, "weekly_fine_cap", tc.sanction_fine, p.cmds, p.ctx("hub"), "7", 1, "law 12")
     p.clock.advance(days=4, seconds=1)  # seven days after the first fine, it leaves the window
-    assert tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 300, "law 12").detail["levied"] == 300
+    assert tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 300, "law 12").value.detail["levied"] == 300
     assert p.balance(t.TREASURY) == 0  # nominal: read from the read models
     assert accounts(p)["treasury"]["balance"] == 1300 and p.balance("wallet:7") == 700
 
@@ -383,9 +383,9 @@ def test_a_sanction_fine_the_wallet_cannot_pay_is_recorded_as_not_collected_neve
     p.wallet("7")
     p.earn("7", 40)
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 1000)
-    out = tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 100, "law 3")
+    out = tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 100, "law 3").value
     assert out.detail == {"levied": 100, "collected": 40, "uncollected": 60}
-    out = tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 100, "law 3")
+    out = tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 100, "law 3").value
     assert out.detail == {"levied": 100, "collected": 0, "uncollected": 100} and out.entries[0]["postings"] == {}
     assert p.balance("escrow:t1") == 1000 and p.balance(t.BUDGET) == 100_000 - 240 - 1000  # earning 40 cost the budget 240
     rows = p.read()

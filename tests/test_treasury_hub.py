@@ -5,26 +5,30 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
 from support.hubproc import HubProcess, cli, ok
+from support.treasury import Teller
+
+from agentplaza.api.errors import status_of
+from agentplaza.domain.base import Refusal
 
 
-def earn(c, cid: str, amount: int, task: str) -> None:
-    """A wallet is filled the only way there is: a passed task pays its worker 20% of the real cost."""
-    cost = amount * 5
-    ok(c.post("/v1/treasury/escrows", json={"task": task, "amount": cost + amount}))
-    ok(c.post("/v1/treasury/charges", json={"cid": cid, "task": task, "route": "gateway", "reported_cost": cost}))
-    ok(c.post(f"/v1/treasury/escrows/{task}/settle", json={"passed": True, "worker": cid}))
+def refused(status: int, code: str, fn, *args, **kw) -> Refusal:
+    """A teller's command is refused with ``code``, which the hub answers with ``status``."""
+    with pytest.raises(Refusal) as info:
+        fn(*args, **kw)
+    assert (status_of(info.value), info.value.code) == (status, code), info.value.message
+    return info.value
 
 
 def test_treasury_routes_and_refusals_over_http(hub):
-    with hub.client() as c:
+    with hub.client() as c, Teller(hub) as teller:
         assert ok(c.get("/v1/treasury/balances"))["budget"] == 100_000
-        ok(c.post("/v1/treasury/wallets", json={"cid": 7, "name": "ann", "role": "builder"}))
-        ok(c.post("/v1/treasury/wallets", json={"cid": "8", "name": "bob", "role": "critic"}))
-        r = c.post("/v1/treasury/wallets", json={"cid": 7, "name": "ann"})
-        assert r.status_code == 409 and r.json()["error"]["code"] == "wallet_exists"
-        earn(c, "7", 1000, "t1")
-        held = ok(c.post("/v1/treasury/payments", json={"payer": 7, "payee": 8, "amount": 501, "memo": "report"}))
+        teller.wallet(7, "ann", "builder")
+        teller.wallet("8", "bob", "critic")
+        refused(409, "wallet_exists", teller.wallet, 7, "ann")
+        teller.earn("7", 1000, "t1")
+        held = teller.pay(7, 8, 501, "report")
         assert held["status"] == "held"
         pending = ok(c.get("/v1/treasury/payments"))["payments"]
         assert [p["amount"] for p in pending] == [501]
@@ -32,14 +36,12 @@ def test_treasury_routes_and_refusals_over_http(hub):
         done = ok(c.post(f"/v1/treasury/payments/{pending[0]['id']}/approve", json={"reason": "agreed"}))
         assert done["entries"][0]["kind"] == "Transfer" and done["payment"]["status"] == "approved"
         assert ok(c.get("/v1/treasury/payments"))["payments"] == []
-        r = c.post("/v1/treasury/charges", json={"cid": 7, "task": "t1", "route": "own_loop"})
-        assert r.status_code == 409 and r.json()["error"] == {"code": "budget_exhausted", "message": "budget exhausted"}
+        assert refused(409, "budget_exhausted", teller.charge, 7, "t1").message == "budget exhausted"
         r = c.post("/v1/treasury/mint", json={"amount": 0})
         assert r.status_code == 422 and r.json()["error"]["code"] == "mint_whole_units"
         r = c.post("/v1/treasury/mint", json={"amount": 1.5})
         assert r.status_code == 422
-        r = c.post("/v1/treasury/escrows", json={"task": "huge", "amount": 10**9})
-        assert r.status_code == 409 and r.json()["error"]["code"] == "insufficient_budget"
+        refused(409, "insufficient_budget", teller.escrow, "huge", 10**9)
         wallets = {w["cid"]: w for w in ok(c.get("/v1/treasury/wallets"))["wallets"]}
         assert (wallets["7"]["balance"], wallets["8"]["balance"]) == (499, 501)
         assert wallets["7"]["share"] == "49.9%" and wallets["8"]["earned"] == 501
@@ -60,9 +62,9 @@ def test_treasury_routes_and_refusals_over_http(hub):
 
 
 def test_treasury_cli(hub):
-    with hub.client() as c:
-        ok(c.post("/v1/treasury/wallets", json={"cid": 7, "name": "ann", "role": "builder"}))
-        earn(c, "7", 200, "t1")
+    with Teller(hub) as teller:
+        teller.wallet(7, "ann", "builder")
+        teller.earn("7", 200, "t1")
     r = cli(hub, "treasury", "mint", "5000")
     assert r.returncode == 0 and "budget+5000" in r.stdout and "minted            105000" in r.stdout
     r = cli(hub, "--json", "treasury", "balances")
@@ -91,36 +93,36 @@ def test_treasury_cli(hub):
     assert r.returncode == 0 and "(none)" in r.stdout
 
 
-def pay_loop(url: str, payer: str, amount: int, rounds: int, moved: list, errors: list) -> None:
-    import httpx
-
-    with httpx.Client(base_url=url, timeout=60) as c:
-        for _ in range(rounds):
-            r = c.post("/v1/treasury/payments", json={"payer": payer, "payee": "8", "amount": amount, "memo": "race"})
-            if r.status_code == 200:
-                moved.append(amount)
-            elif r.status_code != 409 or r.json()["error"]["code"] not in ("insufficient_funds", "daily_limit"):
-                errors.append(r.text)
+def pay_loop(teller: Teller, payer: str, amount: int, rounds: int, moved: list, errors: list) -> None:
+    for _ in range(rounds):
+        try:
+            teller.pay(payer, "8", amount, "race")
+            moved.append(amount)
+        except Refusal as r:
+            if status_of(r) != 409 or r.code not in ("insufficient_funds", "daily_limit"):
+                errors.append(f"{r.code}: {r.message}")
 
 
-def test_two_hubs_paying_from_one_wallet_cannot_overdraw_it_or_break_the_daily_limit(folders, postgres, tmp_path):
+def test_two_writers_paying_from_one_wallet_cannot_overdraw_it_or_break_the_daily_limit(folders, postgres, tmp_path):
+    """The payment tool run by two writers on one PostgreSQL at once (one beside each of two hubs); both
+    hubs then show the same books."""
     from agentplaza.config import Folders
 
     url = postgres.new_database()
     a = HubProcess(folders, url).start()
     other = Folders(tmp_path / "b-state", tmp_path / "b-config", tmp_path / "b-data").make()
     b = HubProcess(other, url).start()
+    tellers = [Teller(a), Teller(b)]
     try:
-        with a.client() as c:
-            for cid in ("7", "8", "9"):
-                ok(c.post("/v1/treasury/wallets", json={"cid": cid, "name": f"a{cid}", "role": "builder"}))
-            earn(c, "7", 600, "t7")  # 7 holds 600: its balance binds
-            earn(c, "9", 3000, "t9")  # 9 holds 3,000: the daily limit of 1,000 binds
+        for cid in ("7", "8", "9"):
+            tellers[0].wallet(cid, f"a{cid}", "builder")
+        tellers[0].earn("7", 600, "t7")  # 7 holds 600: its balance binds
+        tellers[0].earn("9", 3000, "t9")  # 9 holds 3,000: the daily limit of 1,000 binds
         moved: dict[str, list] = {"7": [], "9": []}
         errors: list = []
         threads = [
-            threading.Thread(target=pay_loop, args=(h.url, payer, amount, 12, moved[payer], errors))
-            for h in (a, b) for payer, amount in (("7", 70), ("9", 90)) for _ in range(3)
+            threading.Thread(target=pay_loop, args=(teller, payer, amount, 12, moved[payer], errors))
+            for teller in tellers for payer, amount in (("7", 70), ("9", 90)) for _ in range(3)
         ]
         for th in threads:
             th.start()
@@ -139,5 +141,7 @@ def test_two_hubs_paying_from_one_wallet_cannot_overdraw_it_or_break_the_daily_l
                 assert len(entries) == len(moved["7"]) + len(moved["9"])
                 assert all(sum(e["postings"].values()) == 0 for e in entries)
     finally:
+        for teller in tellers:
+            teller.close()
         a.stop()
         b.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from support.hubproc import cli, ok
+from support.treasury import Teller
 
 
 def error(r, status: int, code: str) -> str:
@@ -14,8 +15,8 @@ def error(r, status: int, code: str) -> str:
 
 
 def test_a_task_from_creation_to_payment_over_http(hub):
-    with hub.client() as c:
-        ok(c.post("/v1/treasury/wallets", json={"cid": 7, "name": "ann", "role": "builder"}))
+    with hub.client() as c, Teller(hub) as teller:
+        teller.wallet(7, "ann", "builder")
         ok(c.post("/v1/tasks/workers/7/available", json={"role": "builder"}))
         ok(c.post("/v1/tasks/workers/9/available", json={"role": "reviewer"}))
         t = ok(c.post("/v1/tasks", json={"title": "Write the release notes", "budget": 500, "role": "builder",
@@ -23,7 +24,7 @@ def test_a_task_from_creation_to_payment_over_http(hub):
         assert (t["id"], t["state"], t["budget"]) == ("t1", "open", 500)
         ok(c.post("/v1/tasks/schedule", json={}))  # the hub's own scheduler may have been first: the same worker either way
         assert ok(c.get("/v1/tasks/t1"))["worker"] == "7"
-        ok(c.post("/v1/treasury/charges", json={"cid": 7, "task": "t1", "route": "gateway", "reported_cost": 100}))
+        teller.charge(7, "t1", route="gateway", reported_cost=100)
         t = ok(c.post("/v1/tasks/t1/report", json={"worker": 7, "summary": "Listed them", "files": ["NOTES.md"],
                                                    "checks": "Compared with git log"}))
         assert t["phase"] == "review"
@@ -84,14 +85,14 @@ def test_approvals_and_conduct_over_http(hub):
 
 
 def test_held_payments_are_approvals_and_the_old_routes_still_decide(hub):
-    with hub.client() as c:
+    with hub.client() as c, Teller(hub) as teller:
         for cid in (7, 8):
-            ok(c.post("/v1/treasury/wallets", json={"cid": cid, "name": f"a{cid}", "role": "builder"}))
-        ok(c.post("/v1/treasury/escrows", json={"task": "e1", "amount": 6000}))
-        ok(c.post("/v1/treasury/charges", json={"cid": 7, "task": "e1", "route": "gateway", "reported_cost": 5000}))
-        ok(c.post("/v1/treasury/escrows/e1/settle", json={"passed": True, "worker": 7}))
-        ok(c.post("/v1/treasury/payments", json={"payer": 7, "payee": 8, "amount": 501, "memo": "one"}))
-        held = ok(c.post("/v1/treasury/payments", json={"payer": 7, "payee": 8, "amount": 502, "memo": "two"}))
+            teller.wallet(cid, f"a{cid}", "builder")
+        teller.escrow("e1", 6000)
+        teller.charge(7, "e1", route="gateway", reported_cost=5000)
+        teller.settle("e1", True, worker=7)
+        teller.pay(7, 8, 501, "one")
+        held = teller.pay(7, 8, 502, "two")
         pending = ok(c.get("/v1/approvals", params={"status": "pending", "kind": "payment"}))["approvals"]
         assert [(a["id"], a["detail"]["amount"]) for a in pending] == [("a1", 501), ("a2", 502)]
         out = ok(c.post("/v1/approvals/a1/approve", json={"reason": "agreed"}))

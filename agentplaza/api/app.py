@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..runtime import prices, vault_watch
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import Edge
@@ -64,6 +65,10 @@ class OwnerOnly:
         return None
 
 
+#: The runtime's loops the hub runs beside its routes (each takes the hub).
+RUNTIME_LOOPS = (prices.daily, vault_watch.flush_uses)
+
+
 def create_app(hub: Hub) -> Starlette:
     api = Api(hub)
 
@@ -74,6 +79,8 @@ def create_app(hub: Hub) -> Starlette:
             for area in AREAS:  # an area's own loop in the hub (the scheduler, the daily price fetch ...)
                 if hasattr(area, "background"):
                     tg.start_soon(area.background, api)
+            for loop in RUNTIME_LOOPS:  # the runtime's own loops: they receive the hub
+                tg.start_soon(loop, hub)
             yield
             tg.cancel_scope.cancel()
 

@@ -69,6 +69,7 @@ from ..adapters.providers.wire import (
 from ..commands import models as model_commands
 from ..commands import treasury as treasury_commands
 from ..commands.models import MICRO_PER_CREDIT
+from ..commands.unit import Unit
 from ..domain.base import Context, Refusal
 from ..domain.models import (
     GATEWAY_ROUTE,
@@ -82,7 +83,7 @@ from ..domain.models import (
 from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
 from ..domain.treasury import own_loop_charge
 from ..domain.vault import HUB_NODE, Denied, resolve
-from ..vault.scrub import NOTHING_HELD, Scrubber
+from ..vault.scrub import NOTHING_HELD, Scrubber, scrubber_of
 from .errors import status_of
 from .hub import Hub
 
@@ -117,12 +118,6 @@ VAULT_KEY_KINDS = ("vault", "secret")
 
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def scrubber_of(hub: Hub) -> Scrubber:
-    """The scrubber the hub's vault feeds (one that holds nothing when the hub has no vault)."""
-    vault = getattr(hub, "vault", None)
-    return vault.scrubber if vault is not None else NOTHING_HELD
 
 
 @dataclass(frozen=True)
@@ -161,13 +156,12 @@ class Charger(Protocol):
     def confirm(self, caller: Caller) -> None:
         """Confirm a refusal of ``check`` on fresh state (off the event loop); raise it when it holds."""
 
-    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str,
-               loaded: dict | None) -> tuple[list, dict]:
-        """Inside the call's command: the aggregates changed and {"charged", "shortfall", "payer", "entry"}."""
+    def charge(self, unit: Unit, ctx: Context, caller: Caller, credits: int, ref: str) -> dict:
+        """In the call's unit (the accounts it changes added to it): {"charged", "shortfall", "payer", "entry"}."""
 
-    def charge_loop(self, ctx: Context, caller: Caller, input_tokens: int, output_tokens: int,
-                    price: tuple[int, int] | None, ref: str, loaded: dict | None) -> tuple[list, dict]:
-        """The own loop's charge inside the call's command; raises ``Refusal("budget_exhausted")``."""
+    def charge_loop(self, unit: Unit, ctx: Context, caller: Caller, input_tokens: int, output_tokens: int,
+                    price: tuple[int, int] | None, ref: str) -> dict:
+        """The own loop's charge in the call's unit; raises ``Refusal("budget_exhausted")``."""
 
 
 class HubKeys:
@@ -293,17 +287,16 @@ class TreasuryCharger:
         else:
             treasury_commands.check_gateway_call(self.cmds, caller.cid, caller.task)
 
-    def charge_loop(self, ctx: Context, caller: Caller, input_tokens: int, output_tokens: int,
-                    price: tuple[int, int] | None, ref: str, loaded: dict | None) -> tuple[list, dict]:
-        return treasury_commands.own_loop_charge_step(self.cmds, ctx, caller.cid, caller.task, input_tokens,
-                                                      output_tokens, price, ref, loaded)
+    def charge_loop(self, unit: Unit, ctx: Context, caller: Caller, input_tokens: int, output_tokens: int,
+                    price: tuple[int, int] | None, ref: str) -> dict:
+        return treasury_commands.own_loop_charged(unit, ctx, caller.cid, caller.task, input_tokens, output_tokens,
+                                                  price, ref)
 
-    def charge(self, ctx: Context, caller: Caller, credits: int, ref: str,
-               loaded: dict | None) -> tuple[list, dict]:
+    def charge(self, unit: Unit, ctx: Context, caller: Caller, credits: int, ref: str) -> dict:
         try:
-            return treasury_commands.gateway_charge_step(self.cmds, ctx, caller.cid, caller.task, credits, ref, loaded)
+            return treasury_commands.gateway_charged(unit, ctx, caller.cid, caller.task, credits, ref)
         except Refusal:  # the payer is gone (no wallet): the call is recorded, its whole cost a shortfall
-            return [], {"charged": 0, "shortfall": credits, "payer": None, "entry": None}
+            return dict(treasury_commands.NO_CHARGE, shortfall=credits)
 
 
 class Recorder:
@@ -644,8 +637,8 @@ class _Call:
         fields = self._fields(http_status, cost, source, reported)
         ref = self.call_id.hex
 
-        def charge(ctx: Context, credits: int, loaded: dict | None) -> tuple[list, dict]:
-            return gw.charger.charge(ctx, caller, credits, ref, loaded)
+        def charge(unit: Unit, ctx: Context, credits: int) -> dict:
+            return gw.charger.charge(unit, ctx, caller, credits, ref)
 
         gw.recorder.submit((gw.hub.commands.context(caller.actor, None, ref), self.call_id, fields, charge))
 
@@ -666,8 +659,8 @@ class _Call:
         ref = self.call_id.hex
         ctx = gw.hub.commands.context(caller.actor, None, ref)
 
-        def charge(ctx: Context, _credits: int, loaded: dict | None) -> tuple[list, dict]:
-            return gw.charger.charge_loop(ctx, caller, t.input, t.output, pair, ref, loaded)
+        def charge(unit: Unit, ctx: Context, _credits: int) -> dict:
+            return gw.charger.charge_loop(unit, ctx, caller, t.input, t.output, pair, ref)
 
         refused = None
         try:

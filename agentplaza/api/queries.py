@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..projections.models import overview_counts as models_counts
 from ..projections.plaza import event_counts, plaza_holds, plaza_state
+from ..projections.treasury import treasury_overview
 from .hub import Hub
 from .routes.approvals import pending_count as approvals_counts
 from .routes.rules import overview_counts as rules_counts
 from .routes.tasks import overview_counts as tasks_counts
-from .routes.treasury import treasury_overview
 
 
 def plaza_state_view(hub: Hub) -> dict:
@@ -39,9 +40,7 @@ def _agents_counts(hub: Hub) -> dict:
 
 
 def models_overview(hub: Hub) -> dict:
-    from .routes.models import overview_counts
-
-    return overview_counts(hub)
+    return models_counts(hub.read_models)
 
 
 def overview(hub: Hub) -> dict:
@@ -58,7 +57,7 @@ def overview(hub: Hub) -> dict:
         "rules": rules_counts(hub),
         "vault": vault_overview(hub),
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
-        "treasury": treasury_overview(hub),
+        "treasury": treasury_overview(hub.read_models),
         "models": models_overview(hub),
         "tasks": tasks_counts(hub),
         "approvals": approvals_counts(hub),

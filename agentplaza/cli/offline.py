@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from ..config import database_url, folders
 from ..events import anchor as anchors
+from ..events.anchor import AnchorSyntax, parse_anchor
 from ..events.chain import Anchor
 from ..events.store import EventStore
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
+from ..vault.files import shred
+
+#: What the command line takes from here besides the store: an anchor's syntax (``audit verify
+#: --anchor``) and shredding a local file (``vault import --shred``).
+__all__ = ["AnchorSyntax", "parse_anchor", "shred", "NoStore", "open_store", "verify", "through_hub_or_store"]
 
 
 class NoStore(Exception):

@@ -159,6 +159,21 @@ def check_fetch_blocklist(entries: Any) -> list[str]:
     return list(out)
 
 
+#: An ``@`` suffix of letters only is meant as an effort pin (a suffix with digits, such as a Vertex
+#: model's date, is part of the model's name).
+_PIN_LIKE = re.compile(r"^[A-Za-z]+$")
+
+
+def check_pin(text: Any) -> Any:
+    """A tier list's entry whose ``@`` suffix reads as an effort pin names one of the efforts."""
+    if isinstance(text, str) and "@" in text:
+        tail = text.strip().rpartition("@")[2]
+        if _PIN_LIKE.match(tail) and tail not in EFFORTS:
+            raise Refusal("invalid_effort", f"{text.strip()!r} pins {tail!r}, which is not an effort: "
+                          f"use one of {', '.join(EFFORTS)}")
+    return text
+
+
 def check_effort(effort: str | None) -> str | None:
     if effort is None:
         return None
@@ -233,7 +248,7 @@ def check_policy(p: dict) -> dict:
         entries = p[tier]
         if not isinstance(entries, list) or not entries or len(entries) > MAX_TIER_ENTRIES:
             raise Refusal("invalid_policy", f"the {tier} list holds 1 to {MAX_TIER_ENTRIES} entries")
-        parsed = [parse_entry(e) for e in entries]
+        parsed = [parse_entry(check_pin(e)) for e in entries]
         names = [e.name for e in parsed]
         if len(set(names)) != len(names):
             raise Refusal("invalid_policy", f"the {tier} list names a model twice")

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..wire import DEFAULT_KIND, VAULT_KINDS
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
 VAULT_ID = fixed_id("vault")
@@ -33,8 +34,7 @@ VAULT_ID = fixed_id("vault")
 NAME_PATTERN = re.compile(r"[A-Z][A-Z0-9_]*")
 MAX_NAME_CHARS = 128
 #: The kinds of secret; api_key is the default.
-KINDS = ("api_key", "token", "password", "generic")
-DEFAULT_KIND = "api_key"
+KINDS = VAULT_KINDS
 MAX_LABEL_CHARS = 200
 #: The longest value the vault keeps, in characters.
 MAX_VALUE_CHARS = 16 * 1024
@@ -67,15 +67,8 @@ FAILED_UNSEAL_WINDOW = dt.timedelta(minutes=1)
 UNSEAL_LOCKOUT = dt.timedelta(minutes=10)
 #: Successful uses are grouped: one record per secret, consumer and node per minute.
 USE_GROUP = dt.timedelta(minutes=1)
-#: ``vault audit --limit`` takes 1 to 500.
-AUDIT_MAX_LIMIT = 500
 #: The names some consumers want whatever their bindings say (the matrix's "missing").
 WANTED_NAMES = {"hf": "HF_TOKEN", "engine:auggie": "AUGMENT_SESSION_AUTH"}
-#: The warning ``vault import`` always prints.
-DOTENV_WARNING = (
-    "warning: .env files are discouraged: the file is plain text, easy to copy by accident, "
-    "and does not say which consumer each key is for; delete it once its keys are in the vault"
-)
 
 SEALED_MESSAGE = "the vault is sealed; unseal it with agentplaza vault unseal"
 TAMPERED_MESSAGE = "the vault is tampered ({problem}); it gives out no secret"

@@ -8,11 +8,16 @@ buckets and every split are sums over the hourly rows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import sqlalchemy as sa
 
 from ..domain.models import stored_policy
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
 
 providers_table = sa.Table(
     "rm_model_providers", metadata,
@@ -194,3 +199,116 @@ class UsageProjection(Projection):
             "latency_us": d["latency_us"], "ttft_us": d["ttft_us"] or 0, "ttft_calls": int(d["ttft_us"] is not None),
         }
         rows.put("rm_usage_hourly", {**old, **{s: old[s] + add[s] for s in SUMS}})
+
+
+# -- the queries of the models area's screens (read models only) ------------------------------
+
+
+def providers(models: ReadModels) -> list[dict]:
+    """Every provider, by id."""
+    return sorted(models.states["models"].rows.all("rm_model_providers"), key=lambda r: r["id"])
+
+
+def provider(models: ReadModels, pid: str) -> dict | None:
+    return models.states["models"].rows.get("rm_model_providers", pid)
+
+
+def policy_row(models: ReadModels) -> dict | None:
+    return models.states["models"].rows.get("rm_model_policy", "policy")
+
+
+def price_lists(models: ReadModels) -> dict[str, dict]:
+    """The public price lists kept, by source."""
+    return {r["source"]: r for r in models.states["models"].rows.all("rm_price_lists")}
+
+
+def gateway_links(models: ReadModels) -> list[dict]:
+    """Every agent's gateway link, by CID, without its token's digest."""
+    return [{k: v for k, v in r.items() if k not in ("id", "token_sha256")}
+            for r in sorted(models.states["models"].rows.all("rm_gateway_links"), key=lambda r: r["cid"])]
+
+
+def overview_counts(models: ReadModels) -> dict:
+    meta = models.states["usage"].rows.get("rm_usage_meta", "calls")
+    return {"providers": len(models.states["models"].rows.all("rm_model_providers")),
+            "model_calls": meta["value"] if meta else 0}
+
+
+#: The length of an hour's key that names a usage bucket.
+BUCKETS = {"hour": 13, "day": 10}
+#: What usage may be split on; "agent" is the caller's CID.
+BY = {"model": "model", "agent": "cid", "role": "role", "provider": "provider", "route": "route"}
+#: The most points one usage series returns.
+MAX_SERIES_ROWS = 10_000
+
+
+def usage_range(since_hour: str | None, until_hour: str | None, keys: dict[str, str]) -> list:
+    """The hourly rows within the hours named (``"2026-11-29T21"``) and of the splits named (``BY``)."""
+    h = hourly_table.c
+    where = ([h.hour >= since_hour] if since_hour else []) + ([h.hour <= until_hour] if until_hour else [])
+    return where + [h[BY[name]] == value for name, value in keys.items()]
+
+
+def _sums() -> list:
+    return [sa.func.sum(hourly_table.c[s]).label(s) for s in SUMS]
+
+
+def _usage_totals(row: dict) -> dict:
+    t = {s: int(row.get(s) or 0) for s in SUMS}
+    cached = t["cache_read_tokens"]
+    prompt = t["input_tokens"] + cached + t["cache_write_tokens"]
+    return {
+        "calls": t["calls"], "errors": t["errors"],
+        "input_tokens": t["input_tokens"], "output_tokens": t["output_tokens"],
+        "cache_read_tokens": cached, "cache_write_tokens": t["cache_write_tokens"],
+        "reported_cost": t["reported_cost_micro"] / 1e6, "estimated_cost": t["estimated_cost_micro"] / 1e6,
+        "cost": t["cost_micro"] / 1e6, "charged": t["charged"], "shortfall": t["shortfall"],
+        "cache_hit_rate": round(cached / prompt, 4) if prompt else 0.0,
+        "mean_latency_ms": round(t["latency_us"] / t["calls"] / 1000, 2) if t["calls"] else None,
+        "mean_ttft_ms": round(t["ttft_us"] / t["ttft_calls"] / 1000, 2) if t["ttft_calls"] else None,
+    }
+
+
+def _select(models: ReadModels, q: Any) -> list[dict]:
+    with models.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def usage_summary(models: ReadModels, where: list) -> dict:
+    total = _select(models, sa.select(*_sums()).where(*where))[0]
+    splits = {}
+    for name, col in BY.items():
+        c = hourly_table.c[col]
+        q = sa.select(c.label("key"), *_sums()).where(*where).group_by(c).order_by(c)
+        splits[name] = [dict(_usage_totals(r), **{name: r["key"]}) for r in _select(models, q)]
+    return {"totals": _usage_totals(total), "by": splits, "unit": "credits"}
+
+
+def usage_series(models: ReadModels, bucket: str, by: str | None, where: list) -> list[dict]:
+    b = sa.func.substr(hourly_table.c.hour, 1, BUCKETS[bucket]).label("bucket")
+    cols = [b] + ([hourly_table.c[BY[by]].label("key")] if by else [])
+    group = [b] + ([hourly_table.c[BY[by]]] if by else [])
+    q = sa.select(*cols, *_sums()).where(*where).group_by(*group).order_by(*group).limit(MAX_SERIES_ROWS)
+    out = []
+    for r in _select(models, q):
+        point = {"bucket": r["bucket"] + (":00" if bucket == "hour" else ""), **_usage_totals(r)}
+        if by:
+            point[by] = r["key"]
+        out.append(point)
+    return out
+
+
+#: What the recent calls may be filtered on, beyond the splits.
+CALL_FILTERS = {**BY, "task": "task", "status": "status"}
+
+
+def usage_calls(models: ReadModels, keys: dict[str, str], limit: int) -> list[dict]:
+    where = [calls_table.c[CALL_FILTERS[name]] == value for name, value in keys.items()]
+    q = sa.select(calls_table).where(*where).order_by(sa.desc(calls_table.c.position)).limit(limit)
+    out = []
+    for r in _select(models, q):
+        row = {k: r[k] for k in ("position", "id", "at", *CALL_FIELDS)}
+        row["agent"] = row.pop("cid")
+        row["cost"] = row["cost_micro"] / 1e6
+        out.append(row)
+    return out

@@ -8,11 +8,17 @@ whatever the size of the journal.  Every handler is O(1) in the journal.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import sqlalchemy as sa
 
 from ..domain import treasury as t
+from ..domain.base import Refusal
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
 
 accounts = sa.Table(
     "rm_treasury_accounts",
@@ -211,3 +217,143 @@ class TreasuryProjection(Projection):
 
     def on_Payment_Denied(self, e: EventRecord, rows: Rows) -> None:
         self._decide(e, rows, "denied")
+
+
+# -- the queries the treasury's screens make (read models only) -----------------------------
+
+#: What the wallets list sorts by.
+SORTS = {"name", "role", "balance", "earned", "spent", "cid"}
+#: What the payments list filters by ("all": no filter).
+PAYMENT_STATUSES = ("pending", "approved", "denied", "all")
+
+
+def _totals(models: ReadModels) -> dict[str, int]:
+    return {r["name"]: r["value"] for r in models.rows(totals)}
+
+
+def dollars(credits: int) -> str:
+    """1 credit = $0.001, shown exactly (no floats)."""
+    sign = "-" if credits < 0 else ""
+    c = abs(credits)
+    return f"{sign}${c // 1000:,}.{c % 1000:03d}"
+
+
+def balances(models: ReadModels) -> dict:
+    tot = _totals(models)
+    budget = tot.get("budget", 0)
+    wallets, escrows = tot.get("wallets", 0), tot.get("escrows", 0)
+    return {
+        "budget": budget, "budget_usd": dollars(budget),
+        "treasury": tot.get("treasury", 0),
+        "wallets": wallets, "escrows": escrows, "in_circulation": wallets + escrows,
+        "model_costs": tot.get("model_costs", 0),
+        "minted": -tot.get("mint", 0),
+    }
+
+
+def balance_of(models: ReadModels, account: str) -> int | None:
+    """One account's balance: one row, whatever the size of the journal."""
+    found = models.rows(accounts, accounts.c.account == account)
+    return found[0]["balance"] if found else None
+
+
+def wallets(models: ReadModels, sort: str = "balance", descending: bool = True) -> list[dict]:
+    rows = models.rows(accounts, accounts.c.kind == "wallet")
+    total = sum(r["balance"] for r in rows)
+    out = [{
+        "cid": r["cid"], "name": r["name"], "role": r["role"], "balance": r["balance"],
+        "earned": r["earned"], "spent": r["spent"],
+        # the share of all wallets' credits, in percent with one decimal, as text (no floats)
+        "share": f"{(r['balance'] * 1000 // total) / 10 if total else 0:.1f}%",
+    } for r in rows]
+    out.sort(key=lambda w: (w[sort] is None, w[sort]), reverse=descending)
+    return out
+
+
+def journal_rows(models: ReadModels, *, kind: str | None = None, wallet: str | None = None, task: str | None = None,
+                 before: int | None = None, limit: int = 50) -> list[dict]:
+    j = journal
+    where = []
+    if kind:
+        where.append(j.c.kind == kind)
+    if task:
+        where.append(j.c.task == task)
+    if before is not None:
+        where.append(j.c.position < before)
+    if wallet:
+        ea = entry_accounts
+        where.append(j.c.position.in_(sa.select(ea.c.position).where(ea.c.account == t.wallet_key(wallet))))
+    return models.rows(j, *where, order_by=sa.desc(j.c.position), limit=limit)
+
+
+def explain(models: ReadModels, account: str, before: int | None, limit: int) -> dict:
+    a = account if t.valid_account(account) else t.wallet_key(account) if account.isdigit() else account
+    found = models.rows(accounts, accounts.c.account == a)
+    if not found:
+        raise Refusal("no_account", f"no account {account!r}; try budget, treasury, mint, model-costs, "
+                      "wallet:CID, escrow:TASK or a CID")
+    p, j = postings, journal
+    where = [p.c.account == a] + ([p.c.position < before] if before is not None else [])
+    q = (sa.select(p.c.position, p.c.kind, p.c.amount, p.c.balance_after, p.c.at, j.c.memo, j.c.task, j.c.id)
+         .join(j, j.c.position == p.c.position).where(*where).order_by(sa.desc(p.c.position)).limit(limit))
+    with models.engine.connect() as conn:
+        lines = [dict(r._mapping) for r in conn.execute(q)]
+    row = found[0]
+    return {"account": a, "balance": row["balance"], "postings_count": row["postings"],
+            "earned": row["earned"], "spent": row["spent"], "postings": lines}
+
+
+def _hour_rows(models: ReadModels, start: str | None, end: str | None) -> list[dict]:
+    h = hours
+    where = []
+    if start:
+        where.append(h.c.hour >= start[:13])
+    if end:
+        where.append(h.c.hour <= end[:13])
+    return models.rows(h, *where, order_by=h.c.hour)
+
+
+FLOW_LABELS = {"minted": "Minted", "escrowed": "Escrowed", "paid": "Paid", "refunded": "Refunded",
+               "fined": "Fined", "spent": "Spent"}
+
+
+def flows(models: ReadModels, start: str | None, end: str | None) -> dict:
+    """The Treasury screen's totals over a range (whole UTC hours)."""
+    rows = _hour_rows(models, start, end)
+    out: dict[str, Any] = {name: sum(r[name] for r in rows) for name in FLOWS.values()}
+    if end is None:
+        circulation = balances(models)["in_circulation"]
+    else:
+        upto = models.rows(hours, hours.c.hour <= end[:13], order_by=sa.desc(hours.c.hour), limit=1)
+        circulation = (upto[0]["wallets"] + upto[0]["escrows"]) if upto else 0
+    out["in_circulation"] = circulation
+    return {"from": start, "to": end, "flows": out}
+
+
+def series(models: ReadModels, by: str, start: str | None, end: str | None) -> list[dict]:
+    """Balances and flows by hour or by day (a day's balances are its last hour's)."""
+    rows = _hour_rows(models, start, end)
+    if by == "hour":
+        return [{"at": r["hour"] + ":00Z", **{k: v for k, v in r.items() if k != "hour"}} for r in rows]
+    days: dict[str, dict] = {}
+    for r in rows:
+        day = r["hour"][:10]
+        d = days.setdefault(day, {"at": day, **{n: 0 for n in FLOWS.values()}})
+        for n in FLOWS.values():
+            d[n] += r[n]
+        d.update({n: r[n] for n in CLOSING})
+    return list(days.values())
+
+
+def payments_list(models: ReadModels, status: str | None, limit: int) -> list[dict]:
+    p = payments
+    where = [p.c.status == status] if status else []
+    return models.rows(p, *where, order_by=sa.desc(p.c.held_at), limit=limit)
+
+
+def treasury_overview(models: ReadModels) -> dict:
+    """The overview's treasury line: the budget, what circulates, payments waiting."""
+    b = balances(models)
+    pending = len(models.rows(payments, payments.c.status == "pending"))
+    return {"budget": b["budget"], "budget_usd": b["budget_usd"], "in_circulation": b["in_circulation"],
+            "pending_payments": pending}

@@ -132,7 +132,7 @@ class ModelRelay:
                 cmds = self.hub.commands
                 why = f"gateway token for agent {agent.cid}" + (f" on task {task}" if task else "")
                 positions = model_commands.issue_link(cmds, cmds.context("hub", why), str(agent.cid), agent.role,
-                                                      token_sha256(tok), agent.model, task, LOOP_ROUTE)
+                                                      token_sha256(tok), agent.model, task, LOOP_ROUTE).positions
                 # the gateway finds callers in its read model: the link must be there before the call
                 if positions and not self.hub.read_models.wait_for(positions[-1], LINK_WAIT_S):
                     self.hub.read_models.catch_up()

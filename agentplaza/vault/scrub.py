@@ -28,6 +28,7 @@ import json
 import re
 import threading
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 #: What a value is replaced with.
@@ -208,3 +209,9 @@ class StreamScrub:
 
 #: The scrubber of a hub without a vault: it holds nothing (keys used by a call still go, as ``extra``).
 NOTHING_HELD = Scrubber()
+
+
+def scrubber_of(hub: Any) -> Scrubber:
+    """The scrubber the hub's vault feeds (one that holds nothing when the hub has no vault)."""
+    vault = getattr(hub, "vault", None)
+    return vault.scrubber if vault is not None else NOTHING_HELD

@@ -34,8 +34,6 @@ from ..commands.unit import Commands
 from ..config import Folders
 from ..domain.base import Context, Refusal
 from ..domain.vault import (
-    AUDIT_MAX_LIMIT,
-    DOTENV_WARNING,
     HUB_NODE,
     NODE_PATTERN,
     RECOVERY_ALPHABET,
@@ -63,6 +61,7 @@ from ..domain.vault import (
     resolve,
     usage_id,
 )
+from ..wire import AUDIT_MAX_LIMIT, DOTENV_WARNING
 from . import crypto
 from .audit import AUDIT_FILE, AUDIT_KEY_FILE, AuditLog
 from .files import KeyFileExposed, check_key_file, read_json, write_json, write_private

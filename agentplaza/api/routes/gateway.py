@@ -14,9 +14,12 @@ from starlette.routing import Route
 
 from ...adapters.providers.presets import ANTHROPIC, GEMINI, OPENAI
 from ..gateway import Gateway, TreasuryCharger, VaultKeys
-from ..kit import Api
+from ..gateway import _error as gateway_error
+from ..kit import Api, api_of
 
 GATEWAY_PREFIX = "/v1/gateway"
+#: The Gemini methods the gateway passes on.
+GEMINI_ACTIONS = ("generateContent", "streamGenerateContent")
 
 
 def gateway_of(api: Api) -> Gateway:
@@ -33,27 +36,26 @@ def base_urls(hub_url: str, token: str) -> dict[str, str]:
     return {ANTHROPIC: f"{root}/anthropic", OPENAI: f"{root}/openai/v1", GEMINI: f"{root}/gemini"}
 
 
-def routes(api: Api) -> list:
-    gw = gateway_of(api)
+async def messages(request: Request):
+    return await gateway_of(api_of(request)).handle(ANTHROPIC, request.path_params["token"], request)
 
-    async def messages(request: Request):
-        return await gw.handle(ANTHROPIC, request.path_params["token"], request)
 
-    async def chat(request: Request):
-        return await gw.handle(OPENAI, request.path_params["token"], request)
+async def chat(request: Request):
+    return await gateway_of(api_of(request)).handle(OPENAI, request.path_params["token"], request)
 
-    async def gemini(request: Request):
-        model, _, action = request.path_params["model_action"].partition(":")
-        if action not in ("generateContent", "streamGenerateContent"):
-            from ..gateway import _error
 
-            return _error(GEMINI, 404, "not_found", f"no Gemini method {action or '(none)'}")
-        return await gw.handle(GEMINI, request.path_params["token"], request, model, action == "streamGenerateContent")
+async def gemini(request: Request):
+    model, _, action = request.path_params["model_action"].partition(":")
+    if action not in GEMINI_ACTIONS:
+        return gateway_error(GEMINI, 404, "not_found", f"no Gemini method {action or '(none)'}")
+    return await gateway_of(api_of(request)).handle(GEMINI, request.path_params["token"], request, model,
+                                                    action == "streamGenerateContent")
 
-    p = GATEWAY_PREFIX + "/{token}"
-    return [
-        Route(p + "/anthropic/v1/messages", messages, methods=["POST"]),
-        Route(p + "/openai/v1/chat/completions", chat, methods=["POST"]),
-        Route(p + "/gemini/v1beta/models/{model_action}", gemini, methods=["POST"]),
-        Route(p + "/gemini/v1/models/{model_action}", gemini, methods=["POST"]),
-    ]
+
+_P = GATEWAY_PREFIX + "/{token}"
+ROUTES = [
+    Route(_P + "/anthropic/v1/messages", messages, methods=["POST"]),
+    Route(_P + "/openai/v1/chat/completions", chat, methods=["POST"]),
+    Route(_P + "/gemini/v1beta/models/{model_action}", gemini, methods=["POST"]),
+    Route(_P + "/gemini/v1/models/{model_action}", gemini, methods=["POST"]),
+]

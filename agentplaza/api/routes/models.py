@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import secrets
-import sys
 from typing import Any
 
 import anyio
-import httpx
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -31,8 +28,11 @@ from ...domain.models import (
     tier_of,
     vault_key_name,
 )
-from ...domain.vault import PLAZA as VAULT_PLAZA
+from ...projections import models as rm
+from ...runtime.prices import fetch_prices
+from ...vault import provider_keys
 from ...vault.scrub import redact_urls
+from ...vault.service import VaultService
 from ..auth import presented_token
 from ..errors import ApiError, Body, read_body
 from ..gateway import (
@@ -43,13 +43,8 @@ from ..gateway import (
     token_sha256,
     vault_name,
 )
-from ..kit import Api
+from ..kit import Api, api_of, endpoint
 from .gateway import base_urls, gateway_of
-
-#: Set APZ_PRICE_FETCH=off to keep the hub from fetching the public price lists.
-PRICE_FETCH_ENV = "APZ_PRICE_FETCH"
-#: The first daily fetch waits this long after the hub starts.
-FIRST_FETCH_DELAY_S = 60.0
 
 
 class KeyBody(Body):
@@ -166,279 +161,253 @@ def policy_changes(body: PolicyBody, current: dict) -> dict:
     return changes
 
 
-def routes(api: Api) -> list:
-    hub = api.hub
+def _policy(api: Api) -> dict:
+    return gateway_of(api).policy()
+
+
+def _provider_row(api: Api, pid: str) -> dict:
+    row = rm.provider(api.hub.read_models, pid)
+    if row is None:
+        raise ApiError("no_provider", f"no provider {pid}; see agentplaza models providers")
+    return row
+
+
+def _vault(api: Api) -> VaultService:
+    if api.hub.vault is None:
+        raise ApiError("vault_absent", "this hub has no vault")
+    return api.hub.vault
+
+
+def bind_secret(api: Api, ctx, pid: str, key: dict | None) -> None:
+    """--secret NAME: bind the existing vault entry NAME (each of its entries) to provider:<id>."""
+    if key is None or key.get("kind") != "secret":
+        return
+    provider_keys.bind_secret(_vault(api), ctx, key.get("name") or "", key_binding(pid))
+
+
+def put_key(api: Api, ctx, cfg: ProviderConfig, value: str) -> None:
+    """The key into the vault: a new entry bound to provider:<id>, or a new version of the bound one."""
+    name = vault_name(cfg) if cfg.key.get("kind") in VAULT_KEY_KINDS else vault_key_name(cfg.id)
+    provider_keys.put_key(_vault(api), ctx, name, key_binding(cfg.id), value, cfg.id)
+
+
+@endpoint
+async def presets(request: Request) -> dict:
+    return {"presets": [dict(p.public(), starts=p.id in STARTING_PROVIDERS) for p in PRESETS.values()]}
+
+
+@endpoint
+async def providers(request: Request) -> dict:
+    api = api_of(request)
+    return {"providers": [provider_view(api, r) for r in rm.providers(api.hub.read_models)]}
+
+
+@endpoint
+async def add(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, AddBody)
+    _check_runs_program(request, body.key)
+    cfg = config_from_preset(body.preset or body.id, id=body.id, base_url=body.base_url, key=_key(body.key),
+                             models=body.models)
+    ctx = api.context(request, f"add provider {body.id}")
+    if rm.provider(api.hub.read_models, body.id) is not None:
+        raise ApiError("provider_exists", f"provider {body.id} is already added; use models edit")
+    await api.query(bind_secret, api, ctx, body.id, cfg["key"])
+    await api.command(lambda: model_commands.add_provider(api.hub.commands, ctx, cfg))
+    return provider_view(api, _provider_row(api, body.id))
+
+
+@endpoint
+async def edit(request: Request) -> dict:
+    api = api_of(request)
+    pid = request.path_params["pid"]
+    body = await read_body(request, EditBody)
+    _check_runs_program(request, body.key)
+    old = _provider_row(api, pid)
+    changes: dict[str, Any] = {}
+    if body.base_url is not None:
+        changes["wires"] = config_from_preset(old["preset"], base_url=body.base_url)["wires"]
+    if body.models is not None:
+        changes["models"] = body.models
+    if body.key is not None:
+        changes["key"] = _key(body.key)
+    if body.enabled is not None:
+        changes["enabled"] = body.enabled
+    ctx = api.context(request, f"edit provider {pid}")
+    await api.query(bind_secret, api, ctx, pid, changes.get("key"))
+    await api.command(lambda: model_commands.edit_provider(api.hub.commands, ctx, pid, changes))
+    return provider_view(api, _provider_row(api, pid))
+
+
+@endpoint
+async def remove(request: Request) -> dict:
+    api = api_of(request)
+    pid = request.path_params["pid"]
+    ctx = api.context(request, f"remove provider {pid}")
+    await api.command(lambda: model_commands.remove_provider(api.hub.commands, ctx, pid))
+    return {"removed": pid}
+
+
+@endpoint
+async def store_key(request: Request) -> dict:
+    api = api_of(request)
+    pid = request.path_params["pid"]
+    body = await read_body(request, KeyValueBody)
+    cfg = ProviderConfig.from_row(_provider_row(api, pid))
+    if cfg.is_mock or cfg.key.get("kind") == "none":
+        raise ApiError("no_key_needed", f"provider {pid} needs no key")
+    ctx = api.context(request, f"the key of provider {pid}")
+    await api.query(put_key, api, ctx, cfg, body.value)
+    if cfg.key.get("kind") not in VAULT_KEY_KINDS:  # from now on its key is the one in the vault
+        await api.command(lambda: model_commands.edit_provider(api.hub.commands, ctx, pid, {"key": {"kind": "vault"}}))
+    await api.follower.settle(api.hub.store.max_position())
+    return provider_view(api, _provider_row(api, pid))
+
+
+@endpoint
+async def test(request: Request) -> dict:
+    api = api_of(request)
     gw = gateway_of(api)
-
-    def rows(table: str) -> list[dict]:
-        return hub.read_models.states["models"].rows.all(table)
-
-    def policy() -> dict:
-        return gw.policy()
-
-    def provider_exists(pid: str) -> bool:
-        return hub.read_models.states["models"].rows.get("rm_model_providers", pid) is not None
-
-    def provider_row(pid: str) -> dict:
-        row = hub.read_models.states["models"].rows.get("rm_model_providers", pid)
-        if row is None:
-            raise ApiError("no_provider", f"no provider {pid}; see agentplaza models providers")
-        return row
-
-    async def presets(request: Request) -> dict:
-        return {"presets": [dict(p.public(), starts=p.id in STARTING_PROVIDERS) for p in PRESETS.values()]}
-
-    async def providers(request: Request) -> dict:
-        return {"providers": [provider_view(api, r) for r in sorted(rows("rm_model_providers"), key=lambda r: r["id"])]}
-
-    async def add(request: Request) -> dict:
-        body = await read_body(request, AddBody)
-        _check_runs_program(request, body.key)
-        cfg = config_from_preset(body.preset or body.id, id=body.id, base_url=body.base_url, key=_key(body.key),
-                                 models=body.models)
-        ctx = api.context(request, f"add provider {body.id}")
-        if provider_exists(body.id):
-            raise ApiError("provider_exists", f"provider {body.id} is already added; use models edit")
-        await api.query(bind_secret, ctx, body.id, cfg["key"])
-        await api.command(lambda: model_commands.add_provider(hub.commands, ctx, cfg))
-        return provider_view(api, provider_row(body.id))
-
-    async def edit(request: Request) -> dict:
-        pid = request.path_params["pid"]
-        body = await read_body(request, EditBody)
-        _check_runs_program(request, body.key)
-        old = provider_row(pid)
-        changes: dict[str, Any] = {}
-        if body.base_url is not None:
-            changes["wires"] = config_from_preset(old["preset"], base_url=body.base_url)["wires"]
-        if body.models is not None:
-            changes["models"] = body.models
-        if body.key is not None:
-            changes["key"] = _key(body.key)
-        if body.enabled is not None:
-            changes["enabled"] = body.enabled
-        ctx = api.context(request, f"edit provider {pid}")
-        await api.query(bind_secret, ctx, pid, changes.get("key"))
-        await api.command(lambda: model_commands.edit_provider(hub.commands, ctx, pid, changes))
-        return provider_view(api, provider_row(pid))
-
-    async def remove(request: Request) -> dict:
-        pid = request.path_params["pid"]
-        ctx = api.context(request, f"remove provider {pid}")
-        await api.command(lambda: model_commands.remove_provider(hub.commands, ctx, pid))
-        return {"removed": pid}
-
-    def vault():
-        if hub.vault is None:
-            raise ApiError("vault_absent", "this hub has no vault")
-        return hub.vault
-
-    def bind_secret(ctx, pid: str, key: dict | None) -> None:
-        """--secret NAME: bind the existing vault entry NAME (each of its entries) to provider:<id>."""
-        if key is None or key.get("kind") != "secret":
-            return
-        name, binding = key.get("name") or "", key_binding(pid)
-        entries = [e for e in vault().entries() if e.name == name]
-        if not entries:
-            raise ApiError("unknown_secret", f"the vault has no entry {name}; add it with agentplaza vault set {name}")
-        for e in entries:
-            if binding not in e.bindings:
-                vault().rebind(ctx, e.id, bindings=[*e.bindings, binding])
-
-    def put_key(ctx, cfg: ProviderConfig, value: str) -> None:
-        """The key into the vault: a new entry bound to provider:<id>, or a new version of the bound one."""
-        name = vault_name(cfg) if cfg.key.get("kind") in VAULT_KEY_KINDS else vault_key_name(cfg.id)
-        binding = key_binding(cfg.id)
-        plaza_entries = [e for e in vault().entries() if e.name == name and e.scope == VAULT_PLAZA]
-        if not plaza_entries:
-            vault().set(ctx, name, value, kind="api_key", label=f"key of provider {cfg.id}", scope=VAULT_PLAZA,
-                        bindings=[binding])
-            return
-        e = plaza_entries[0]
-        if binding not in e.bindings:
-            raise ApiError("secret_not_bound",
-                           f"the vault entry {name} exists and is not bound to {binding}; bind it with "
-                           f"agentplaza models edit {cfg.id} --secret {name}, then set the key again")
-        vault().rotate(ctx, e.id, value)
-
-    async def store_key(request: Request) -> dict:
-        pid = request.path_params["pid"]
-        body = await read_body(request, KeyValueBody)
-        cfg = ProviderConfig.from_row(provider_row(pid))
-        if cfg.is_mock or cfg.key.get("kind") == "none":
-            raise ApiError("no_key_needed", f"provider {pid} needs no key")
-        ctx = api.context(request, f"the key of provider {pid}")
-        await api.query(put_key, ctx, cfg, body.value)
-        if cfg.key.get("kind") not in VAULT_KEY_KINDS:  # from now on its key is the one in the vault
-            await api.command(lambda: model_commands.edit_provider(hub.commands, ctx, pid, {"key": {"kind": "vault"}}))
-        await api.follower.settle(hub.store.max_position())
-        return provider_view(api, provider_row(pid))
-
-    async def test(request: Request) -> dict:
-        pid = request.path_params["pid"]
-        body = await read_body(request, TestBody)
-        cfg = ProviderConfig.from_row(provider_row(pid))
-        model = body.model or (cfg.models[0] if cfg.models else None)
-        if not model:
-            raise ApiError("invalid_request", f"provider {pid} lists no model; name one with --model")
-        key = None
-        if cfg.key.get("kind") != "none" and not cfg.is_mock:
-            key = await anyio.to_thread.run_sync(gw.keys.key, cfg, None)
-            if key is None:
-                return {"provider": pid, "model": model, "ok": False, "status": None, "latency_ms": None,
-                        "message": "Key missing"}
-        # What the provider said goes back without any vault value or the key just used (it may quote it).
-        result = await test_call(gw.upstream, cfg, model, key)
-        result["message"] = redact_urls(str(result.get("message") or ""))
-        return scrubber_of(hub).scrub_json(result, (key,))
-
-    async def list_models(request: Request) -> dict:
-        pol = policy()
-        book = gw.price_book()
-        tiers = {t: {parse_entry(e).name: str(parse_entry(e)) for e in pol[t]} for t in ("orchestrator", "worker")}
-        out = []
-        for r in sorted(rows("rm_model_providers"), key=lambda r: r["id"]):
-            for m in r["models"]:
-                name = f"{r['id']}/{m}"
-                price = book.lookup(r["id"], m)
-                out.append({
-                    "model": name, "provider": r["id"], "contributor": is_contributor(name),
-                    "orchestrator": tiers["orchestrator"].get(name), "worker": tiers["worker"].get(name),
-                    "price": price.public() if price else "unpriced",
-                })
-        return {"models": out}
-
-    async def get_policy(request: Request) -> dict:
-        row = hub.read_models.states["models"].rows.get("rm_model_policy", "policy")
-        return {"policy": row["policy"], "changed_at": row["changed_at"], "by": row["by"], "efforts": list(EFFORTS)}
-
-    async def set_policy(request: Request) -> dict:
-        body = await read_body(request, PolicyBody)
-        changes = policy_changes(body, policy())
-        ctx = api.context(request, "model policy")
-        await api.command(lambda: model_commands.set_policy(hub.commands, ctx, changes))
-        return await get_policy(request)
-
-    async def resolve_model(request: Request) -> dict:
-        role = request.query_params.get("role") or None
-        own = request.query_params.get("model") or None
-        r = resolve(policy(), role, own)
-        return {"model": r.model, "source": r.source, "tier": r.tier}
-
-    async def decision(request: Request) -> dict:
-        pol = policy()
-        return {"decision_models": [{"model": m, "held": gw.held()} for m in pol["decision_models"]]}
-
-    async def get_prices(request: Request) -> dict:
-        book = gw.price_book()
-        model = request.query_params.get("model")
-        lists = {r["source"]: {"day": r["day"], "count": r["count"], "kept_at": r["at"]}
-                 for r in rows("rm_price_lists")}
-        shipped = {s: {"day": d, "count": len(p)} for s, (d, p) in (gw._snapshots or price_lists.snapshots()).items()}
-        out: dict[str, Any] = {"lists": lists, "snapshots": shipped, "unit": "credits per million tokens"}
-        if model:
-            provider, _, name = model.partition("/")
-            if not name:
-                raise ApiError("invalid_request", "name the model as provider/model")
-            price = book.lookup(provider, name)
-            out["price"] = price.public() if price else "unpriced"
-        return out
-
-    async def refresh_prices(request: Request) -> dict:
-        return {"sources": await anyio.to_thread.run_sync(fetch_prices, api)}
-
-    async def tokens(request: Request) -> dict:
-        return {"tokens": [
-            {k: v for k, v in r.items() if k not in ("id", "token_sha256")}
-            for r in sorted(rows("rm_gateway_links"), key=lambda r: r["cid"])
-        ]}
-
-    async def issue(request: Request) -> dict:
-        body = await read_body(request, TokenBody)
-        token = GATEWAY_TOKEN_PREFIX + secrets.token_urlsafe(GATEWAY_TOKEN_BYTES)
-        ctx = api.context(request, f"gateway token for agent {body.cid}")
-        await api.command(lambda: model_commands.issue_link(hub.commands, ctx, body.cid, body.role,
-                                                            token_sha256(token), body.model, body.task))
-        hub_url = hub.address or f"{request.url.scheme}://{request.url.netloc}"
-        return {"cid": body.cid, "role": body.role, "tier": tier_of(body.role), "token": token,
-                "base_urls": base_urls(hub_url, token), "api_key": "plaza"}
-
-    async def revoke(request: Request) -> dict:
-        cid = request.path_params["cid"]
-        ctx = api.context(request, f"revoke the gateway token of agent {cid}")
-        await api.command(lambda: model_commands.revoke_link(hub.commands, ctx, cid))
-        return {"revoked": cid}
-
-    return [
-        Route("/v1/models", api.endpoint(list_models)),
-        Route("/v1/models/presets", api.endpoint(presets)),
-        Route("/v1/models/providers", api.endpoint(providers)),
-        Route("/v1/models/providers", api.endpoint(add), methods=["POST"]),
-        Route("/v1/models/providers/{pid}", api.endpoint(edit), methods=["PATCH"]),
-        Route("/v1/models/providers/{pid}", api.endpoint(remove), methods=["DELETE"]),
-        Route("/v1/models/providers/{pid}/key", api.endpoint(store_key), methods=["PUT"]),
-        Route("/v1/models/providers/{pid}/test", api.endpoint(test), methods=["POST"]),
-        Route("/v1/models/policy", api.endpoint(get_policy)),
-        Route("/v1/models/policy", api.endpoint(set_policy), methods=["PATCH"]),
-        Route("/v1/models/resolve", api.endpoint(resolve_model)),
-        Route("/v1/models/decision", api.endpoint(decision)),
-        Route("/v1/models/prices", api.endpoint(get_prices)),
-        Route("/v1/models/prices/refresh", api.endpoint(refresh_prices), methods=["POST"]),
-        Route("/v1/models/gateway-tokens", api.endpoint(tokens)),
-        Route("/v1/models/gateway-tokens", api.endpoint(issue), methods=["POST"]),
-        Route("/v1/models/gateway-tokens/{cid}", api.endpoint(revoke), methods=["DELETE"]),
-    ]
+    pid = request.path_params["pid"]
+    body = await read_body(request, TestBody)
+    cfg = ProviderConfig.from_row(_provider_row(api, pid))
+    model = body.model or (cfg.models[0] if cfg.models else None)
+    if not model:
+        raise ApiError("invalid_request", f"provider {pid} lists no model; name one with --model")
+    key = None
+    if cfg.key.get("kind") != "none" and not cfg.is_mock:
+        key = await anyio.to_thread.run_sync(gw.keys.key, cfg, None)
+        if key is None:
+            return {"provider": pid, "model": model, "ok": False, "status": None, "latency_ms": None,
+                    "message": "Key missing"}
+    # What the provider said goes back without any vault value or the key just used (it may quote it).
+    result = await test_call(gw.upstream, cfg, model, key)
+    result["message"] = redact_urls(str(result.get("message") or ""))
+    return scrubber_of(api.hub).scrub_json(result, (key,))
 
 
-def fetch_prices(api: Api, client: httpx.Client | None = None) -> dict:
-    """Fetch each public list once; keep it when it changed; a failure leaves the last good copy in use."""
-    hub = api.hub
-    kept = {r["source"]: r for r in hub.read_models.states["models"].rows.all("rm_price_lists")}
-    day = hub.commands.clock().date().isoformat()
-    out: dict[str, Any] = {}
-    own = client is None
-    client = client or httpx.Client(follow_redirects=True)
-    try:
-        for source in price_lists.SOURCES:
-            try:
-                got = price_lists.fetch(source, client)
-            except (httpx.HTTPError, ValueError) as e:
-                last = kept.get(source)
-                out[source] = {"ok": False, "error": scrubber_of(hub).error_text(e)[:300],
-                               "in_use": last["day"] if last else "snapshot"}
-                continue
-            digest = price_lists.digest(got)
-            ctx = hub.commands.context("hub", f"daily fetch of the {source} price list")
-            positions = model_commands.store_price_list(hub.commands, ctx, source, day, got, digest,
-                                                        kept[source]["digest"] if source in kept else None)
-            out[source] = {"ok": True, "count": len(got), "day": day, "stored": bool(positions)}
-    finally:
-        if own:
-            client.close()
-    hub.read_models.catch_up()
+@endpoint
+async def list_models(request: Request) -> dict:
+    api = api_of(request)
+    pol = _policy(api)
+    book = gateway_of(api).price_book()
+    tiers = {t: {parse_entry(e).name: str(parse_entry(e)) for e in pol[t]} for t in ("orchestrator", "worker")}
+    out = []
+    for r in rm.providers(api.hub.read_models):
+        for m in r["models"]:
+            name = f"{r['id']}/{m}"
+            price = book.lookup(r["id"], m)
+            out.append({
+                "model": name, "provider": r["id"], "contributor": is_contributor(name),
+                "orchestrator": tiers["orchestrator"].get(name), "worker": tiers["worker"].get(name),
+                "price": price.public() if price else "unpriced",
+            })
+    return {"models": out}
+
+
+def _policy_view(api: Api) -> dict:
+    row = rm.policy_row(api.hub.read_models)
+    return {"policy": row["policy"], "changed_at": row["changed_at"], "by": row["by"], "efforts": list(EFFORTS)}
+
+
+@endpoint
+async def get_policy(request: Request) -> dict:
+    return _policy_view(api_of(request))
+
+
+@endpoint
+async def set_policy(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, PolicyBody)
+    changes = policy_changes(body, _policy(api))
+    ctx = api.context(request, "model policy")
+    await api.command(lambda: model_commands.set_policy(api.hub.commands, ctx, changes))
+    return _policy_view(api)
+
+
+@endpoint
+async def resolve_model(request: Request) -> dict:
+    api = api_of(request)
+    role = request.query_params.get("role") or None
+    own = request.query_params.get("model") or None
+    r = resolve(_policy(api), role, own)
+    return {"model": r.model, "source": r.source, "tier": r.tier}
+
+
+@endpoint
+async def decision(request: Request) -> dict:
+    api = api_of(request)
+    gw = gateway_of(api)
+    return {"decision_models": [{"model": m, "held": gw.held()} for m in _policy(api)["decision_models"]]}
+
+
+@endpoint
+async def get_prices(request: Request) -> dict:
+    api = api_of(request)
+    gw = gateway_of(api)
+    book = gw.price_book()
+    model = request.query_params.get("model")
+    lists = {source: {"day": r["day"], "count": r["count"], "kept_at": r["at"]}
+             for source, r in rm.price_lists(api.hub.read_models).items()}
+    shipped = {s: {"day": d, "count": len(p)} for s, (d, p) in (gw._snapshots or price_lists.snapshots()).items()}
+    out: dict[str, Any] = {"lists": lists, "snapshots": shipped, "unit": "credits per million tokens"}
+    if model:
+        provider, _, name = model.partition("/")
+        if not name:
+            raise ApiError("invalid_request", "name the model as provider/model")
+        price = book.lookup(provider, name)
+        out["price"] = price.public() if price else "unpriced"
     return out
 
 
-async def background(api: Api) -> None:
-    """The daily fetch of the public price lists, when the network allows."""
-    if os.environ.get(PRICE_FETCH_ENV, "").lower() in ("off", "0", "no", "false"):
-        return
-    await anyio.sleep(FIRST_FETCH_DELAY_S)
-    while True:
-        try:
-            result = await anyio.to_thread.run_sync(fetch_prices, api)
-            failed = [s for s, r in result.items() if not r["ok"]]
-            if failed:
-                print(f"apid: price lists not fetched ({', '.join(failed)}); the last good copy stays in use",
-                      file=sys.stderr)
-        except Exception as e:  # noqa: BLE001 - a failed fetch never stops the hub
-            print(f"apid: price fetch failed: {scrubber_of(api.hub).error_text(e)}", file=sys.stderr)
-        await anyio.sleep(price_lists.FETCH_EVERY_S)
+@endpoint
+async def refresh_prices(request: Request) -> dict:
+    return {"sources": await anyio.to_thread.run_sync(fetch_prices, api_of(request).hub)}
 
 
-def overview_counts(hub) -> dict:
-    rows = hub.read_models.states["models"].rows
-    meta = hub.read_models.states["usage"].rows.get("rm_usage_meta", "calls")
-    return {"providers": len(rows.all("rm_model_providers")), "model_calls": meta["value"] if meta else 0}
+@endpoint
+async def tokens(request: Request) -> dict:
+    return {"tokens": rm.gateway_links(api_of(request).hub.read_models)}
 
 
+@endpoint
+async def issue(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, TokenBody)
+    token = GATEWAY_TOKEN_PREFIX + secrets.token_urlsafe(GATEWAY_TOKEN_BYTES)
+    ctx = api.context(request, f"gateway token for agent {body.cid}")
+    await api.command(lambda: model_commands.issue_link(api.hub.commands, ctx, body.cid, body.role,
+                                                        token_sha256(token), body.model, body.task))
+    hub_url = api.hub.address or f"{request.url.scheme}://{request.url.netloc}"
+    return {"cid": body.cid, "role": body.role, "tier": tier_of(body.role), "token": token,
+            "base_urls": base_urls(hub_url, token), "api_key": "plaza"}
+
+
+@endpoint
+async def revoke(request: Request) -> dict:
+    api = api_of(request)
+    cid = request.path_params["cid"]
+    ctx = api.context(request, f"revoke the gateway token of agent {cid}")
+    await api.command(lambda: model_commands.revoke_link(api.hub.commands, ctx, cid))
+    return {"revoked": cid}
+
+
+ROUTES = [
+    Route("/v1/models", list_models),
+    Route("/v1/models/presets", presets),
+    Route("/v1/models/providers", providers),
+    Route("/v1/models/providers", add, methods=["POST"]),
+    Route("/v1/models/providers/{pid}", edit, methods=["PATCH"]),
+    Route("/v1/models/providers/{pid}", remove, methods=["DELETE"]),
+    Route("/v1/models/providers/{pid}/key", store_key, methods=["PUT"]),
+    Route("/v1/models/providers/{pid}/test", test, methods=["POST"]),
+    Route("/v1/models/policy", get_policy),
+    Route("/v1/models/policy", set_policy, methods=["PATCH"]),
+    Route("/v1/models/resolve", resolve_model),
+    Route("/v1/models/decision", decision),
+    Route("/v1/models/prices", get_prices),
+    Route("/v1/models/prices/refresh", refresh_prices, methods=["POST"]),
+    Route("/v1/models/gateway-tokens", tokens),
+    Route("/v1/models/gateway-tokens", issue, methods=["POST"]),
+    Route("/v1/models/gateway-tokens/{cid}", revoke, methods=["DELETE"]),
+]

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ...domain.base import Refusal
-from ...domain.vault import AUDIT_MAX_LIMIT
 from ...projections.vault import vault_entries
+from ...wire import AUDIT_MAX_LIMIT
 from ..errors import Body, read_body
 from ..hub import Hub
 from ..kit import Api
-
-#: How often the hub records the use groups whose minute has ended.
-USE_FLUSH_INTERVAL_S = 10.0
 
 
 class UnsealBody(Body):
@@ -86,15 +82,6 @@ def vault_overview(hub: Hub) -> dict:
         return {"state": "absent", "entries": 0}
     s = hub.vault.status()
     return {"state": s["state"], "entries": s["entries"], "slots": len(s["slots"])}
-
-
-async def background(api: Api) -> None:
-    """Record ended use groups every few seconds, so a quiet minute is not held back."""
-    hub = api.hub
-    while True:
-        await anyio.sleep(USE_FLUSH_INTERVAL_S)
-        if hub.vault is not None:
-            await anyio.to_thread.run_sync(hub.vault.flush_uses)
 
 
 def routes(api: Api) -> list:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from ...events.anchor import AnchorSyntax, parse_anchor
 from .. import offline
 from ..env import Env
 from ..output import refuse
@@ -54,8 +53,8 @@ def run(env: Env) -> int:
     params = {}
     if args.anchor is not None:
         try:
-            given = parse_anchor(args.anchor)
-        except AnchorSyntax as e:
+            given = offline.parse_anchor(args.anchor)
+        except offline.AnchorSyntax as e:
             print(f"agentplaza: --anchor: {e} (invalid_anchor)", file=sys.stderr)
             return USAGE_EXIT
         params["anchor"] = args.anchor.strip()

@@ -11,8 +11,8 @@ import getpass
 import sys
 from pathlib import Path
 
-from ...domain.vault import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING, KINDS
-from ...vault.files import shred
+from ...wire import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING
+from ...wire import VAULT_KINDS as KINDS
 from .. import offline
 from ..env import Env
 from ..output import pairs, refuse, table
@@ -196,7 +196,7 @@ def _import(env: Env) -> int:
     env.show(d, render_import)
     if args.shred:
         if d["all_imported"]:
-            shred(path)
+            offline.shred(path)
             print(f"agentplaza: {path} overwritten with zeros and deleted", file=sys.stderr)
         else:
             print(f"agentplaza: {path} kept: not every key was imported", file=sys.stderr)
