@@ -28,3 +28,15 @@ DOTENV_WARNING = (
     "warning: .env files are discouraged: the file is plain text, easy to copy by accident, "
     "and does not say which consumer each key is for; delete it once its keys are in the vault"
 )
+
+# -- the treasury ---------------------------------------------------------------------------
+#: The kinds of journal entry, as the journal shows them.
+JOURNAL_KINDS = ("Mint", "Subcontract", "Spend", "Model call", "Payment", "Refund", "Fine", "Transfer", "Bonus")
+#: What the wallets list sorts by, and what the payments list filters by ("all": no filter).
+WALLET_SORTS = ("balance", "earned", "spent", "name", "role", "cid")
+PAYMENT_STATUSES = ("pending", "approved", "denied", "all")
+
+# -- model usage ----------------------------------------------------------------------------
+#: What usage may be split on ("agent" is the caller's CID), and its buckets.
+USAGE_SPLITS = ("model", "agent", "role", "provider", "route")
+USAGE_BUCKETS = ("hour", "day")

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..wire import JOURNAL_KINDS
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
 
 # -- the guide's numbers, each beside the rule that uses it -------------------
@@ -74,7 +75,8 @@ REFUND = "Refund"  # what is left in an escrow, back to the budget
 FINE = "Fine"
 TRANSFER = "Transfer"  # an agent pays another (the payment tool), or a direct transfer
 BONUS = "Bonus"  # a hiring agent's bonus to its contact when the hired work passes
-KINDS = (MINT, SUBCONTRACT, SPEND, MODEL_CALL, PAYMENT, REFUND, FINE, TRANSFER, BONUS)
+KINDS = JOURNAL_KINDS
+assert KINDS == (MINT, SUBCONTRACT, SPEND, MODEL_CALL, PAYMENT, REFUND, FINE, TRANSFER, BONUS)
 #: What counts towards the daily send limit.
 SEND_KINDS = (TRANSFER, BONUS)
 

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from ..domain.models import stored_policy
 from ..events.records import EventRecord
+from ..wire import USAGE_BUCKETS, USAGE_SPLITS
 from .framework import Projection, Rows, append_only, metadata
 
 if TYPE_CHECKING:
@@ -235,9 +236,9 @@ def overview_counts(models: ReadModels) -> dict:
 
 
 #: The length of an hour's key that names a usage bucket.
-BUCKETS = {"hour": 13, "day": 10}
+BUCKETS = dict(zip(USAGE_BUCKETS, (13, 10), strict=True))
 #: What usage may be split on; "agent" is the caller's CID.
-BY = {"model": "model", "agent": "cid", "role": "role", "provider": "provider", "route": "route"}
+BY = {name: "cid" if name == "agent" else name for name in USAGE_SPLITS}
 #: The most points one usage series returns.
 MAX_SERIES_ROWS = 10_000
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from ..domain import treasury as t
 from ..domain.base import Refusal
 from ..events.records import EventRecord
+from ..wire import WALLET_SORTS
 from .framework import Projection, Rows, append_only, metadata
 
 if TYPE_CHECKING:
@@ -221,10 +222,7 @@ class TreasuryProjection(Projection):
 
 # -- the queries the treasury's screens make (read models only) -----------------------------
 
-#: What the wallets list sorts by.
-SORTS = {"name", "role", "balance", "earned", "spent", "cid"}
-#: What the payments list filters by ("all": no filter).
-PAYMENT_STATUSES = ("pending", "approved", "denied", "all")
+SORTS = set(WALLET_SORTS)
 
 
 def _totals(models: ReadModels) -> dict[str, int]:

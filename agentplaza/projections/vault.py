@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sqlalchemy as sa
 
+from ..domain.base import Refusal
 from ..events.records import EventRecord
 from .framework import Projection, Rows, metadata
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
 
 vault_entries = sa.Table(
     "rm_vault_entries",
@@ -80,3 +86,17 @@ class VaultProjection(Projection):
         row = rows.get("rm_vault_entries", e.data.get("secret_id") or "")
         if row is not None:
             rows.put("rm_vault_entries", dict(row, denied=row["denied"] + 1))
+
+
+# -- the queries of the vault's screens (names, kinds, scopes, bindings, versions; never a value) ---------
+
+
+def entry_rows(models: ReadModels) -> list[dict]:
+    return models.rows(vault_entries, order_by=vault_entries.c.name)
+
+
+def entry_row(models: ReadModels, secret_id: str) -> dict:
+    rows = models.rows(vault_entries, vault_entries.c.id == secret_id)
+    if not rows:
+        raise Refusal("unknown_secret", f"no vault entry {secret_id}")
+    return rows[0]

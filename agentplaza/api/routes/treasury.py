@@ -16,6 +16,7 @@ from ...commands.unit import Done
 from ...domain import treasury as t
 from ...projections import treasury as rm
 from ...when import parse_when
+from ...wire import PAYMENT_STATUSES
 from ..errors import ApiError, Body, read_body
 from ..kit import MAX_LIST_LIMIT, api_of, endpoint
 
@@ -129,7 +130,7 @@ async def post_fine(request: Request) -> dict:
 async def get_payments(request: Request) -> dict:
     api = api_of(request)
     status = request.query_params.get("status", "pending")
-    if status not in rm.PAYMENT_STATUSES:
+    if status not in PAYMENT_STATUSES:
         raise ApiError("invalid_request", "status is pending, approved, denied or all")
     limit = api.int_param(request, "limit", 100, 1, MAX_LIST_LIMIT)
     rows = await api.query(rm.payments_list, api.hub.read_models, None if status == "all" else status, limit)

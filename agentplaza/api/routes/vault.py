@@ -14,11 +14,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ...domain.base import Refusal
-from ...projections.vault import vault_entries
+from ...projections import vault as rm
+from ...vault.service import VaultService
 from ...wire import AUDIT_MAX_LIMIT
 from ..errors import Body, read_body
 from ..hub import Hub
-from ..kit import Api
+from ..kit import Api, api_of, endpoint
 
 
 class UnsealBody(Body):
@@ -72,10 +73,6 @@ class SlotBody(Body):
     passphrase: str | None = None
 
 
-def entry_rows(hub: Hub) -> list[dict]:
-    return hub.read_models.rows(vault_entries, order_by=vault_entries.c.name)
-
-
 def vault_overview(hub: Hub) -> dict:
     """The overview's vault line: state and entry count."""
     if hub.vault is None:
@@ -84,135 +81,183 @@ def vault_overview(hub: Hub) -> dict:
     return {"state": s["state"], "entries": s["entries"], "slots": len(s["slots"])}
 
 
-def routes(api: Api) -> list:
-    hub = api.hub
+def vault_of(api: Api) -> VaultService:
+    if api.hub.vault is None:
+        raise Refusal("vault_absent", "this hub has no vault")
+    return api.hub.vault
 
-    def vault():
-        if hub.vault is None:
-            raise Refusal("vault_absent", "this hub has no vault")
-        return hub.vault
 
-    async def act(fn, *args: Any) -> Any:
-        """Run a vault operation off the event loop, then let the read models catch up with it."""
-        result = await api.query(fn, *args)
-        await api.follower.settle(hub.store.max_position())
-        return result
+async def act(api: Api, fn, *args: Any) -> Any:
+    """Run a vault operation off the event loop, then let the read models catch up with it."""
+    result = await api.query(fn, *args)
+    await api.follower.settle(api.hub.store.max_position())
+    return result
 
-    def one(secret_id: str) -> dict:
-        rows = hub.read_models.rows(vault_entries, vault_entries.c.id == secret_id)
-        if not rows:
-            raise Refusal("unknown_secret", f"no vault entry {secret_id}")
-        return rows[0]
 
-    async def status(request: Request) -> dict:
-        return await api.query(vault().status)
+@endpoint
+async def status(request: Request) -> dict:
+    api = api_of(request)
+    return await api.query(vault_of(api).status)
 
-    async def unseal(request: Request) -> dict:
-        body = await read_body(request, UnsealBody)
-        secret = body.code if body.method == "recovery" else body.passphrase
-        return await act(lambda: vault().unseal(body.method, secret, actor="owner"))
 
-    async def seal(request: Request) -> dict:
-        body = await read_body(request, ReasonBody)
-        return await act(lambda: vault().seal(actor="owner", reason=body.reason))
+@endpoint
+async def unseal(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, UnsealBody)
+    secret = body.code if body.method == "recovery" else body.passphrase
+    return await act(api, lambda: vault_of(api).unseal(body.method, secret, actor="owner"))
 
-    async def list_secrets(request: Request) -> dict:
-        return {"secrets": await api.query(entry_rows, hub)}
 
-    async def add_secret(request: Request) -> JSONResponse:
-        body = await read_body(request, SetBody)
-        ctx = api.context(request)
-        e = await act(lambda: vault().set(ctx, body.name, body.value, kind=body.kind, label=body.label,
-                                          scope=body.scope, nodes=body.nodes, bindings=body.bindings))
-        return JSONResponse(await api.query(one, e.id), status_code=201)
+@endpoint
+async def seal(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, ReasonBody)
+    return await act(api, lambda: vault_of(api).seal(actor="owner", reason=body.reason))
 
-    async def get_secret(request: Request) -> dict:
-        return await api.query(one, request.path_params["id"])
 
-    async def patch_secret(request: Request) -> dict:
-        body = await read_body(request, PatchBody)
-        ctx = api.context(request)
-        sid = request.path_params["id"]
-        await act(lambda: vault().rebind(ctx, sid, label=body.label, scope=body.scope, nodes=body.nodes, bindings=body.bindings))
-        return await api.query(one, sid)
+@endpoint
+async def list_secrets(request: Request) -> dict:
+    api = api_of(request)
+    return {"secrets": await api.query(rm.entry_rows, api.hub.read_models)}
 
-    async def rotate(request: Request) -> dict:
-        body = await read_body(request, ValueBody)
-        ctx = api.context(request)
-        sid = request.path_params["id"]
-        await act(lambda: vault().rotate(ctx, sid, body.value))
-        return await api.query(one, sid)
 
-    async def rollback(request: Request) -> dict:
-        body = await read_body(request, RollbackBody)
-        ctx = api.context(request)
-        sid = request.path_params["id"]
-        await act(lambda: vault().rollback(ctx, sid, body.v))
-        return await api.query(one, sid)
+@endpoint
+async def add_secret(request: Request) -> JSONResponse:
+    api = api_of(request)
+    body = await read_body(request, SetBody)
+    ctx = api.context(request)
+    e = await act(api, lambda: vault_of(api).set(ctx, body.name, body.value, kind=body.kind, label=body.label,
+                                                 scope=body.scope, nodes=body.nodes, bindings=body.bindings))
+    return JSONResponse(await api.query(rm.entry_row, api.hub.read_models, e.id), status_code=201)
 
-    async def delete_secret(request: Request) -> dict:
-        ctx = api.context(request)
-        sid = request.path_params["id"]
-        destroyed = await act(lambda: vault().remove(ctx, sid))
-        return {"deleted": sid, "destroyed_versions": destroyed}
 
-    async def import_env(request: Request) -> dict:
-        body = await read_body(request, ImportBody)
-        ctx = api.context(request, "import of a .env file")
-        return await act(lambda: vault().import_env(ctx, body.text, nodes=body.nodes, bindings=body.bindings))
+@endpoint
+async def get_secret(request: Request) -> dict:
+    api = api_of(request)
+    return await api.query(rm.entry_row, api.hub.read_models, request.path_params["id"])
 
-    async def audit(request: Request) -> dict:
-        after = api.int_param(request, "after", 0, 0)
-        limit = api.int_param(request, "limit", 100, 1, AUDIT_MAX_LIMIT)
-        return {"lines": await act(lambda: vault().audit_lines(after, limit))}
 
-    async def audit_verify(request: Request) -> dict:
-        return await act(vault().audit_verify)
+@endpoint
+async def patch_secret(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, PatchBody)
+    ctx = api.context(request)
+    sid = request.path_params["id"]
+    await act(api, lambda: vault_of(api).rebind(ctx, sid, label=body.label, scope=body.scope, nodes=body.nodes,
+                                                bindings=body.bindings))
+    return await api.query(rm.entry_row, api.hub.read_models, sid)
 
-    async def recovery(request: Request) -> dict:
-        ctx = api.context(request)
-        made = await act(lambda: vault().new_recovery_code(ctx))
-        return dict(made, note="shown once: write it down; a new code replaces this one")
 
-    async def add_slot(request: Request) -> JSONResponse:
-        body = await read_body(request, SlotBody)
-        ctx = api.context(request)
-        if body.kind == "passphrase":
-            made = await act(lambda: vault().add_passphrase(ctx, body.passphrase or ""))
-        else:
-            made = await act(lambda: vault().add_keyfile(ctx))
-        return JSONResponse(made, status_code=201)
+@endpoint
+async def rotate(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, ValueBody)
+    ctx = api.context(request)
+    sid = request.path_params["id"]
+    await act(api, lambda: vault_of(api).rotate(ctx, sid, body.value))
+    return await api.query(rm.entry_row, api.hub.read_models, sid)
 
-    async def remove_slot(request: Request) -> dict:
-        ctx = api.context(request)
-        sid = request.path_params["id"]
-        return await act(lambda: vault().remove_slot(ctx, sid))
 
-    async def rekey(request: Request) -> dict:
-        body = await read_body(request, RekeyBody)
-        ctx = api.context(request)
-        return await act(lambda: vault().rekey(ctx, passphrase=body.passphrase, recovery=body.recovery))
+@endpoint
+async def rollback(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, RollbackBody)
+    ctx = api.context(request)
+    sid = request.path_params["id"]
+    await act(api, lambda: vault_of(api).rollback(ctx, sid, body.v))
+    return await api.query(rm.entry_row, api.hub.read_models, sid)
 
-    async def consumers(request: Request) -> dict:
-        return await api.query(vault().consumers)
 
-    return [
-        Route("/v1/vault", api.endpoint(status)),
-        Route("/v1/vault/unseal", api.endpoint(unseal), methods=["POST"]),
-        Route("/v1/vault/seal", api.endpoint(seal), methods=["POST"]),
-        Route("/v1/vault/secrets", api.endpoint(list_secrets)),
-        Route("/v1/vault/secrets", api.endpoint(add_secret), methods=["POST"]),
-        Route("/v1/vault/secrets/{id}", api.endpoint(get_secret)),
-        Route("/v1/vault/secrets/{id}", api.endpoint(patch_secret), methods=["PATCH"]),
-        Route("/v1/vault/secrets/{id}", api.endpoint(delete_secret), methods=["DELETE"]),
-        Route("/v1/vault/secrets/{id}/value", api.endpoint(rotate), methods=["PUT"]),
-        Route("/v1/vault/secrets/{id}/rollback", api.endpoint(rollback), methods=["POST"]),
-        Route("/v1/vault/import", api.endpoint(import_env), methods=["POST"]),
-        Route("/v1/vault/audit", api.endpoint(audit)),
-        Route("/v1/vault/audit/verify", api.endpoint(audit_verify)),
-        Route("/v1/vault/recovery", api.endpoint(recovery), methods=["POST"]),
-        Route("/v1/vault/slots", api.endpoint(add_slot), methods=["POST"]),
-        Route("/v1/vault/slots/{id}", api.endpoint(remove_slot), methods=["DELETE"]),
-        Route("/v1/vault/rekey", api.endpoint(rekey), methods=["POST"]),
-        Route("/v1/vault/consumers", api.endpoint(consumers)),
-    ]
+@endpoint
+async def delete_secret(request: Request) -> dict:
+    api = api_of(request)
+    ctx = api.context(request)
+    sid = request.path_params["id"]
+    destroyed = await act(api, lambda: vault_of(api).remove(ctx, sid))
+    return {"deleted": sid, "destroyed_versions": destroyed}
+
+
+@endpoint
+async def import_env(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, ImportBody)
+    ctx = api.context(request, "import of a .env file")
+    return await act(api, lambda: vault_of(api).import_env(ctx, body.text, nodes=body.nodes, bindings=body.bindings))
+
+
+@endpoint
+async def audit(request: Request) -> dict:
+    api = api_of(request)
+    after = api.int_param(request, "after", 0, 0)
+    limit = api.int_param(request, "limit", 100, 1, AUDIT_MAX_LIMIT)
+    return {"lines": await act(api, lambda: vault_of(api).audit_lines(after, limit))}
+
+
+@endpoint
+async def audit_verify(request: Request) -> dict:
+    api = api_of(request)
+    return await act(api, vault_of(api).audit_verify)
+
+
+@endpoint
+async def recovery(request: Request) -> dict:
+    api = api_of(request)
+    ctx = api.context(request)
+    made = await act(api, lambda: vault_of(api).new_recovery_code(ctx))
+    return dict(made, note="shown once: write it down; a new code replaces this one")
+
+
+@endpoint
+async def add_slot(request: Request) -> JSONResponse:
+    api = api_of(request)
+    body = await read_body(request, SlotBody)
+    ctx = api.context(request)
+    if body.kind == "passphrase":
+        made = await act(api, lambda: vault_of(api).add_passphrase(ctx, body.passphrase or ""))
+    else:
+        made = await act(api, lambda: vault_of(api).add_keyfile(ctx))
+    return JSONResponse(made, status_code=201)
+
+
+@endpoint
+async def remove_slot(request: Request) -> dict:
+    api = api_of(request)
+    ctx = api.context(request)
+    sid = request.path_params["id"]
+    return await act(api, lambda: vault_of(api).remove_slot(ctx, sid))
+
+
+@endpoint
+async def rekey(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, RekeyBody)
+    ctx = api.context(request)
+    return await act(api, lambda: vault_of(api).rekey(ctx, passphrase=body.passphrase, recovery=body.recovery))
+
+
+@endpoint
+async def consumers(request: Request) -> dict:
+    api = api_of(request)
+    return await api.query(vault_of(api).consumers)
+
+
+ROUTES = [
+    Route("/v1/vault", status),
+    Route("/v1/vault/unseal", unseal, methods=["POST"]),
+    Route("/v1/vault/seal", seal, methods=["POST"]),
+    Route("/v1/vault/secrets", list_secrets),
+    Route("/v1/vault/secrets", add_secret, methods=["POST"]),
+    Route("/v1/vault/secrets/{id}", get_secret),
+    Route("/v1/vault/secrets/{id}", patch_secret, methods=["PATCH"]),
+    Route("/v1/vault/secrets/{id}", delete_secret, methods=["DELETE"]),
+    Route("/v1/vault/secrets/{id}/value", rotate, methods=["PUT"]),
+    Route("/v1/vault/secrets/{id}/rollback", rollback, methods=["POST"]),
+    Route("/v1/vault/import", import_env, methods=["POST"]),
+    Route("/v1/vault/audit", audit),
+    Route("/v1/vault/audit/verify", audit_verify),
+    Route("/v1/vault/recovery", recovery, methods=["POST"]),
+    Route("/v1/vault/slots", add_slot, methods=["POST"]),
+    Route("/v1/vault/slots/{id}", remove_slot, methods=["DELETE"]),
+    Route("/v1/vault/rekey", rekey, methods=["POST"]),
+    Route("/v1/vault/consumers", consumers),
+]

@@ -4,46 +4,12 @@ from __future__ import annotations
 
 import json
 
-from ..env import Env
+from ...wire import JOURNAL_KINDS, PAYMENT_STATUSES, WALLET_SORTS
+from ..actions import Action, Area, arg
 from ..output import pairs, table
 
-NAME = "treasury"
-KINDS = ("Mint", "Subcontract", "Spend", "Model call", "Payment", "Refund", "Fine", "Transfer", "Bonus")
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="balances, wallets and the journal; mint into the budget, fine an agent")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    s.add_parser("balances", help="the plaza budget, the treasury, what is in circulation")
-    w = s.add_parser("wallets", help="one row per agent: name, role, balance, earned, spent, share")
-    w.add_argument("--sort", default="balance", choices=["balance", "earned", "spent", "name", "role", "cid"])
-    w.add_argument("--asc", action="store_true", help="smallest first")
-    j = s.add_parser("journal", help="every entry, newest first")
-    j.add_argument("--kind", choices=KINDS, help="only this kind of entry")
-    j.add_argument("--wallet", metavar="CID", help="only entries concerning this agent's wallet")
-    j.add_argument("--task", help="only entries of this task")
-    j.add_argument("--limit", type=int, default=50)
-    j.add_argument("--before", type=int, help="older than this position (load older entries)")
-    m = s.add_parser("mint", help="mint whole credits into the plaza budget")
-    m.add_argument("amount", type=int, metavar="N")
-    m.add_argument("--memo")
-    f = s.add_parser("fine", help="fine an agent: credits from its wallet to the plaza's treasury")
-    f.add_argument("cid", metavar="CID")
-    f.add_argument("amount", type=int, metavar="AMOUNT")
-    f.add_argument("--memo", required=True, help="what the fine is for")
-    e = s.add_parser("explain", help="the postings that make up an account's balance")
-    e.add_argument("account", metavar="ACCOUNT", help="budget, treasury, mint, model-costs, wallet:CID, escrow:TASK or a CID")
-    e.add_argument("--limit", type=int, default=100)
-    e.add_argument("--before", type=int)
-    fl = s.add_parser("flows", help="Minted, Escrowed, Paid, Refunded, Fined, Spent and In circulation over a range")
-    fl.add_argument("--from", dest="start")
-    fl.add_argument("--to", dest="end")
-    se = s.add_parser("series", help="balances and flows by hour or by day")
-    se.add_argument("--by", choices=["hour", "day"], default="day")
-    se.add_argument("--from", dest="start")
-    se.add_argument("--to", dest="end")
-    pa = s.add_parser("payments", help="payments above approve_over waiting for you")
-    pa.add_argument("--status", choices=["pending", "approved", "denied", "all"], default="pending")
+WALLET_COLUMNS = ["cid", "name", "role", "balance", "earned", "spent", "share"]
+PAYMENT_COLUMNS = ["id", "payer", "payee", "amount", "memo", "task", "status", "held_at"]
 
 
 def render_balances(b: dict) -> str:
@@ -93,37 +59,60 @@ def render_entry(d: dict) -> str:
     return "\n".join(lines) or json.dumps(d)
 
 
-def run(env: Env) -> int:
-    args, c = env.args, env.client
-    a = args.action
-    if a in (None, "balances"):
-        return env.show(c.get("/v1/treasury/balances"), render_balances)
-    if a == "wallets":
-        return env.show(c.get("/v1/treasury/wallets", sort=args.sort, order="asc" if args.asc else "desc"),
-                        lambda d: table(d["wallets"], ["cid", "name", "role", "balance", "earned", "spent", "share"]))
-    if a == "journal":
-        return env.show(c.get("/v1/treasury/journal", kind=args.kind, wallet=args.wallet, task=args.task,
-                              limit=args.limit, before=args.before), render_journal)
-    if a == "mint":
-        body = {"amount": args.amount, **({"memo": args.memo} if args.memo else {})}
-        return env.show(c.post("/v1/treasury/mint", body),
-                        lambda d: render_entry(d) + "\n\n" + render_balances(d["balances"]))
-    if a == "fine":
-        return env.show(c.post("/v1/treasury/fines", {"cid": args.cid, "amount": args.amount, "memo": args.memo}),
-                        render_entry)
-    if a == "explain":
-        return env.show(c.request("GET", f"/v1/treasury/accounts/{args.account}/explain",
-                                  params={k: v for k, v in {"limit": args.limit, "before": args.before}.items() if v is not None}),
-                        render_explain)
-    if a == "flows":
-        return env.show(c.get("/v1/treasury/flows", **{"from": args.start, "to": args.end}),
-                        lambda d: pairs({"Minted": d["flows"]["minted"], "Escrowed": d["flows"]["escrowed"],
-                                         "Paid": d["flows"]["paid"], "Refunded": d["flows"]["refunded"],
-                                         "Fined": d["flows"]["fined"], "Spent": d["flows"]["spent"],
-                                         "In circulation": d["flows"]["in_circulation"],
-                                         "(Model calls)": d["flows"]["model_calls"]}))
-    if a == "series":
-        return env.show(c.get("/v1/treasury/series", by=args.by, **{"from": args.start, "to": args.end}),
-                        lambda d: table(d["series"]))
-    return env.show(c.get("/v1/treasury/payments", status=args.status), lambda d: table(
-        d["payments"], ["id", "payer", "payee", "amount", "memo", "task", "status", "held_at"]))
+def render_minted(d: dict) -> str:
+    return render_entry(d) + "\n\n" + render_balances(d["balances"])
+
+
+def render_flows(d: dict) -> str:
+    f = d["flows"]
+    return pairs({"Minted": f["minted"], "Escrowed": f["escrowed"], "Paid": f["paid"], "Refunded": f["refunded"],
+                  "Fined": f["fined"], "Spent": f["spent"], "In circulation": f["in_circulation"],
+                  "(Model calls)": f["model_calls"]})
+
+
+RANGE = (arg("--from", dest="start"), arg("--to", dest="end"))
+
+AREA = Area("treasury", "balances, wallets and the journal; mint into the budget, fine an agent", (
+    Action("balances", "the plaza budget, the treasury, what is in circulation", "GET", "/v1/treasury/balances",
+           render=render_balances, default=True),
+    Action("wallets", "one row per agent: name, role, balance, earned, spent, share", "GET", "/v1/treasury/wallets",
+           args=(arg("--sort", default="balance", choices=list(WALLET_SORTS)),
+                 arg("--asc", action="store_true", help="smallest first")),
+           query=lambda a: {"sort": a.sort, "order": "asc" if a.asc else "desc"},
+           render=lambda d: table(d["wallets"], WALLET_COLUMNS)),
+    Action("journal", "every entry, newest first", "GET", "/v1/treasury/journal",
+           args=(arg("--kind", choices=JOURNAL_KINDS, help="only this kind of entry"),
+                 arg("--wallet", metavar="CID", help="only entries concerning this agent's wallet"),
+                 arg("--task", help="only entries of this task"),
+                 arg("--limit", type=int, default=50),
+                 arg("--before", type=int, help="older than this position (load older entries)")),
+           query=lambda a: {"kind": a.kind, "wallet": a.wallet, "task": a.task, "limit": a.limit,
+                            "before": a.before},
+           render=render_journal),
+    Action("mint", "mint whole credits into the plaza budget", "POST", "/v1/treasury/mint",
+           args=(arg("amount", type=int, metavar="N"), arg("--memo")),
+           body=lambda a: {"amount": a.amount, **({"memo": a.memo} if a.memo else {})},
+           render=render_minted),
+    Action("fine", "fine an agent: credits from its wallet to the plaza's treasury", "POST", "/v1/treasury/fines",
+           args=(arg("cid", metavar="CID"), arg("amount", type=int, metavar="AMOUNT"),
+                 arg("--memo", required=True, help="what the fine is for")),
+           body=lambda a: {"cid": a.cid, "amount": a.amount, "memo": a.memo},
+           render=render_entry),
+    Action("explain", "the postings that make up an account's balance", "GET",
+           "/v1/treasury/accounts/{account}/explain",
+           args=(arg("account", metavar="ACCOUNT",
+                     help="budget, treasury, mint, model-costs, wallet:CID, escrow:TASK or a CID"),
+                 arg("--limit", type=int, default=100), arg("--before", type=int)),
+           query=lambda a: {"limit": a.limit, "before": a.before},
+           render=render_explain),
+    Action("flows", "Minted, Escrowed, Paid, Refunded, Fined, Spent and In circulation over a range", "GET",
+           "/v1/treasury/flows", args=RANGE, query=lambda a: {"from": a.start, "to": a.end}, render=render_flows),
+    Action("series", "balances and flows by hour or by day", "GET", "/v1/treasury/series",
+           args=(arg("--by", choices=["hour", "day"], default="day"), *RANGE),
+           query=lambda a: {"by": a.by, "from": a.start, "to": a.end},
+           render=lambda d: table(d["series"])),
+    Action("payments", "payments above approve_over waiting for you", "GET", "/v1/treasury/payments",
+           args=(arg("--status", choices=list(PAYMENT_STATUSES), default="pending"),),
+           query=lambda a: {"status": a.status},
+           render=lambda d: table(d["payments"], PAYMENT_COLUMNS)),
+))

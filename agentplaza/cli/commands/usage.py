@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
+from ...wire import USAGE_BUCKETS, USAGE_SPLITS
+from ..actions import Action, Area, arg
 from ..env import Env
 from ..output import pairs, table
 
-NAME = "usage"
-BY = ("model", "agent", "role", "provider", "route")
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="model calls: tokens, cost and the recent calls")
-    p.add_argument("--since", help="from this time (ISO 8601, UTC)")
-    p.add_argument("--until", help="up to this time")
-    p.add_argument("--by", choices=BY, help="split the totals (or the series) by this")
-    p.add_argument("--series", choices=("hour", "day"), help="totals in hourly or daily buckets")
-    p.add_argument("--calls", type=int, metavar="N", help="the N most recent calls")
-    for f in BY:
-        p.add_argument(f"--{f}-is", dest=f"only_{f}", metavar=f.upper(), help=f"only this {f}")
+BY = USAGE_SPLITS
 
 
 def _filters(args) -> dict:
@@ -28,15 +18,15 @@ def _filters(args) -> dict:
 
 
 SUMMARY_COLUMNS = ["calls", "input_tokens", "output_tokens", "cache_read_tokens", "cost", "charged"]
+CALL_COLUMNS = ["at", "agent", "role", "provider", "model", "route", "input_tokens", "output_tokens", "cost", "task",
+                "status"]
 
 
 def run(env: Env) -> int:
     args, c = env.args, env.client
     if args.calls:
         f = {k: v for k, v in _filters(args).items() if k not in ("since", "until")}
-        return env.show(c.get("/v1/usage/calls", limit=args.calls, **f), lambda d: table(
-            d["calls"], ["at", "agent", "role", "provider", "model", "route", "input_tokens", "output_tokens",
-                         "cost", "task", "status"]))
+        return env.show(c.get("/v1/usage/calls", limit=args.calls, **f), lambda d: table(d["calls"], CALL_COLUMNS))
     if args.series:
         return env.show(c.get("/v1/usage/series", bucket=args.series, by=args.by, **_filters(args)), lambda d: table(
             d["series"], ["bucket"] + ([args.by] if args.by else []) + SUMMARY_COLUMNS))
@@ -49,3 +39,15 @@ def run(env: Env) -> int:
         return text
 
     return env.show(out, render)
+
+
+AREA = Area("usage", "model calls: tokens, cost and the recent calls", (
+    Action("show", "the totals (split --by), a --series, or the --calls most recent", run=run, default=True),
+), top=(
+    arg("--since", help="from this time (ISO 8601, UTC)"),
+    arg("--until", help="up to this time"),
+    arg("--by", choices=BY, help="split the totals (or the series) by this"),
+    arg("--series", choices=USAGE_BUCKETS, help="totals in hourly or daily buckets"),
+    arg("--calls", type=int, metavar="N", help="the N most recent calls"),
+    *[arg(f"--{f}-is", dest=f"only_{f}", metavar=f.upper(), help=f"only this {f}") for f in BY],
+))
