@@ -171,7 +171,7 @@ def test_withdraw_by_the_owner_or_the_orchestrator_returns_the_escrow(p):
 
 def test_a_worker_claims_an_open_task_itself(p):
     n = task(p)
-    refused(p, "wrong_role", tk.claim, p.ctx("agent:5"), n, "5", "critic")
+    refused(p, "wrong_role", tk.claim, p.ctx("agent:5"), n, "5", "tester")
     tk.claim(p.cmds, p.ctx("agent:5"), n, "5", "builder")
     assert state(p, n) == ("claimed", "working", "5", None)
     refused(p, "worker_busy", tk.claim, p.ctx("agent:5"), task(p), "5", "builder")
@@ -203,7 +203,7 @@ def test_an_ended_task_never_changes_again(p):
 
 
 def test_only_an_open_task_is_claimed_and_only_by_its_role(p):
-    workers(p, ("7", "builder"), ("8", "builder"), ("6", "critic"))
+    workers(p, ("7", "builder"), ("8", "builder"), ("6", "tester"))
     n = task(p)
     refused(p, "wrong_role", tk.assign, p.ctx(), n, "6")
     tk.assign(p.cmds, p.ctx(), n, "7")
@@ -272,7 +272,7 @@ def test_workers_of_the_role_bid_and_the_owner_awards_one(p):
     #  and the awarded worker takes the task, just as if you had assigned it."
     workers(p, ("7", "builder"), ("8", "builder"))
     n = task(p, 500)
-    refused(p, "wrong_role", tk.bid, p.ctx("agent:6"), n, "6", "critic", 100)
+    refused(p, "wrong_role", tk.bid, p.ctx("agent:6"), n, "6", "tester", 100)
     refused(p, "bid_over_budget", tk.bid, p.ctx("agent:7"), n, "7", "builder", 501)
     refused(p, "invalid_price", tk.bid, p.ctx("agent:7"), n, "7", "builder", 0)
     tk.bid(p.cmds, p.ctx("agent:7"), n, "7", "builder", 300)
@@ -297,7 +297,7 @@ def test_a_task_without_a_role_is_not_an_open_call(p):
 def test_the_scheduler_gives_open_tasks_to_idle_workers_of_their_role_oldest_first(p):
     # "The scheduler gives each open task to an idle worker agent. The worker has the task's role,
     #  or any worker if the task names no role."
-    workers(p, ("7", "builder"), ("8", "critic"))
+    workers(p, ("7", "builder"), ("8", "tester"))
     a = task(p, role="builder")
     b = task(p, role="builder")
     c = task(p, role=None)

@@ -80,7 +80,8 @@ from ..domain.models import (
     tier_of,
     vault_key_name,
 )
-from ..domain.plaza import HELD_MESSAGE, PLAZA_ID
+from ..domain.plaza import HELD_MESSAGE
+from ..domain.plaza import held as plaza_held
 from ..domain.treasury import own_loop_charge
 from ..domain.vault import HUB_NODE, Denied, resolve
 from ..vault.scrub import NOTHING_HELD, Scrubber, scrubber_of
@@ -382,8 +383,7 @@ class Gateway:
         return self.hub.read_models.states[projection].rows
 
     def held(self) -> bool:
-        row = self._rows("plaza").get("rm_plaza", PLAZA_ID.hex)
-        return bool(row and row["held"])
+        return plaza_held(lambda plaza_id: self._rows("plaza").get("rm_plaza", plaza_id.hex))
 
     def policy(self) -> dict:
         row = self._rows("models").get("rm_model_policy", "policy")

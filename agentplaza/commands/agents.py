@@ -19,6 +19,7 @@ from ..domain.agents import (
     transcript_id,
 )
 from ..domain.base import Context, Refusal
+from ..domain.conduct import Conduct, conduct_id, mode_of
 from .unit import Commands
 
 
@@ -57,7 +58,7 @@ def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | 
         for agent_id, cid in zip(ids, cids):
             a = Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model)
             t = Transcript.open(ctx, agent_id, cid)
-            made += [a, t]
+            made += [a, t, Conduct.for_new_agent(ctx, cmds.store.get(conduct_id(cid)), cid)]
         out[:] = cids
         return made
 
@@ -80,7 +81,9 @@ def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str)
         made: list[Any] = [n]
         for agent_id, cid in zip(ids, cids):
             made += [src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
-                     Transcript.open(ctx, agent_id, cid)]
+                     Transcript.open(ctx, agent_id, cid),
+                     Conduct.for_new_agent(ctx, cmds.store.get(conduct_id(cid)), cid,
+                                           mode_of(cmds.store.get, src.cid))]
         out[:] = cids
         return made
 
@@ -118,21 +121,15 @@ def set_model(cmds: Commands, ctx: Context, cid: int, model: str | None) -> list
 
 
 def _with_conduct(cmds: Commands, ctx: Context, a: Agent, mode: str) -> list:
-    """The agent's permission mode is also its conduct's mode (``commands.conduct.check_call`` reads
-    that one): both change in the same commit."""
-    from ..domain.conduct import Conduct, conduct_id
-
+    """The agent's permission mode is its conduct's alone (``domain.conduct``)."""
     c = cmds.store.get(conduct_id(str(a.cid))) or Conduct.open(ctx, str(a.cid))
-    if c.mode != mode:
-        c.set_mode(ctx, mode)
+    c.ensure_mode(ctx, mode)
     return [c]
 
 
 def set_mode(cmds: Commands, ctx: Context, cid: int, mode: str) -> list[int]:
     def decide():
-        a = agent(cmds, cid)
-        a.set_mode(ctx, mode)
-        return [a, *_with_conduct(cmds, ctx, a, mode)]
+        return _with_conduct(cmds, ctx, agent(cmds, cid), mode)
 
     return cmds.run_aggregates(decide)
 
@@ -148,7 +145,6 @@ def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
         if "model" in changes:
             a.set_model(ctx, changes["model"])
         if "permission_mode" in changes:
-            a.set_mode(ctx, changes["permission_mode"])
             out += _with_conduct(cmds, ctx, a, changes["permission_mode"])
         return out
 

@@ -23,17 +23,15 @@ from ..domain.approvals import (
     Approval,
     ApprovalRef,
     approval_id,
-    check_number,
     detail_problem,
     ref_id,
 )
 from ..domain.base import Context, Refusal
 from ..domain.conduct import conduct_id
+from ..domain.names import APPROVAL_PREFIX, approval_number
 from ..domain.tasks import Sequence
 from . import treasury
 from .unit import Commands
-
-PREFIX = "a"
 
 
 def payment_ref(payment_id: str) -> str:
@@ -57,7 +55,7 @@ def view(a: Approval) -> dict:
 
 
 def load(cmds: Commands, number: str) -> Approval:
-    found = cmds.store.get(approval_id(check_number(number)))
+    found = cmds.store.get(approval_id(approval_number(number)))
     if not isinstance(found, Approval):
         raise Refusal("no_approval", f"no approval {number!r}")
     return found
@@ -84,7 +82,7 @@ class Maker:
         if kind not in KINDS:
             raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}")
         if self.seq is None:
-            self.seq = self.cmds.store.get(Sequence.id_for(PREFIX)) or Sequence.open(self.ctx, PREFIX)
+            self.seq = self.cmds.store.get(Sequence.id_for(APPROVAL_PREFIX)) or Sequence.open(self.ctx, APPROVAL_PREFIX)
         number = self.seq.issue(self.ctx)
         self.made.append(Approval.request(self.ctx, number, kind, title, agent=agent, ref=ref, detail=detail))
         if ref is not None:

@@ -28,7 +28,10 @@ from ..domain import treasury as t
 from ..domain.approvals import ref_id
 from ..domain.base import Context, Refusal
 from ..domain.conduct import ASK_ONLY, DEFAULT_MODE, Conduct, conduct_id, step_text
+from ..domain.conduct import mode_of as conduct_mode
 from ..domain.laws import SECRET_ARG, severity_of
+from ..domain.names import check_cid
+from ..domain.plaza import require_running
 from . import approvals, laws, treasury
 from .unit import Commands
 
@@ -41,20 +44,12 @@ def load(cmds: Commands, cid: str) -> Conduct | None:
 
 
 def _conduct(cmds: Commands, ctx: Context, cid: str) -> Conduct:
-    cid = str(cid).strip()
-    laws_check(cid)
+    cid = check_cid(cid)
     return load(cmds, cid) or Conduct.open(ctx, cid)
 
 
-def laws_check(cid: str) -> None:
-    from ..domain.laws import check_agent
-
-    check_agent(cid)
-
-
 def mode_of(cmds: Commands, cid: str) -> str:
-    c = load(cmds, cid)
-    return c.mode if c is not None else DEFAULT_MODE
+    return conduct_mode(cmds.store.get, cid)
 
 
 def set_mode(cmds: Commands, ctx: Context, cid: str, mode: str) -> list[int]:
@@ -236,9 +231,7 @@ def _ask(cmds: Commands, ctx: Context, agent: str, call: jhrl.Call, digest: str,
 def check_call(cmds: Commands, call: jhrl.Call, agent: str, ctx: Context | None = None) -> CallCheck:
     """Decide one tool call of ``agent`` (its role and tier in ``call``, as the hub gave them)."""
     ctx = ctx or cmds.context(f"agent:{agent}")
-    plaza = treasury.plaza(cmds)
-    if plaza is not None:
-        plaza.require_running()
+    require_running(cmds.store.get)
     c = load(cmds, agent)
     mode = c.mode if c is not None else DEFAULT_MODE
     if c is not None:

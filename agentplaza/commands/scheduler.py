@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..domain.base import Refusal
-from ..domain.plaza import PLAZA_ID
+from ..domain.plaza import held as plaza_held
 from ..domain.scheduling import MAX_PER_PASS, Idle, OpenTask, Queue, ReviewTask, plan  # noqa: F401 - the queue's types
 from . import tasks
 from .unit import Commands
@@ -38,8 +38,7 @@ class Pass:
 
 
 def held(cmds: Commands) -> bool:
-    plaza = cmds.store.get(PLAZA_ID)
-    return bool(plaza is not None and plaza.held)
+    return plaza_held(cmds.store.get)
 
 
 def run_pass(cmds: Commands, queue: Queue, limit: int = MAX_PER_PASS) -> Pass:

@@ -15,34 +15,15 @@ from typing import Any
 
 from ..domain import treasury as t
 from ..domain.base import Context, Refusal
-from ..domain.tasks import (
-    ENDED,
-    TASK_ID_PATTERN,
-    Sequence,
-    Task,
-    Worker,
-    check_cid,
-    check_role,
-    task_id,
-    worker_id,
-)
+from ..domain.names import TASK_PREFIX, check_cid, known_role, known_role_or_none, task_number
+from ..domain.plaza import require_running
+from ..domain.tasks import ENDED, Sequence, Task, Worker, task_id, worker_id
 from . import treasury
 from .unit import Commands
 
-PREFIX = "t"
-
-
-def check_number(number: str) -> str:
-    number = str(number).strip()
-    if number.isdigit():
-        number = f"t{number}"
-    if not TASK_ID_PATTERN.match(number):
-        raise Refusal("no_task", f"no task {number!r}; tasks are numbered t1, t2 ...")
-    return number
-
 
 def load(cmds: Commands, number: str) -> Task:
-    found = cmds.store.get(task_id(check_number(number)))
+    found = cmds.store.get(task_id(task_number(number)))
     if not isinstance(found, Task):
         raise Refusal("no_task", f"no task {number!r}")
     return found
@@ -60,9 +41,7 @@ def _known_worker(cmds: Commands, cid: str) -> Worker:
 
 
 def _running(cmds: Commands) -> None:
-    plaza = treasury.plaza(cmds)
-    if plaza is not None:
-        plaza.require_running()
+    require_running(cmds.store.get)
 
 
 def view(task: Task) -> dict:
@@ -95,7 +74,7 @@ def create(cmds: Commands, ctx: Context, title: str, acceptance: str, budget: in
     box: dict = {}
 
     def decide():
-        seq = cmds.store.get(Sequence.id_for(PREFIX)) or Sequence.open(ctx, PREFIX)
+        seq = cmds.store.get(Sequence.id_for(TASK_PREFIX)) or Sequence.open(ctx, TASK_PREFIX)
         number = seq.issue(ctx)
         books = treasury.load_books(cmds, ctx, [t.BUDGET], [parent])
         t.fund_task_escrow(books, number, amount, parent=parent, through_tools=through_tools,
@@ -130,7 +109,7 @@ def _worker_for(cmds: Commands, ctx: Context, cid: str, role: str | None) -> Wor
     cid = check_cid(cid)
     w = worker(cmds, cid)
     if w is None:
-        role = check_role(role, required=True)
+        role = known_role(role)
         w = Worker.join(ctx, cid, role, "worker")
         w.available(ctx, role, "worker")
     return w
@@ -143,7 +122,7 @@ def claim(cmds: Commands, ctx: Context, number: str, cid: str, role: str | None)
         _running(cmds)
         task = load(cmds, number)
         w = _worker_for(cmds, ctx, cid, role)
-        task.claim(ctx, w.cid, check_role(role), "claimed")
+        task.claim(ctx, w.cid, known_role_or_none(role), "claimed")
         w.take(ctx, task.number, "task")
         return [task, w]
 
@@ -156,7 +135,7 @@ def bid(cmds: Commands, ctx: Context, number: str, cid: str, role: str | None, p
     def decide():
         _running(cmds)
         task = load(cmds, number)
-        task.bid(ctx, check_cid(cid), check_role(role), price)
+        task.bid(ctx, check_cid(cid), known_role_or_none(role), price)
         return [task]
 
     return _one(cmds, decide)
@@ -229,7 +208,7 @@ def take_review(cmds: Commands, ctx: Context, number: str, reviewer: str, role: 
         _running(cmds)
         task = load(cmds, number)
         w = _worker_for(cmds, ctx, reviewer, role)
-        task.take_review(ctx, w.cid, check_role(role), how)
+        task.take_review(ctx, w.cid, known_role_or_none(role), how)
         w.take(ctx, task.number, "review")
         return [task, w]
 
@@ -300,7 +279,7 @@ def worker_available(cmds: Commands, ctx: Context, cid: str, role: str, tier: st
         c = check_cid(cid)
         w = worker(cmds, c)
         if w is None:
-            w = Worker.join(ctx, c, check_role(role, required=True), tier)
+            w = Worker.join(ctx, c, known_role(role), tier)
         w.available(ctx, role, tier)
         return [w]
 

@@ -7,8 +7,8 @@
   daemon, not events.
 - ``Agent``: one worker. Its role is given by the owner's spawn and never changes; its name is chosen
   once by the agent and changed only by the owner; its model is its own override or none (then the
-  role's model or the plaza's default); its permission mode is ``autonomous``, ``ask`` or
-  ``read-only``. Status (offline, idle, working, asleep) follows what its harness does; the run state
+  role's model or the plaza's default). Its permission mode is not its own state: the agent's
+  ``Conduct`` alone keeps it (``domain.conduct``). Status (offline, idle, working, asleep) follows what its harness does; the run state
   (running, stopped, retired) follows the owner's lifecycle commands.
 - ``Transcript``: what the agent did, in order (told, model replies, tool calls with the decision on
   each, results, egress lines, errors). A separate aggregate so that lifecycle commands never load it.
@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 import uuid
 
-from jhrl.call import MODES
 from jhrl.catalog import ROLES, tier_of
 
 from .base import Context, PlazaAggregate, Refusal, fixed_id
+from .names import known_role
 
 #: The hub's machine is node n0.
 LOCAL_NODE = "n0"
@@ -36,19 +36,18 @@ LOCAL_CID_FIRST = 3
 JOINED_CID_FIRST = 1000
 #: One spawn starts 1 to 16 agents.
 MIN_SPAWN, MAX_SPAWN = 1, 16
-#: A name: 1-40 characters, letters, digits, space, '-', '_', '.'; starts with a letter or digit.
-#: A machine checkpoint's name, as the node gives it or the owner chooses it (vmm's rule).
-CHECKPOINT_RE = re.compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}$")
-#: A model is provider/model.
-MODEL_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}/[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+#: A machine checkpoint's name, as the node gives it or the owner chooses it (vmm's rule). Matched whole.
+CHECKPOINT_RE = re.compile(r"(?!sleep\Z)[a-z0-9][a-z0-9_-]{0,39}")
+#: A name: 1-40 characters, letters, digits, space, '-', '_', '.'; starts with a letter or digit. Matched whole.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}")
+#: A model is provider/model. Matched whole.
+MODEL_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}/[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}")
 #: The longest message the owner or an agent can tell.
 MAX_TELL_CHARS = 16_000
 #: How many of the hub's deliveries an agent remembers (a task delivered again after that is told again).
 MAX_DELIVERED_REFS = 500
 #: Transcript text and detail are cut to this many characters.
 MAX_ENTRY_CHARS = 4_000
-DEFAULT_MODE = "autonomous"
 
 STATUSES = ("offline", "idle", "working", "asleep")
 RUN_STATES = ("running", "stopped", "retired")
@@ -76,19 +75,14 @@ def check_count(count: int, what: str = "start") -> int:
     return count
 
 
-def check_role(role: str) -> None:
-    if role not in ROLES:
-        raise Refusal("unknown_role", f"no role {role!r}; run `agentplaza society roles` for the {len(ROLES)} roles")
-
-
 def check_model(model: str | None) -> None:
-    if model is not None and not MODEL_RE.match(model):
+    if model is not None and (not isinstance(model, str) or not MODEL_RE.fullmatch(model)):
         raise Refusal("invalid_model", f"a model is named provider/model, not {model!r}")
 
 
 def check_name(name: str) -> str:
     name = name.strip()
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise Refusal("invalid_name", "a name is 1 to 40 letters, digits, spaces, '.', '-' or '_', starting with a letter or digit")
     return name
 
@@ -111,7 +105,7 @@ def chosen_name(answer: str | None, role: str, cid: int) -> str:
     if name.lower().startswith(("name:", "my name is ")):
         name = name.split(":", 1)[-1] if ":" in name else name[len("my name is "):]
         name = name.strip().strip("\"'`*").rstrip(".!").strip()
-    return name if NAME_RE.match(name) else f"{role}-{cid}"
+    return name if NAME_RE.fullmatch(name) else f"{role}-{cid}"
 
 
 class Node(PlazaAggregate):
@@ -185,7 +179,9 @@ class Agent(PlazaAggregate):
         role: str
         node: str
         model: str | None
-        permission_mode: str
+        #: Kept so that agents created before the conduct alone kept the mode still replay: it is
+        #: no state of the agent's (new agents record none; ``Conduct`` holds the mode).
+        permission_mode: str | None = None
         forked_from: int | None = None  # a fork: the agent whose machine it starts from ...
         fork_checkpoint: str | None = None  # ... at this checkpoint of that machine
 
@@ -210,10 +206,12 @@ class Agent(PlazaAggregate):
             a.model = self.model
 
     class ModeSet(PlazaAggregate.Event):
+        """Recorded before the conduct alone kept the mode (always with a ``Conduct.ModeSet`` in the same
+        commit): it still replays, and changes nothing of the agent's."""
         permission_mode: str
 
         def apply(self, a: Agent) -> None:
-            a.permission_mode = self.permission_mode
+            pass
 
     class Connected(PlazaAggregate.Event):
         """Its harness said hello over the channel: ready for work."""
@@ -314,14 +312,14 @@ class Agent(PlazaAggregate):
             a.working = None
             a.queue = []
 
-    def __init__(self, cid: int, role: str, node: str, model: str | None, permission_mode: str,
+    def __init__(self, cid: int, role: str, node: str, model: str | None, permission_mode: str | None = None,
                  forked_from: int | None = None, fork_checkpoint: str | None = None):
+        del permission_mode  # an old event's: the conduct keeps the mode
         self.cid = cid
         self.forked_from, self.fork_checkpoint = forked_from, fork_checkpoint
         self.role = role
         self.node = node
         self.model = model
-        self.permission_mode = permission_mode
         self.name: str | None = None
         self.status = "offline"
         self.run = "running"
@@ -342,22 +340,21 @@ class Agent(PlazaAggregate):
               model: str | None) -> Agent:
         if ctx.actor != "owner":
             raise Refusal("owner_only", "only the owner starts agents (C-005)")
-        check_role(role)
+        known_role(role)
         check_model(model)
-        return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model,
-                         permission_mode=DEFAULT_MODE)
+        return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model)
 
     def fork(self, ctx: Context, *, agent_id: uuid.UUID, cid: int, checkpoint: str) -> Agent:
-        """A copy of this agent: the same role, model and permission mode, a name of its own (it names
-        itself), its machine started from a copy of this one's at ``checkpoint``."""
+        """A copy of this agent: the same role and model, a name of its own (it names itself), its machine
+        started from a copy of this one's at ``checkpoint``. (Its permission mode is its conduct's: the
+        fork command gives the copy's conduct the source's mode, ``conduct.conduct_for_new_agent``.)"""
         if ctx.actor != "owner":
             raise Refusal("owner_only", "only the owner starts agents (C-005)")
         self._not_retired("be forked")
-        if not isinstance(checkpoint, str) or not CHECKPOINT_RE.match(checkpoint):
+        if not isinstance(checkpoint, str) or not CHECKPOINT_RE.fullmatch(checkpoint):
             raise Refusal("invalid_checkpoint", f"{checkpoint!r} is not a checkpoint name")
         return type(self).start(ctx, id=agent_id, cid=cid, role=self.role, node=self.node, model=self.model,
-                                permission_mode=self.permission_mode, forked_from=self.cid,
-                                fork_checkpoint=checkpoint)
+                                forked_from=self.cid, fork_checkpoint=checkpoint)
 
     def _alive(self) -> None:
         if self.deleted:
@@ -379,13 +376,6 @@ class Agent(PlazaAggregate):
         check_model(model)
         if model != self.model:
             self.record(self.ModelSet, ctx, model=model)
-
-    def set_mode(self, ctx: Context, mode: str) -> None:
-        self._alive()
-        if mode not in MODES:
-            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}")
-        if mode != self.permission_mode:
-            self.record(self.ModeSet, ctx, permission_mode=mode)
 
     def was_delivered(self, ref: str) -> bool:
         # getattr: an agent restored from a snapshot taken before deliveries were recorded has none

@@ -16,8 +16,9 @@ import re
 import uuid
 from typing import Any
 
-from .agents import check_count, check_model, check_role
+from .agents import check_count, check_model
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
+from .names import known_role
 
 KINDS = {
     "call": "a call from an agent in ask mode",
@@ -30,9 +31,8 @@ KINDS = {
 }
 STATUSES = ("pending", "approved", "denied")
 MAX_TITLE_CHARS = 300
-NUMBER_PATTERN = re.compile(r"a[1-9][0-9]{0,17}\Z")
 #: A payment's id in an approval's ``detail.payment``: its UUID in hex.
-PAYMENT_ID_PATTERN = re.compile(r"[0-9a-f]{32}\Z")
+PAYMENT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 
 
 def approval_id(number: str) -> uuid.UUID:
@@ -41,15 +41,6 @@ def approval_id(number: str) -> uuid.UUID:
 
 def ref_id(ref: str) -> uuid.UUID:
     return fixed_id(f"approval-ref:{ref}")
-
-
-def check_number(number: str) -> str:
-    number = str(number).strip()
-    if number.isdigit():
-        number = f"a{number}"
-    if not NUMBER_PATTERN.match(number):
-        raise Refusal("no_approval", f"no approval {number!r}; approvals are numbered a1, a2 ...")
-    return number
 
 
 def detail_problem(kind: str, detail: Any) -> str | None:
@@ -67,14 +58,14 @@ def detail_problem(kind: str, detail: Any) -> str | None:
             return "detail.role: an agent proposal names the role to start"
         if model is not None and not isinstance(model, str):
             return "detail.model: a model is named provider/model"
-        for field, check in (("role", lambda: check_role(role)), ("count", lambda: check_count(count)),
+        for field, check in (("role", lambda: known_role(role)), ("count", lambda: check_count(count)),
                              ("model", lambda: check_model(model))):
             try:
                 check()
             except Refusal as r:
                 return f"detail.{field}: {r.message}"
     elif kind == "payment":
-        if not isinstance(detail.get("payment"), str) or not PAYMENT_ID_PATTERN.match(detail["payment"]):
+        if not isinstance(detail.get("payment"), str) or not PAYMENT_ID_PATTERN.fullmatch(detail["payment"]):
             return "detail.payment: a payment approval names the held payment's id (32 hex digits)"
     return None
 

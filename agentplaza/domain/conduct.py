@@ -1,7 +1,8 @@
 """An agent's conduct: its permission mode, its offences, and the sanctions in force.
 
 ``Conduct`` (one per agent CID) records the agent's permission mode (autonomous, ask,
-read-only), every offence (a law it broke, with the offence count that set the sanction), and
+read-only) -- the one home of the mode: the tools offered at hello, every call's check and the
+roster all read it here (``mode_of``) -- every offence (a law it broke, with the offence count that set the sanction), and
 each sanction step: warnings, fines (the treasury moves the credits), suspensions (probation
 and lockout: the offending tool refused until a stated time) and the steps that only ask the
 owner (demotion, retirement, owner review).  A suspension is lifted by the owner from the
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from jhrl.call import MODES as _JHRL_MODES
 
 from . import sanction_schedule as sched
 from .base import Context, PlazaAggregate, Refusal, fixed_id
+from .names import check_cid
 
 MODES = _JHRL_MODES  # autonomous, ask, read-only
 DEFAULT_MODE = "autonomous"
@@ -28,8 +32,21 @@ STEP_KINDS = ("warning", "fine", "probation", "lockout", "demotion", "retirement
 ASK_ONLY = ("demotion", "retirement", "owner_review")
 
 
-def conduct_id(cid: str) -> uuid.UUID:
+def conduct_id(cid: str | int) -> uuid.UUID:
     return fixed_id(f"conduct:{cid}")
+
+
+def mode_of(get: Callable[[uuid.UUID], Any], cid: str | int) -> str:
+    """The agent's permission mode: its conduct's, autonomous while it has none. ``get`` is the store's
+    or a unit's ``get`` (what the hello, a tool call's check and the agent page all ask)."""
+    c = get(conduct_id(str(cid)))
+    return c.mode if c is not None else DEFAULT_MODE
+
+
+def check_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}")
+    return mode  # type: ignore[return-value]
 
 
 def steps_for(severity: str | None, count: int, culpability: str = sched.CULPABILITY) -> list[tuple]:
@@ -135,7 +152,18 @@ class Conduct(PlazaAggregate):
 
     @classmethod
     def open(cls, ctx: Context, cid: str) -> Conduct:
+        cid = check_cid(cid)
         return cls.start(ctx, id=conduct_id(cid), cid=cid)
+
+    @classmethod
+    def for_new_agent(cls, ctx: Context, existing: Conduct | None, cid: str | int,
+                      mode: str = DEFAULT_MODE) -> Conduct:
+        """The conduct of an agent just spawned (``mode`` autonomous) or forked (its source's mode) at
+        ``cid``: the CID's own conduct if it has one (a deleted agent's CID keeps its record), else a new
+        one; in ``mode`` either way. Add it to the same unit as the agent."""
+        c = existing if existing is not None else cls.open(ctx, str(cid))
+        c.ensure_mode(ctx, mode)
+        return c
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -154,11 +182,16 @@ class Conduct(PlazaAggregate):
     # -- changes ------------------------------------------------------------------------------
 
     def set_mode(self, ctx: Context, mode: str) -> None:
-        if mode not in MODES:
-            raise Refusal("invalid_mode", f"a permission mode is one of {', '.join(MODES)}")
-        if mode == self.mode:
+        """The owner sets the mode (``POST /v1/conduct/{cid}/mode``): an unchanged mode is refused."""
+        if check_mode(mode) == self.mode:
             raise Refusal("mode_unchanged", f"agent {self.cid} is already {mode}")
         self.record(self.ModeSet, ctx, mode=mode)
+
+    def ensure_mode(self, ctx: Context, mode: str) -> None:
+        """The agent is in ``mode`` afterwards, recorded only if it changes (``PATCH /v1/agents/{cid}``, a
+        spawn, a fork): an unchanged mode is no refusal here."""
+        if check_mode(mode) != self.mode:
+            self.record(self.ModeSet, ctx, mode=mode)
 
     def offend(self, ctx: Context, law: str, severity: str, tool: str, call_id: str | None) -> tuple[int, list[tuple]]:
         """Record an offence; returns its count and the schedule's steps for it."""

@@ -24,6 +24,7 @@ from jhrl import ast as jast
 from jhrl.catalog import TOOLS
 
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
+from .names import check_cid, role_name
 
 LAWBOOK_ID = fixed_id("lawbook")
 
@@ -39,9 +40,6 @@ FACT_ARGS = frozenset({
 #: Argument names that may carry a secret: never kept, whatever a law says.
 SECRET_ARG = re.compile(r"secret|token|passw|passphrase|credential|api_?key|private|auth|cookie|session|bearer",
                         re.IGNORECASE)
-#: Longest agent id a decision names.
-MAX_AGENT_CHARS = 128
-ROLE_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
 
 class JhrlRefusal(Refusal):
     """A rule whose source does not parse or compile: the JHRL line, column and message."""
@@ -297,16 +295,6 @@ def severity_of(decision: jhrl.Decision, lawset: jhrl.LawSet) -> str | None:
     return lawset.by_id[law_id].law.severity if law_id else None
 
 
-def check_agent(agent: str) -> None:
-    if not agent or len(agent) > MAX_AGENT_CHARS or any(c.isspace() for c in agent):
-        raise Refusal("invalid_agent", f"an agent id is 1 to {MAX_AGENT_CHARS} characters without spaces")
-
-
-def check_role(role: str) -> None:
-    if not ROLE_PATTERN.match(role):
-        raise Refusal("invalid_role", "a role is lower-case letters, digits, - and _ (at most 64)")
-
-
 class ToolCall(PlazaAggregate):
     """One tool call and the laws' decision on it."""
 
@@ -341,8 +329,8 @@ class ToolCall(PlazaAggregate):
     @classmethod
     def decided(cls, ctx: Context, *, id: uuid.UUID, agent: str, call: jhrl.Call, decision: jhrl.Decision,
                 lawset: jhrl.LawSet, law_args: set[str], lawbook_version: int) -> ToolCall:
-        check_agent(agent)
-        check_role(call.role)
+        agent = check_cid(agent)
+        role_name(call.role)  # a law may name any role, so a decision may be for any (``rules check``)
         payload = dict(
             digest=call.digest(), agent=agent, role=call.role, tier=call.tier, mode=call.mode, tool=call.action,
             risk=call.risk, args=recorded_args(call.args, law_args), approved=call.approved,

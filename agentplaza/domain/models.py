@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
+from .names import check_cid, role_name
 
 MODELS_ID = fixed_id("models")
 
@@ -68,11 +69,10 @@ MAX_HOST_CHARS = 253
 ROUTES = ("gateway", "loop")  # a call came through the gateway, or from the agent's own harness
 GATEWAY_ROUTE, LOOP_ROUTE = ROUTES
 
-_PROVIDER_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,199}$")
-_ROLE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_PROVIDER_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,199}\Z")
 #: A fetch blocklist entry: a bare host name (``example.com``), or ``*.`` and one (``*.example.net``).
-BLOCK_ENTRY_RE = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*$")
+BLOCK_ENTRY_RE = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*\Z")
 
 
 def is_contributor(model: str) -> bool:
@@ -88,12 +88,6 @@ def check_provider_id(pid: str) -> str:
     if not isinstance(pid, str) or not _PROVIDER_ID.match(pid):
         raise Refusal("invalid_provider", f"{pid!r} is not a provider id: lower-case letters, digits, '.', '_' and '-'")
     return pid
-
-
-def check_role(role: str) -> str:
-    if not isinstance(role, str) or not _ROLE.match(role):
-        raise Refusal("invalid_role", f"{role!r} is not a role name")
-    return role
 
 
 @dataclass(frozen=True)
@@ -268,7 +262,7 @@ def check_policy(p: dict) -> dict:
         raise Refusal("invalid_policy", "role_models maps a role to a model")
     out["role_models"] = {}
     for role, model in sorted(roles.items()):
-        check_role(role)
+        role_name(role)
         name = parse_entry(model, pins=False).name
         no_contributor(name, f"as the model of role {role}")
         tier = tier_of(role)
@@ -288,7 +282,7 @@ def check_policy(p: dict) -> dict:
     never = p["sleep_never_roles"]
     if not isinstance(never, list):
         raise Refusal("invalid_policy", "sleep_never_roles is a list of roles")
-    out["sleep_never_roles"] = sorted({check_role(r) for r in never})
+    out["sleep_never_roles"] = sorted({role_name(r) for r in never})
     decision = p["decision_models"]
     if not isinstance(decision, list) or not decision:
         raise Refusal("invalid_policy", "decision_models lists one model or more")
@@ -553,11 +547,10 @@ class GatewayLink(PlazaAggregate):
 
 def issue_link(ctx: Context, existing: GatewayLink | None, policy: dict, cid: str, role: str,
                token_sha256: str, model: str | None, task: str | None, route: str = GATEWAY_ROUTE) -> GatewayLink:
-    if not isinstance(cid, str) or not re.match(r"^[A-Za-z0-9_-]{1,64}$", cid):
-        raise Refusal("invalid_agent", f"{cid!r} is not an agent id")
+    cid = check_cid(cid)
     if route not in ROUTES:
         raise Refusal("invalid_request", "a gateway link's route is gateway or loop")
-    check_role(role)
+    role_name(role)
     model = check_agent_model(policy, role, model)
     if existing is None:
         return GatewayLink.start(ctx, id=link_id(cid), cid=cid, role=role, token_sha256=token_sha256,

@@ -3,11 +3,17 @@
 STOP ALL holds the whole plaza: no new work starts, model calls are refused,
 and the hold records who pressed it, when and why.  RESUME releases it.  The
 hold is an event, so a hub that restarts while held starts held.
+
+"Is the plaza held?" has one answer, ``held(get)``: every part asks it (the runtime, the gateway,
+the scheduler, the commands that start work through ``require_running(get)``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
@@ -57,7 +63,19 @@ class Plaza(PlazaAggregate):
             raise Refusal("plaza_running", "the plaza is not held")
         self.record(self.Resumed, ctx)
 
-    def require_running(self) -> None:
-        """Every action that starts work calls this first."""
-        if self.held:
-            raise Refusal("plaza_held", HELD_MESSAGE)
+
+
+def held(get: Callable[[uuid.UUID], Any]) -> bool:
+    """Is the plaza held (STOP ALL)? ``get`` gives what is known of ``PLAZA_ID``: the store's or a unit's
+    ``get`` (the ``Plaza``), or a read model's (its ``rm_plaza`` row, a mapping with ``held``). A plaza not
+    founded yet is not held."""
+    found = get(PLAZA_ID)
+    if found is None:
+        return False
+    return bool(found["held"] if isinstance(found, Mapping) else found.held)
+
+
+def require_running(get: Callable[[uuid.UUID], Any]) -> None:
+    """Every action that starts work calls this first: refused ``plaza_held`` while the plaza is held."""
+    if held(get):
+        raise Refusal("plaza_held", HELD_MESSAGE)

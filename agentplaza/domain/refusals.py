@@ -32,7 +32,7 @@ class Kind(enum.Enum):
 _BY_KIND: dict[Kind, tuple[str, ...]] = {
     Kind.INVALID: (
         "bad_title", "bid_over_budget", "budget_too_small", "empty_message", "empty_value", "empty_why",
-        "idempotency_key_reused", "invalid_actor", "invalid_agent", "invalid_amount", "invalid_anchor",
+        "idempotency_key_reused", "invalid_actor", "invalid_amount", "invalid_anchor",
         "invalid_base_url", "invalid_binding", "invalid_blocklist_entry", "invalid_change",
         "invalid_checkpoint", "invalid_cid", "invalid_count", "invalid_detail", "invalid_effort",
         "invalid_kind", "invalid_label", "invalid_mode", "invalid_model", "invalid_name",

@@ -22,14 +22,15 @@ busy or offline.  The agents runtime reports availability (``Available``, ``Busy
 releases it, in the same commit as the task's own event.
 
 Agents as aggregates live elsewhere: here an agent is its CID, and the caller passes its role.
+Roles and CIDs are checked by ``names``: a task's role and a worker's are roles known to the fleet.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from .base import Context, PlazaAggregate, Refusal, fixed_id
+from .names import known_role, known_role_or_none
 
 STATES = ("open", "claimed", "done", "failed", "withdrawn")
 ENDED = frozenset({"done", "failed", "withdrawn"})
@@ -43,10 +44,6 @@ FAIL_WHY = ("review", "worker", "offline")
 MAX_TITLE_CHARS = 200
 MAX_TEXT_CHARS = 20_000
 MAX_FILES = 500
-#: The longest price a bid may name is the task's budget.
-ROLE_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
-CID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
-TASK_ID_PATTERN = re.compile(r"t[1-9][0-9]{0,17}\Z")
 
 
 def task_id(number: str) -> uuid.UUID:
@@ -55,23 +52,6 @@ def task_id(number: str) -> uuid.UUID:
 
 def worker_id(cid: str) -> uuid.UUID:
     return fixed_id(f"worker:{cid}")
-
-
-def check_cid(cid: str, what: str = "an agent") -> str:
-    cid = str(cid).strip()
-    if not CID_PATTERN.match(cid):
-        raise Refusal("invalid_cid", f"{what}'s CID is 1 to 64 letters, digits, '-', '_' or '.'")
-    return cid
-
-
-def check_role(role: str | None, required: bool = False) -> str | None:
-    if role is None or role == "":
-        if required:
-            raise Refusal("invalid_role", "a role is required")
-        return None
-    if not ROLE_PATTERN.match(role):
-        raise Refusal("invalid_role", "a role is lower-case letters, digits, - and _ (at most 64)")
-    return role
 
 
 def _text(value: str | None, what: str, limit: int, required: bool = False) -> str:
@@ -207,7 +187,7 @@ class Task(PlazaAggregate):
             title=_text(title, "a title", MAX_TITLE_CHARS, True),
             details=_text(details, "the details", MAX_TEXT_CHARS),
             acceptance=_text(acceptance, "an acceptance (what counts as done)", MAX_TEXT_CHARS, True),
-            role=check_role(role), budget=budget, project=(project or None), parent=parent,
+            role=known_role_or_none(role), budget=budget, project=(project or None), parent=parent,
             through_tools=through_tools,
         )
 
@@ -383,7 +363,7 @@ class Worker(PlazaAggregate):
         return cls.start(ctx, id=worker_id(cid), cid=cid, role=role, tier=tier)
 
     def available(self, ctx: Context, role: str, tier: str) -> None:
-        check_role(role, required=True)
+        known_role(role)
         if tier not in self.TIERS:
             raise Refusal("invalid_tier", f"a tier is one of {', '.join(self.TIERS)}")
         if self.task is not None:

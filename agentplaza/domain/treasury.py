@@ -31,6 +31,8 @@ from typing import Any
 
 from ..wire import JOURNAL_KINDS
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
+from .names import check_cid
+from .plaza import require_running
 
 # -- the guide's numbers, each beside the rule that uses it -------------------
 
@@ -432,8 +434,8 @@ class Books:
 
 
 def _plaza_running(plaza: Any) -> None:
-    if plaza is not None:
-        plaza.require_running()
+    """``plaza``: the ``Plaza`` the command loaded, or None (not founded yet)."""
+    require_running(lambda _id: plaza)
 
 
 # -- the operations other areas call ----------------------------------------------------
@@ -459,9 +461,7 @@ def mint(books: Books, amount: int, memo: str | None = None) -> Entry:
 
 def open_wallet(ctx: Context, existing: Wallet | None, cid: str, name: str, role: str) -> Wallet:
     """A new agent's wallet; it starts at zero."""
-    cid = str(cid).strip()
-    if not cid or len(cid) > 64 or not all(c.isalnum() or c in "-_." for c in cid):
-        raise Refusal("invalid_cid", "an agent's CID is 1 to 64 letters, digits, '-', '_' or '.'")
+    cid = check_cid(cid)
     if existing is not None:
         raise Refusal("wallet_exists", f"agent {cid} already has a wallet")
     if not name.strip() or len(name) > 200 or len(role) > 100:

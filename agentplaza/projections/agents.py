@@ -1,9 +1,14 @@
-"""Read models of the agents: the roster (one row per agent) and each transcript."""
+"""Read models of the agents: the roster (one row per agent) and each transcript.
+
+The roster's ``permission_mode`` is the agent's conduct's (``domain.conduct``, the mode's one home):
+``rm_agent_modes`` follows every conduct's mode, and a new agent's row starts with its CID's.
+"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..domain.conduct import DEFAULT_MODE, conduct_id
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
 
@@ -54,12 +59,22 @@ agent_index = sa.Table(
     sa.Column("cid", sa.Integer, nullable=False),
 )
 
+#: Each conduct's permission mode, by the conduct's id (a conduct is one CID's, and outlives a deleted agent).
+agent_modes = sa.Table(
+    "rm_agent_modes",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("cid", sa.String(64), nullable=False),
+    sa.Column("mode", sa.String(12), nullable=False),
+)
+
+
 class AgentsProjection(Projection):
     """The roster, keyed by CID (a deleted agent's row goes; its CID may name a new agent later)."""
 
     name = "agents"
-    version = 2  # 2: forks
-    tables = (agents_table, agent_index)
+    version = 3  # 2: forks; 3: the mode is the conduct's
+    tables = (agents_table, agent_index, agent_modes)
 
     def _row(self, e: EventRecord, rows: Rows) -> dict | None:
         idx = rows.get("rm_agent_index", e.originator_id)
@@ -79,9 +94,11 @@ class AgentsProjection(Projection):
     def on_Agent_Created(self, e: EventRecord, rows: Rows) -> None:
         d = e.data
         rows.put("rm_agent_index", {"id": e.originator_id, "agent_id": e.originator_id, "cid": d["cid"]})
+        conduct = rows.get("rm_agent_modes", conduct_id(str(d["cid"])).hex)
         rows.put("rm_agents", {
             "cid": d["cid"], "agent_id": e.originator_id, "name": None, "role": d["role"], "node": d["node"],
-            "status": "offline", "run": "running", "model": d["model"], "permission_mode": d["permission_mode"],
+            "status": "offline", "run": "running", "model": d["model"],
+            "permission_mode": conduct["mode"] if conduct is not None else DEFAULT_MODE,
             "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0,
             "forked_from": d.get("forked_from"), "fork_checkpoint": d.get("fork_checkpoint"), "created_at": e.at, "changed_at": e.at,
         })
@@ -100,8 +117,18 @@ class AgentsProjection(Projection):
     def on_Agent_ModelSet(self, e: EventRecord, rows: Rows) -> None:
         self._put(rows, self._row(e, rows), model=e.data["model"])
 
-    def on_Agent_ModeSet(self, e: EventRecord, rows: Rows) -> None:
-        self._put(rows, self._row(e, rows), permission_mode=e.data["permission_mode"])
+    def on_Conduct_Created(self, e: EventRecord, rows: Rows) -> None:
+        rows.put("rm_agent_modes", {"id": e.originator_id, "cid": e.data["cid"], "mode": DEFAULT_MODE})
+
+    def on_Conduct_ModeSet(self, e: EventRecord, rows: Rows) -> None:
+        """(An old ``Agent.ModeSet`` always came with this one, in the same commit: it is not folded.)"""
+        conduct = rows.get("rm_agent_modes", e.originator_id)
+        if conduct is None:
+            return
+        rows.put("rm_agent_modes", dict(conduct, mode=e.data["mode"]))
+        if conduct["cid"].isascii() and conduct["cid"].isdigit():  # an agent's CID (a conduct may also be kept for another id)
+            row = rows.get("rm_agents", int(conduct["cid"]))
+            self._put(rows, dict(row, changed_at=e.at) if row is not None else None, permission_mode=e.data["mode"])
 
     def on_Agent_Connected(self, e: EventRecord, rows: Rows) -> None:
         row = self._row(e, rows)

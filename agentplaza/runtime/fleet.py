@@ -34,8 +34,8 @@ from .. import gate
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
 from ..commands import agents as ac
 from ..commands import approvals
+from ..commands import conduct as conduct_commands
 from ..commands import models as model_commands
-from ..commands import plaza as plaza_commands
 from ..commands import tasks as tasks_commands
 from ..domain.agents import (
     LOCAL_NODE,
@@ -46,6 +46,7 @@ from ..domain.agents import (
 )
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
+from ..domain.plaza import held as plaza_held
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import tooldecide, toolspecs
@@ -427,8 +428,7 @@ class AgentRuntime:
             self._safely(tasks_commands.worker_offline, ctx, str(cid))
 
     def held(self) -> bool:
-        p = plaza_commands.load(self.cmds)
-        return bool(p and p.held)
+        return plaza_held(self.cmds.store.get)
 
     # -- streams from guests ----------------------------------------------------------------------
     def _on_stream(self, service: str, cid: int, st: Stream) -> None:
@@ -567,7 +567,7 @@ class HarnessSession:
             self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
                            actor=f"node:{LOCAL_NODE}")
         out = {"ok": True, "cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
-               "permission_mode": agent.permission_mode, "tools": tooldecide.offered(self.rt.hub, agent,
+               "permission_mode": conduct_commands.mode_of(self.rt.cmds, str(self.cid)), "tools": tooldecide.offered(self.rt.hub, agent,
                                                                                   GUEST_TOOLS + HOST_TOOLS)}
         if agent.name is None:  # the plaza asks each new agent to name itself, once
             out["name_prompt"] = NAME_PROMPT.format(role=agent.role)

@@ -28,7 +28,7 @@ def decide_tool(hub: Any, agent: Any, tool: str, args: dict) -> jhrl.Decision:
     risk = TOOLS.get(tool)
     if risk is None:
         return jhrl.Decision("deny", "default_deny")
-    call = jhrl.Call(role=agent.role, action=tool, risk=risk, tier=agent.tier, mode=agent.permission_mode,
+    call = jhrl.Call(role=agent.role, action=tool, risk=risk, tier=agent.tier, mode=conduct.mode_of(hub.commands, str(agent.cid)),
                      args={k: v for k, v in args.items() if isinstance(v, (str, int, bool, float))})
     return laws.decide_call(hub.commands, call, str(agent.cid)).decision
 
@@ -37,17 +37,18 @@ def check_tool(hub: Any, agent: Any, tool: str, args: dict) -> conduct.CallCheck
     """Every tool call of an agent, before it runs. A refusal before the laws (the plaza held, a
     suspension in force) comes back as a deny decision with the refusal's code as the reason."""
     risk = TOOLS.get(tool)
+    mode = conduct.mode_of(hub.commands, str(agent.cid))
     call = jhrl.Call(role=agent.role, action=tool, risk=risk or "irreversible", tier=agent.tier,
-                     mode=agent.permission_mode, args={k: v for k, v in args.items() if isinstance(v, (str, int, bool, float))})
+                     mode=mode, args={k: v for k, v in args.items() if isinstance(v, (str, int, bool, float))})
     if risk is None:
-        return conduct.CallCheck(jhrl.Decision("deny", "default_deny"), call.digest(), "", agent.permission_mode)
+        return conduct.CallCheck(jhrl.Decision("deny", "default_deny"), call.digest(), "", mode)
     try:
         return conduct.check_call(hub.commands, call, str(agent.cid))
     except Refusal as r:
-        return conduct.CallCheck(jhrl.Decision("deny", r.code), call.digest(), "", agent.permission_mode,
+        return conduct.CallCheck(jhrl.Decision("deny", r.code), call.digest(), "", mode,
                                  extra={"message": r.message})
 
 
 def offered(hub: Any, agent: Any, tools: tuple) -> list[str]:
-    return jhrl.offered_tools(lawset(hub), agent.role, agent.tier, agent.permission_mode,
+    return jhrl.offered_tools(lawset(hub), agent.role, agent.tier, conduct.mode_of(hub.commands, str(agent.cid)),
                               {t: TOOLS[t] for t in tools if t in TOOLS})

@@ -12,6 +12,7 @@ from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands.unit import Commands
 from agentplaza.domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, Agent
 from agentplaza.domain.base import Refusal
+from agentplaza.domain.conduct import mode_of
 from agentplaza.domain.refusals import Kind
 from agentplaza.events.store import EventStore
 from agentplaza.projections.agents import agents_table, transcript_table
@@ -195,14 +196,16 @@ def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_u
         (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
         ac.delete(cmds, owner(cmds), cid)
     (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
-    for i in range(105):
+    for i in range(105):  # the agent and its conduct are snapshotted on the way
+        ac.rename(cmds, owner(cmds), cid, f"name {i}")
         ac.set_mode(cmds, owner(cmds), cid, ("ask", "autonomous")[i % 2])
     ac.tell(cmds, owner(cmds), cid, "after the snapshot")
     fresh = EventStore.open(state_dir=folders.state, database_url=database_url)
     try:
         cold = Commands(fresh)
         a = ac.agent(cold, cid)
-        assert (a.cid, a.permission_mode, a.queue[0]["text"]) == (cid, "ask", "after the snapshot")
+        assert (a.cid, a.name, a.queue[0]["text"]) == (cid, "name 104", "after the snapshot")
+        assert mode_of(cold.store.get, cid) == "ask"
         assert ac.node(cold).free_cids()[0] == LOCAL_CID_FIRST + 1
     finally:
         fresh.close()

@@ -13,7 +13,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...commands import approvals as cmd
-from ...domain.approvals import KINDS, STATUSES, check_number
+from ...domain.approvals import KINDS, STATUSES
+from ...domain.names import approval_number
 from ...projections import work as rm
 from ...projections.runner import equal_to
 from ..errors import ApiError, Body, read_body
@@ -35,7 +36,7 @@ def _shown(row: dict) -> dict:
 
 
 def approval_row(hub: Hub, number: str) -> dict:
-    number = check_number(number)
+    number = approval_number(number)
     found = hub.read_models.rows(rm.approvals, rm.approvals.c.number == number)
     if not found:
         raise ApiError("no_approval", f"no approval {number!r}")

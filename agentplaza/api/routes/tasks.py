@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from ...commands import scheduler
 from ...commands import tasks as cmd
+from ...domain.names import task_number
 from ...domain.tasks import STATES
 from ...projections import work as rm
 from ...projections.runner import equal_to
@@ -39,7 +40,7 @@ def _shown(row: dict) -> dict:
 
 
 def task_row(hub: Hub, number: str) -> dict:
-    number = cmd.check_number(number)
+    number = task_number(number)
     found = hub.read_models.rows(rm.tasks, rm.tasks.c.number == number)
     if not found:
         raise ApiError("no_task", f"no task {number!r}")
@@ -51,7 +52,7 @@ def task_row(hub: Hub, number: str) -> dict:
 def timeline_rows(hub: Hub, number: str) -> list[dict]:
     task_row(hub, number)
     tl = rm.timeline
-    return hub.read_models.rows(tl, tl.c.task == cmd.check_number(number), order_by=tl.c.position)
+    return hub.read_models.rows(tl, tl.c.task == task_number(number), order_by=tl.c.position)
 
 
 def worker_rows(hub: Hub) -> list[dict]:
@@ -166,7 +167,7 @@ def routes(api: Api) -> list:
 
     async def get_timeline(request: Request) -> dict:
         number = request.path_params["id"]
-        return {"task": cmd.check_number(number), "timeline": await api.query(timeline_rows, hub, number)}
+        return {"task": task_number(number), "timeline": await api.query(timeline_rows, hub, number)}
 
     async def act(request: Request, fn) -> dict:
         await api.command(lambda: (lambda r: r.positions if hasattr(r, "positions") else r)(fn()))
