@@ -155,14 +155,14 @@ def check_fetch_blocklist(entries: Any) -> list[str]:
 
 #: An ``@`` suffix of letters only is meant as an effort pin (a suffix with digits, such as a Vertex
 #: model's date, is part of the model's name).
-_PIN_LIKE = re.compile(r"^[A-Za-z]+$")
+_PIN_LIKE = re.compile(r"[A-Za-z]+")
 
 
 def check_pin(text: Any) -> Any:
     """A tier list's entry whose ``@`` suffix reads as an effort pin names one of the efforts."""
     if isinstance(text, str) and "@" in text:
         tail = text.strip().rpartition("@")[2]
-        if _PIN_LIKE.match(tail) and tail not in EFFORTS:
+        if _PIN_LIKE.fullmatch(tail) and tail not in EFFORTS:
             raise Refusal("invalid_effort", f"{text.strip()!r} pins {tail!r}, which is not an effort: "
                           f"use one of {', '.join(EFFORTS)}")
     return text
