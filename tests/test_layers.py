@@ -109,3 +109,13 @@ def test_a_forbidden_import_fails_the_test(tmp_path):
     assert "agentplaza.domain.bad:1 imports agentplaza.api.app (domain -> api)" in found[0]
     assert "the domain is pure rules" in found[0]
     assert "agentplaza.events.store (domain -> events)" in found[1]
+
+
+#: The most lines one module may have: past it, a module holds more than one thing.
+MAX_MODULE_LINES = 800
+
+
+def test_no_module_is_over_the_limit():
+    over = {str(p.relative_to(ROOT)): n for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not over, f"split these (at most {MAX_MODULE_LINES} lines): {over}"
