@@ -126,14 +126,16 @@ class AgentRuntime:
                 log.exception("the runtime failed on followed events")
 
     def on_records(self, records: list) -> None:
-        """The events followed, in order. A hold cancels the running items (as of the plaza now: a hold
-        already resumed cancels nothing); a resume wakes the harnesses waiting for work."""
+        """The events followed, in order. A hold or a resume (from any hub) refreshes this process's copy
+        of the plaza; a hold cancels the running items (as of the plaza now: a hold already resumed
+        cancels nothing); a resume wakes the harnesses waiting for work."""
         kinds = {r.kind for r in records}
-        if "Plaza.Held" in kinds:
+        if not kinds & {"Plaza.Held", "Plaza.Resumed"}:
+            return
+        with self.cmds.store.fresh():  # another hub may have written it: the plaza as stored, cached anew
             self.on_held()
-        if "Plaza.Resumed" in kinds:
-            with self._work:
-                self._work.notify_all()
+        with self._work:
+            self._work.notify_all()
 
     def close(self) -> None:
         self._stop.set()

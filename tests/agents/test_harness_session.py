@@ -5,8 +5,11 @@ agent's CID and the role the hub gave it."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
+from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals
@@ -16,6 +19,10 @@ from agentplaza.domain.base import Refusal
 from agentplaza.projections.agents import transcript_table
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 
 @pytest.fixture
@@ -291,3 +298,16 @@ def test_an_answer_with_no_name_in_it_gives_role_and_cid():
     assert chosen_name(None, "builder", 4) == "builder-4"
     assert chosen_name(NAME_PROMPT.format(role="builder"), "builder", 4) == "builder-4"  # an echo of the question
     assert chosen_name("x" * 41, "reviewer", 9) == "reviewer-9"
+
+
+def test_the_mode_set_on_the_agents_conduct_is_what_hello_offers(hub):
+    """Conduct alone holds the permission mode: set read-only over POST /v1/conduct/{cid}/mode, the next
+    hello offers no write tool (and says read-only)."""
+    cid, s = session(hub, "builder")
+    assert "vm.write_file" in s.handle({"op": "hello"})["tools"]
+    with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
+        r = c.post(f"/v1/conduct/{cid}/mode", json={"mode": "read-only"})
+        assert r.status_code == 200 and r.json()["mode"] == "read-only", r.text
+    hello = s.handle({"op": "hello"})
+    assert hello["permission_mode"] == "read-only"
+    assert "vm.write_file" not in hello["tools"] and "vm.read_file" in hello["tools"]
