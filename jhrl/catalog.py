@@ -74,3 +74,12 @@ _CONNECTORS = {
 _OTHER = {"mcp.call": "write", "egress.connect": "write", "egress.inject": "write", "host.exec": "write"}
 
 TOOLS: dict[str, str] = {**_GUEST, **_ENGINE, **_PLAZA, **_FOUNDRY, **_STATION, **_CONNECTORS, **_OTHER}
+
+#: The risk class of a tool this catalogue does not name: the highest, so an unknown tool is never
+#: taken for a harmless one (the hub's check refuses it anyway: default deny).
+UNKNOWN_RISK = "irreversible"
+
+
+def risk_of(tool: str) -> str:
+    """A tool's risk class: the catalogue's, else ``UNKNOWN_RISK``."""
+    return TOOLS.get(tool, UNKNOWN_RISK)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from support.conduct import record_violation, wait_seen
 from support.hubproc import cli, ok
 from support.treasury import Teller
 
@@ -60,7 +61,7 @@ def test_bids_awards_and_held_plaza_over_http(hub):
         assert t["state"] == "withdrawn"
 
 
-def test_approvals_and_conduct_over_http(hub):
+def test_approvals_and_conduct_over_http(hub, folders, database_url):
     with hub.client() as c:
         ok(c.post("/v1/conduct/7/mode", json={"mode": "ask"}))
         call = {"agent": 7, "role": "builder", "tool": "engine.edit", "args": {"path": "a.py"}}
@@ -74,8 +75,9 @@ def test_approvals_and_conduct_over_http(hub):
         ran = ok(c.post("/v1/conduct/calls", json=call))
         assert (ran["decision"], ran["approved_by"]) == ("allow", "a1")
         assert ok(c.post("/v1/conduct/calls", json=call))["decision"] == "ask"
-        v = ok(c.post("/v1/conduct/violations", json={"agent": 7, "law": "S-006c", "severity": "high", "tool": "engine.fetch"}))
+        v = record_violation(folders, database_url, 7, "S-006c", "high", "engine.fetch")
         assert v["steps"] == ["fine 150", "probation 24h"]
+        wait_seen(c, v["position"])
         show = ok(c.get("/v1/conduct/7"))
         assert [s["suspension"] for s in show["in_force"]] == ["s1"] and show["mode"] == "ask"
         show = ok(c.post("/v1/conduct/7/suspensions/s1/lift", json={"reason": "enough"}))

@@ -37,7 +37,6 @@ money: ``KeySource`` and ``Charger``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import subprocess
@@ -55,6 +54,8 @@ import orjson
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+
+from vmm.guest.contract import PLACEHOLDER_KEY  # the key every gateway caller presents: useless outside the hub
 
 from ..adapters.providers.client import UPSTREAM_ERRORS, Answer, Upstream
 from ..adapters.providers.presets import GEMINI, OPENAI, ProviderConfig
@@ -82,17 +83,13 @@ from ..domain.models import (
 )
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
+from ..domain.tokens import GATEWAY_TOKEN_BYTES, GATEWAY_TOKEN_PREFIX, token_sha256  # noqa: F401 - the gateway's too
 from ..domain.treasury import own_loop_charge
 from ..domain.vault import HUB_NODE, Denied, resolve
 from ..vault.scrub import NOTHING_HELD, Scrubber, scrubber_of
 from .errors import status_of
 from .hub import Hub
 
-#: The key every gateway caller presents: useless outside the hub.
-PLACEHOLDER_KEY = "plaza"
-#: Gateway tokens: a prefix, then random bytes; the hub keeps only their SHA-256.
-GATEWAY_TOKEN_PREFIX = "apz_gw_"
-GATEWAY_TOKEN_BYTES = 24
 #: The largest request the gateway forwards (model requests carry whole conversations).
 MAX_GATEWAY_BODY_BYTES = 32 * 1024 * 1024
 #: STOP ALL answers with this status: a 4xx that SDKs do not retry.
@@ -117,8 +114,6 @@ CALLER_NODE = HUB_NODE
 VAULT_KEY_KINDS = ("vault", "secret")
 
 
-def token_sha256(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -458,6 +453,20 @@ class Gateway:
         if not isinstance(data, dict):
             raise GatewayRefusal(400, "invalid_request", "the body must be a JSON object")
         return data
+
+    async def call_in_process(self, wire: str, token: str, body: dict, headers: dict) -> tuple[int, bytes]:
+        """One call from inside the hub (the agents' own loop, ``runtime.modelrelay``): every step of
+        ``handle``, with no socket. Returns the status and the answer's bytes."""
+        raw = orjson.dumps(body)
+        sent = [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in headers.items()]
+        scope = {"type": "http", "method": "POST", "path": "/", "query_string": b"",
+                 "headers": [*sent, (b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]}
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        response = await self.handle(wire, token, Request(scope, receive))
+        return response.status_code, bytes(getattr(response, "body", b""))
 
     async def handle(self, wire: str, token: str, request: Request, path_model: str | None = None,
                      path_stream: bool = False) -> Response:

@@ -8,16 +8,23 @@ import signal
 import sys
 
 import trio
+from anyio.from_thread import BlockingPortal
 from hypercorn.config import Config
 from hypercorn.trio import serve
+from starlette.applications import Starlette
 
+from ..adapters.kvm.link import NodeError
+from ..adapters.providers.presets import ANTHROPIC
 from ..config import DEFAULT_BIND, folders
-from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, policy_from_flags
+from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
+from ..runtime.fleet import AgentRuntime
+from ..runtime.modelrelay import GatewayCall
 from . import ws
 from .app import create_app
 from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, loopback_trust_from
 from .edge import HubNames
 from .hub import VERSION, Hub
+from .routes.gateway import gateway_of
 
 #: More names and addresses for the hub, for a hub hosted for other machines.
 PUBLIC_URL_ENV = "APZ_PUBLIC_URL"
@@ -26,6 +33,28 @@ ALLOW_HOSTS_ENV = "APZ_ALLOW_HOSTS"
 
 def _csv(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def gateway_call(app: Starlette, portal: BlockingPortal) -> GatewayCall:
+    """The model gateway in process, for the agents' runtime: a call from one of the runtime's threads
+    runs on the hub's event loop (through ``portal``), through the gateway's own steps."""
+    gw = gateway_of(app.state.api)
+
+    def call(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
+        return portal.call(gw.call_in_process, ANTHROPIC, token, body, headers)
+
+    return call
+
+
+def start_runtime(hub: Hub, node: str, egress: EgressPolicy, gateway: GatewayCall) -> None:
+    """Node n0 and the agents' runtime, which follows the hub's events and calls its gateway in process."""
+    try:
+        hub.runtime = AgentRuntime(hub, node=node, images_dir=os.environ.get("APZ_IMAGE_DIR") or None,
+                                   egress=egress, gateway=gateway).start()
+        print(f"apid: node n0 connected ({node})", flush=True)
+    except (NodeError, OSError) as e:
+        hub.runtime = None
+        print(f"apid: no node, agents cannot boot: {e}", file=sys.stderr, flush=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -90,17 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     if hub.anchors is not None and hub.anchors.problem:
         print(f"apid: the event log does not match its signed checkpoints: {hub.anchors.problem}; "
               "no new checkpoint is signed (run agentplaza audit verify)", file=sys.stderr)
-    if args.node != "off":
-        from ..adapters.kvm.link import NodeError
-        from ..runtime.fleet import AgentRuntime
-
-        try:
-            hub.runtime = AgentRuntime(hub, node=args.node, images_dir=os.environ.get("APZ_IMAGE_DIR") or None,
-                                       egress=egress).start()
-            print(f"apid: node n0 connected ({args.node})")
-        except (NodeError, OSError) as e:
-            hub.runtime = None
-            print(f"apid: no node, agents cannot boot: {e}", file=sys.stderr)
     config = Config()
     config.bind = [args.bind]
     config.accesslog = None
@@ -119,12 +137,16 @@ def main(argv: list[str] | None = None) -> int:
                     stop.set()
                     return
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(on_signals)
-            await nursery.start(_serve, app, config, stop)
-            print(f"apid: listening on {hub.address}", flush=True)
-            await stop.wait()
-            nursery.cancel_scope.cancel()
+        async with BlockingPortal() as portal:
+            if args.node != "off":  # started here: the runtime's gateway calls run on this loop
+                await trio.to_thread.run_sync(start_runtime, hub, args.node, egress, gateway_call(app, portal))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(on_signals)
+                await nursery.start(_serve, app, config, stop)
+                print(f"apid: listening on {hub.address}", flush=True)
+                await stop.wait()
+                nursery.cancel_scope.cancel()
+            await portal.stop(cancel_remaining=True)  # a model turn in flight as the hub stops ends now
 
     try:
         trio.run(run)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jhrl
 
@@ -23,7 +23,7 @@ from ..domain.laws import (
     law_arg_names,
     new_book,
 )
-from .unit import Commands
+from .unit import Commands, Unit
 
 _CALL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "agentplaza:call")
 
@@ -129,21 +129,26 @@ class Decided:
     decision: jhrl.Decision
     digest: str
     call_id: str
-    position: int
+    position: int | None  # None until the unit it was recorded in is saved
     lawbook_version: int
 
 
 def decide_call(cmds: Commands, call: jhrl.Call, agent: str, ctx: Context | None = None) -> Decided:
     """Decide one tool call against the laws in force, and record the decision as an event.
 
-    This is the function the agent harness calls before every tool call runs.  ``agent`` is the
-    agent's CID; ``call.role`` is the role the hub gave it (never what the guest claims).
+    ``agent`` is the agent's CID; ``call.role`` is the role the hub gave it (never what the guest
+    claims).  The agent harness's check composes ``decide_in`` into its own unit instead.
     """
     ctx = ctx or cmds.context(f"agent:{agent}")
+    done = cmds.run(lambda unit: decide_in(unit, cmds, call, agent, ctx))
+    return replace(done.value, position=done.positions[-1])
+
+
+def decide_in(unit: Unit, cmds: Commands, call: jhrl.Call, agent: str, ctx: Context) -> Decided:
+    """``decide_call``'s decision, its record added to ``unit`` (saved with what else the unit saves)."""
     cur = current(cmds)
     decision = jhrl.decide(cur.book.lawset, call)
     call_id = uuid.uuid5(_CALL_NAMESPACE, cmds.new_id())
-    record = ToolCall.decided(ctx, id=call_id, agent=agent, call=call, decision=decision,
-                              lawset=cur.book.lawset, law_args=set(cur.law_args), lawbook_version=cur.version)
-    positions = cmds.store.commit(record)
-    return Decided(decision, call.digest(), call_id.hex, positions[-1], cur.version)
+    unit.add(ToolCall.decided(ctx, id=call_id, agent=agent, call=call, decision=decision,
+                              lawset=cur.book.lawset, law_args=set(cur.law_args), lawbook_version=cur.version))
+    return Decided(decision, call.digest(), call_id.hex, None, cur.version)

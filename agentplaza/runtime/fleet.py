@@ -1,4 +1,4 @@
-"""The agents' runtime in the hub: node n0, the guests' streams, and each harness's requests.
+"""The agents' runtime in the hub (``AgentRuntime``): node n0, reconcile, work delivery, the guests' streams.
 
 - **Node n0.** For a local plaza the hub starts ``noded`` as its child and connects to it
   (``adapters.kvm.link``). The node's facts are kept live (``/v1/nodes``), not as events.
@@ -9,78 +9,58 @@
   agent, its role, tier and mode are looked up from the plaza's own records by that CID; whatever the
   guest says about itself is ignored. A CID the plaza never gave out has no role, and its streams are
   refused.
-- **The harness.** One JSON request, one JSON answer, a line each (see ``vmm/guest/harness.py``):
-  hello, name, next, model, decide, result, tool, share, done. Every tool call is decided by the laws
-  (``commands.laws.decide_call``) before it runs and recorded in the transcript with the decision.
+- **The harness.** Each connection is a ``runtime.session.HarnessSession`` (the guest contract,
+  ``vmm.guest.contract``); the host tools it runs are ``runtime.hosttools``, declared in ``runtime.tools``.
+- **Events.** The runtime follows the hub's live bus (``follow``): the hub's follower publishes what it
+  reads from the store after each catch-up, whichever hub wrote it, and the runtime reacts to what it
+  follows: a ``Plaza.Held`` cancels every running work item within the follower's poll.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import hashlib
-import json
 import logging
-import os
 import re
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from vmm.channel import ChannelClosed, Stream, StreamReset
+from vmm.channel import Stream
 
-from .. import gate
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
 from ..commands import agents as ac
-from ..commands import approvals
-from ..commands import conduct as conduct_commands
 from ..commands import models as model_commands
 from ..commands import tasks as tasks_commands
-from ..domain.agents import (
-    LOCAL_NODE,
-    NAME_PROMPT,
-    check_count,
-    chosen_name,
-    node_id,
-)
+from ..domain.agents import LOCAL_NODE, check_count, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import tooldecide, toolspecs
+from . import tooldecide, tools
 from .egress import EgressPolicy, EgressProxy, Refused
-from .modelrelay import ModelRelay
-from .toolspecs import (  # the tools, with their specs
-    GUEST_TOOLS,
-    HOST_TOOLS,
-    MAX_TASK_LIST,
-)
+from .modelrelay import GatewayCall, ModelRelay
+from .session import HarnessSession
+from .work import delivery_ref, task_text
 
 log = logging.getLogger("apid.runtime")
 
 #: After a machine failed to boot, wait this long before trying again.
 BOOT_RETRY_S = 30.0
-#: The longest a harness's ``next`` waits for work before it asks again.
-MAX_NEXT_WAIT_S = 30.0
-#: Largest file an agent shares.
-MAX_SHARE_BYTES = 1 << 20
-#: The longest request line a harness sends (a shared file, base64, fits); a longer one resets the stream.
-CHANNEL_LINE_BYTES_MAX = 4 << 20
-#: The requests a harness makes inside a work item (refused once the item was cancelled).
-ITEM_OPS = ("model", "decide", "result", "tool", "share")
+#: The bus families the runtime follows (``Plaza.Held`` is among the plaza's).
+FOLLOWED = ("plaza",)
+#: What the runtime calls itself on the bus.
+BUS_ADDRESS = "runtime"
 #: The longest the hub waits for the node to list or remove templates.
 NODE_QUERY_TIMEOUT_S = 60.0
 #: A warm template's key: a hash the node gives it.
 TEMPLATE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-#: The own loop's refusal of a call its task's escrow cannot cover: the item is cancelled.
-BUDGET_EXHAUSTED = "budget_exhausted"
 
 
 class AgentRuntime:
     def __init__(self, hub: Any, *, node: str = "local", images_dir: str | None = None,
-                 egress: EgressPolicy | None = None):
+                 egress: EgressPolicy | None = None, gateway: GatewayCall | None = None):
         self.hub = hub
         self.mode = node
         self.images_dir = images_dir
@@ -97,10 +77,12 @@ class AgentRuntime:
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress,
                                   blocklist=self._fetch_blocklist)
         self.shared_dir = Path(hub.folders.state) / "shared"
-        self.relay = ModelRelay(hub)
+        self.relay = ModelRelay(hub, gateway)
         self.sessions: dict[int, HarnessSession] = {}
         self.delivered: set[tuple] = set()       # (task, phase, cid) already a work item (or claimed by the agent)
         self.facts: dict = {}
+        self._followed = threading.Event()  # the bus has records for the runtime
+        self._subscriber = None
 
     # -- life -------------------------------------------------------------------------------------
     def start(self) -> AgentRuntime:
@@ -113,11 +95,53 @@ class AgentRuntime:
         threading.Thread(target=self._events, daemon=True, name="node-events").start()
         self._reconcile_thread = threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile")
         self._reconcile_thread.start()
+        self.follow()
         self.kick()
         return self
 
+    def follow(self) -> AgentRuntime:
+        """React to the events the hub's follower reads (from any hub's writes): a ``Plaza.Held``
+        cancels every running work item. The bus calls ``wake`` on the hub's event loop; the records
+        are handled on the runtime's own thread."""
+        self._subscriber = self.hub.bus.subscribe(BUS_ADDRESS, FOLLOWED, self._followed.set)
+        threading.Thread(target=self._follow_loop, daemon=True, name="runtime-follow").start()
+        return self
+
+    def _follow_loop(self) -> None:
+        sub = self._subscriber
+        while not self._stop.is_set():
+            self._followed.wait()
+            self._followed.clear()
+            if self._stop.is_set():
+                return
+            records = []
+            while sub.queue:  # the bus appends on its own thread: take what is there, one by one
+                records.append(sub.queue.popleft())
+            try:
+                if sub.dropped:  # it fell behind and the bus let go of its records: look at the plaza now
+                    sub.dropped = False
+                    self.on_held()
+                self.on_records(records)
+            except Exception:
+                log.exception("the runtime failed on followed events")
+
+    def on_records(self, records: list) -> None:
+        """The events followed, in order. A hold or a resume (from any hub) refreshes this process's copy
+        of the plaza; a hold cancels the running items (as of the plaza now: a hold already resumed
+        cancels nothing); a resume wakes the harnesses waiting for work."""
+        kinds = {r.kind for r in records}
+        if not kinds & {"Plaza.Held", "Plaza.Resumed"}:
+            return
+        with self.cmds.store.fresh():  # another hub may have written it: the plaza as stored, cached anew
+            self.on_held()
+        with self._work:
+            self._work.notify_all()
+
     def close(self) -> None:
         self._stop.set()
+        self._followed.set()
+        if self._subscriber is not None:
+            self.hub.bus.unsubscribe(self._subscriber)
         self.kick()
         with self._work:
             self._work.notify_all()
@@ -178,9 +202,8 @@ class AgentRuntime:
             what = {"checkpoint": f"checkpoint {answer.get('name')} saved",
                     "rollback": f"rolled back to {meta.get('name')} (undo: {answer.get('safety')})",
                     "checkpoint_delete": f"checkpoint {meta.get('name')} deleted"}[op]
-            self._entry(cid, "note", what, detail={"action": op, **{k: v for k, v in answer.items() if k != "ok"}},
-                        actor=f"node:{LOCAL_NODE}")
-        return {k: v for k, v in answer.items() if k != "ok"}
+            self._entry(cid, "note", what, detail={"action": op, **answer}, actor=f"node:{LOCAL_NODE}")
+        return answer
 
     def fork(self, cid: int, count: int, checkpoint: str | None, ctx) -> dict:
         """``count`` copies of agent ``cid`` (the guide's Fork): each an agent of the same role with a name
@@ -205,7 +228,7 @@ class AgentRuntime:
     def templates(self) -> dict:
         """The node's warm templates ({key, created_at, vcpus, memory_mib, image, bytes})."""
         try:
-            return {k: v for k, v in self.link.request("templates", timeout=NODE_QUERY_TIMEOUT_S).items() if k != "ok"}
+            return self.link.request("templates", timeout=NODE_QUERY_TIMEOUT_S)
         except NodeError as e:
             raise Refusal("node_error", str(e)) from None
 
@@ -357,7 +380,7 @@ class AgentRuntime:
         with self.lock:
             (self.asleep.add if how == "sleep" else self.asleep.discard)(cid)
         self._entry(cid, "note", "VM saved and stopped" if how == "sleep" else f"VM woke in {answer.get('wake_s')} s",
-                    actor=f"node:{LOCAL_NODE}", detail={k: v for k, v in answer.items() if k != "ok"})
+                    actor=f"node:{LOCAL_NODE}", detail=answer)
 
     def _halt(self, cid: int, how: str) -> None:
         try:
@@ -427,6 +450,10 @@ class AgentRuntime:
         else:
             self._safely(tasks_commands.worker_offline, ctx, str(cid))
 
+    def toolbox(self, agent: Any) -> dict:
+        """The tools the agent is offered now, grouped as vm and plaza (``plaza_toolbox``)."""
+        return tools.grouped(tooldecide.offered(self.hub, agent))
+
     def held(self) -> bool:
         return plaza_held(self.cmds.store.get)
 
@@ -460,368 +487,3 @@ class AgentRuntime:
         where = f"{detail.get('host')}:{detail.get('port')}" if detail.get("host") else "(bad request)"
         self._entry(cid, "egress", f"{detail['verdict']} {where}" + (f": {detail['why']}" if detail.get("why") else ""),
                     tool="egress.connect", detail=detail)
-
-
-class HarnessSession:
-    """One harness connection: the CID is the node's word; everything else is looked up here."""
-
-    def __init__(self, rt: AgentRuntime, cid: int, st: Stream):
-        self.rt, self.cid, self.st = rt, cid, st
-        self.buf = b""
-        self.said_hello = False
-        self.taken: str | None = None
-        self.taken_from: str | None = None  # who told the running item ("owner": the owner's own chat)
-        self.cancelled: str | None = None  # the item cancelled under the harness (STOP ALL, budget exhausted)
-        self.cancelled_why = HELD_MESSAGE
-        self.cancel_lock = threading.Lock()
-        rt.sessions[cid] = self
-
-    def gone(self) -> bool:
-        if self.st is None:  # a session driven in process (tests): never gone
-            return False
-        return self.st._reset is not None or self.st.channel.closed or self.st._remote_closed
-
-    def cancel(self, why: str) -> None:
-        with self.cancel_lock:
-            item = self.taken
-            if item is None:
-                return
-            self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, item, "cancelled", why)
-            self.cancelled, self.taken, self.cancelled_why = item, None, why
-
-    def run(self) -> None:
-        try:
-            while True:
-                line = self._readline()
-                if line is None:
-                    break
-                try:
-                    req = gate.loads(line, gate.CHANNEL, "request")
-                except gate.OutOfBounds as e:  # what the hub could not record is refused before any op reads it
-                    self._send(_err(e.code, str(e)))
-                    continue
-                except gate.NotJson:
-                    req = None
-                if not isinstance(req, dict):
-                    self._send(_err("bad_request", "one JSON object a line"))
-                    continue
-                self._send(self.handle(req))
-        except (ChannelClosed, StreamReset):
-            pass
-        finally:
-            if self.rt.sessions.get(self.cid) is self:
-                del self.rt.sessions[self.cid]
-            if self.taken is not None:  # the harness went mid-item: the item is cancelled, not lost
-                self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, self.taken, "cancelled",
-                                "the harness went away during this item")
-            if self.said_hello:
-                self.rt._safely(ac.disconnected, self.rt.ctx_node(), self.cid, "the harness disconnected")
-                self.rt.worker_state(self.cid, "offline")
-
-    def _readline(self) -> bytes | None:
-        while b"\n" not in self.buf:
-            data = self.st.read()
-            if not data:
-                return None
-            self.buf += data
-            if len(self.buf) > CHANNEL_LINE_BYTES_MAX:
-                raise StreamReset("request too long")
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line
-
-    def _send(self, obj: dict) -> None:
-        self.st.write(json.dumps(obj).encode() + b"\n")
-
-    def handle(self, req: dict) -> dict:
-        op = req.get("op")
-        agent = self.rt.agent_of(self.cid)
-        if agent is None:
-            return _err("no_role", f"cid {self.cid} is not an agent of this plaza; it has no role")
-        if op != "hello" and not self.said_hello:
-            return _err("hello_first", "say hello first")
-        fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
-        if fn is None:
-            return _err("unknown_op", f"no op {op!r}")
-        if op in ITEM_OPS:
-            if self.taken is not None and self.rt.held():
-                self.cancel(HELD_MESSAGE)
-            if self.cancelled is not None:
-                why = self.cancelled_why
-                self.rt._entry(self.cid, "error", f"{op} after the item was cancelled: {why}",
-                               tool=req.get("tool") if isinstance(req.get("tool"), str) else op)
-                return dict(_err("item_cancelled", f"work item {self.cancelled} was cancelled: {why}"),
-                            item=self.cancelled)
-        try:
-            return fn(agent, req)
-        except Refusal as r:
-            return _err(r.code, r.message)
-
-    # -- ops --------------------------------------------------------------------------------------
-    def op_hello(self, agent, req: dict) -> dict:
-        # Whatever the guest claims (a role, a name, a cid) is ignored: the plaza's record decides.
-        claimed = {k: req[k] for k in ("role", "cid", "tier") if k in req}
-        self.said_hello = True
-        ac.connected(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
-        self.rt.worker_state(self.cid, "available")
-        if claimed:
-            self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
-                           actor=f"node:{LOCAL_NODE}")
-        out = {"ok": True, "cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
-               "permission_mode": conduct_commands.mode_of(self.rt.cmds, str(self.cid)), "tools": tooldecide.offered(self.rt.hub, agent,
-                                                                                  GUEST_TOOLS + HOST_TOOLS)}
-        if agent.name is None:  # the plaza asks each new agent to name itself, once
-            out["name_prompt"] = NAME_PROMPT.format(role=agent.role)
-        return out
-
-    def op_name(self, agent, req: dict) -> dict:
-        """The agent's answer to the name prompt: the name in it, else ``role-cid``; once (the owner renames)."""
-        name = chosen_name(str(req.get("name") or ""), agent.role, self.cid)
-        ac.name_self(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, name)
-        return {"ok": True, "name": name}
-
-    def op_next(self, agent, req: dict) -> dict:
-        wait = req.get("wait", 0)
-        wait = min(float(wait), MAX_NEXT_WAIT_S) if isinstance(wait, (int, float)) else 0.0
-        end = time.monotonic() + wait
-        while True:
-            if self.gone():  # never hand work to a stream that is already dead (e.g. a VM that slept)
-                raise StreamReset("the harness stream is gone")
-            if not self.rt.held():
-                item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
-                if item is not None:
-                    self.taken, self.cancelled, self.taken_from = item["item"], None, item.get("from")
-                    self.rt.worker_state(self.cid, "busy")
-                    return {"ok": True, "item": item}
-            left = end - time.monotonic()
-            if left <= 0 or self.rt._stop.is_set():
-                return {"ok": True, "item": None}
-            with self.rt._work:
-                self.rt._work.wait(min(left, 1.0))
-
-    def op_model(self, agent, req: dict) -> dict:
-        if self.rt.held():
-            self.rt._entry(self.cid, "error", HELD_MESSAGE, tool="model")
-            return _err("plaza_held", HELD_MESSAGE)
-        result = self.rt.relay.turn(agent, req.get("messages") or [], req.get("tools") or [])
-        if not result.get("ok"):
-            err = result["error"]
-            self.rt._entry(self.cid, "error", err["message"], tool="model", detail={"code": err["code"]})
-            if err["code"] == BUDGET_EXHAUSTED:  # the guide: the work on that task is cancelled
-                self.cancel(err["message"])
-            return result
-        reply = result["reply"]
-        self.rt._entry(self.cid, "model", reply.get("text"), detail={"model": result.get("model"),
-            **({"purpose": "name"} if req.get("purpose") == "name" else {}),
-            "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
-        return result
-
-    def _decide(self, agent, tool: str, args: dict, call_id: Any) -> dict:
-        c = tooldecide.check_tool(self.rt.hub, agent, tool, args)
-        d = c.decision
-        detail = {"effect": d.effect, "reason": d.reason, "law": d.forbidding, "violation": d.violation,
-                  "call_id": call_id, "decision_id": c.call_id or None, "mode": c.mode,
-                  "approval": c.approval, "approved_by": c.approved,
-                  "args": json.dumps(args, sort_keys=True, default=str)[:500]}
-        if c.extra.get("message"):
-            detail["refusal"] = c.extra["message"]
-        self.rt._entry(self.cid, "tool_call", None, tool=tool, detail=detail)
-        if d.effect == "deny":
-            msg = c.extra.get("message") or (f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")")
-        elif d.effect == "ask":
-            msg = (f"{tool} waits for the owner's approval {c.approval}; once the owner approves it, "
-                   "make the same call again with the same input and it runs once")
-        else:
-            msg = None
-        return {"ok": True, "effect": d.effect, "reason": d.reason, "law": d.forbidding, "message": msg,
-                "approval": c.approval}
-
-    def op_decide(self, agent, req: dict) -> dict:
-        tool, args = req.get("tool"), req.get("args")
-        if not isinstance(tool, str) or not tool.startswith("vm.") or not isinstance(args, dict):
-            return _err("bad_request", "decide takes a guest tool (vm.*) and its args")
-        return self._decide(agent, tool, args, req.get("call_id"))
-
-    def op_result(self, agent, req: dict) -> dict:
-        self.rt._entry(self.cid, "tool_result", str(req.get("output") or ""), tool=str(req.get("tool")),
-                       detail={"ok": bool(req.get("ok")), "call_id": req.get("call_id")})
-        return {"ok": True}
-
-    def op_tool(self, agent, req: dict) -> dict:
-        tool, args = req.get("tool"), req.get("args")
-        if not isinstance(tool, str) or not isinstance(args, dict):
-            return _err("bad_request", "tool takes a name and args")
-        bad = toolspecs.check_args(tool, args) if tool in HOST_TOOLS else None
-        if bad:  # args that do not fit the tool's schema never reach the laws (nor the owner's approvals)
-            self.rt._entry(self.cid, "error", bad, tool=tool, detail={
-                "code": "bad_request", "call_id": req.get("call_id"),
-                "args": json.dumps(args, sort_keys=True, default=str)[:500]})
-            return _err("bad_request", bad)
-        if tool == "plaza_agent_propose":  # a fact the hub knows, never the model's word
-            args = dict(args, owner_asked=self.taken_from == "owner")
-        d = self._decide(agent, tool, args, req.get("call_id"))
-        if d["effect"] == "ask":
-            return dict(_err("awaiting_approval", d["message"]), approval=d["approval"])
-        if d["effect"] != "allow":
-            return _err("refused", d["message"])
-        try:
-            result = self._host_tool(agent, tool, args)
-        except Refusal as r:
-            result = None
-            err = _err(r.code, r.message)
-        if result is None:
-            self.rt._entry(self.cid, "tool_result", err["error"]["message"], tool=tool, detail={"ok": False})
-            return err
-        self.rt._entry(self.cid, "tool_result", json.dumps(result, default=str)[:2000], tool=tool, detail={"ok": True})
-        return {"ok": True, "result": result}
-
-    def _host_tool(self, agent, tool: str, args: dict) -> Any:
-        hub = self.rt.hub
-        if tool == "plaza_status":
-            return {"held": self.rt.held(), "cid": self.cid, "role": agent.role, "name": agent.name}
-        if tool == "plaza_roster":
-            return [{k: r[k] for k in ("cid", "name", "role", "status")}
-                    for r in hub.read_models.rows(agents_table, order_by=agents_table.c.cid)]
-        if tool == "plaza_toolbox":
-            return toolspecs.grouped(tooldecide.offered(hub, agent, GUEST_TOOLS + HOST_TOOLS))
-        if tool == "plaza_message":
-            to, text = args["to"], args["text"]
-            item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text)
-            self.rt.work_for(to)
-            return {"sent": True, "item": item}
-        if tool.startswith("plaza_task_"):
-            return self._task_tool(agent, tool, args)
-        if tool == "plaza_agent_propose":
-            return self._propose(agent, args)
-        raise Refusal("not_available", f"{tool} is not available on this hub yet")
-
-    def _task_tool(self, agent, tool: str, args: dict) -> Any:
-        """The task tools, through ``commands.tasks`` with the agent's CID as the actor and the role
-        the hub gave it (never one the guest names). Their arguments fit their schemas (``op_tool``
-        checks them against ``toolspecs`` first); the rules on the values are the domain's."""
-        cmds, me = self.rt.cmds, str(self.cid)
-        ctx = self.rt.ctx_agent(self.cid)
-        number = args.get("task")
-        if tool == "plaza_task_list":
-            rows = self.rt.hub.read_models.rows(work_rm.tasks, work_rm.tasks.c.state.notin_(tuple(tasks_commands.ENDED)),
-                                                order_by=work_rm.tasks.c.position, limit=MAX_TASK_LIST)
-            return [{k: r[k] for k in ("number", "title", "acceptance", "role", "budget", "state", "phase",
-                                        "worker", "reviewer", "report")} for r in rows]
-        if tool == "plaza_task_create":
-            out = tasks_commands.create(cmds, ctx, args["title"], args["acceptance"], args.get("budget"),
-                                        details=args.get("details") or "", role=args.get("role"),
-                                        parent=args.get("parent"))
-            out.pop("positions", None)
-            return out
-        if tool == "plaza_task_claim":
-            phase = "reviewing" if args.get("review") else "working"
-            self.rt.delivered.add((number, phase, me))
-            if args.get("review"):
-                tasks_commands.take_review(cmds, ctx, number, me, agent.role)
-            else:
-                tasks_commands.claim(cmds, ctx, number, me, agent.role)
-            self._took_itself(number, phase)
-            return {"task": number, ("reviewing" if args.get("review") else "claimed"): True,
-                    **self._task_view(number)}
-        if tool == "plaza_task_submit":
-            verdict = args.get("verdict")
-            if verdict is not None:
-                out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
-                return {"task": number, "verdict": verdict, "entries": len(out.entries)}
-            if args.get("give_up"):
-                tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
-                return {"task": number, "gave_up": True}
-            files = args.get("files") or []
-            if isinstance(files, str):  # "a.txt, b.txt" is taken as the list it names
-                files = [f.strip() for f in files.split(",") if f.strip()]
-            tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files,
-                                       str(args.get("checks") or ""))
-            return {"task": number, "reported": True}
-        if tool == "plaza_task_cancel":
-            tasks_commands.withdraw(cmds, ctx, number, tier=agent.tier)
-            return {"task": number, "withdrawn": True}
-        raise Refusal("not_available", f"{tool} is not available on this hub yet")
-
-    def _propose(self, agent, args: dict) -> dict:
-        """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
-        ``agent``); approving it starts them. Who may propose is the laws' (S-028 to S-030: the orchestrator,
-        only when the owner asked in the owner's own chat: ``owner_asked``, set by ``op_tool``)."""
-        role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
-        problem = approvals.detail_problem("agent", {"role": role, "count": count, "model": model})
-        if problem is not None:
-            raise Refusal("invalid_proposal", problem)
-        if not isinstance(why, str) or not why.strip():
-            raise Refusal("empty_why", "say why the owner should start these agents")
-        out = approvals.request(self.rt.cmds, self.rt.ctx_agent(self.cid), "agent",
-                                f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "
-                                f"{why.strip()[:200]}", agent=str(self.cid),
-                                detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
-        return {"approval": out["id"], "status": "pending",
-                "note": "nothing starts until the owner approves it in Approvals"}
-
-    def _took_itself(self, number: str, phase: str) -> None:
-        """What the agent claimed itself is never delivered to it, even by a hub started after."""
-        t = work_rm.tasks
-        rows = self.rt.hub.read_models.rows(t, t.c.number == number)
-        if rows:
-            self.rt._safely(ac.took_itself, self.rt.ctx_agent(self.cid), self.cid,
-                            delivery_ref(dict(rows[0], phase=phase)))
-
-    def _task_view(self, number: str) -> dict:
-        v = tasks_commands.view(tasks_commands.load(self.rt.cmds, number))
-        return {k: v[k] for k in ("title", "acceptance", "details", "budget", "report")}
-
-    def op_share(self, agent, req: dict) -> dict:
-        path, content = req.get("path"), req.get("content")
-        if not isinstance(path, str) or not isinstance(content, str):
-            return _err("bad_request", "share takes a path and base64 content")
-        d = self._decide(agent, "vm.share_file", {"path": path}, None)
-        if d["effect"] != "allow":
-            return _err("refused", d["message"])
-        data = base64.b64decode(content, validate=True)
-        if len(data) > MAX_SHARE_BYTES:
-            return _err("too_large", f"a shared file is at most {MAX_SHARE_BYTES} bytes")
-        digest = hashlib.sha256(data).hexdigest()
-        name = f"{digest[:16]}-{os.path.basename(path)[:80]}"
-        folder = self.rt.shared_dir / str(self.cid)
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (folder / name).write_bytes(data)
-        self.rt._entry(self.cid, "note", f"shared {path}", tool="vm.share_file",
-                       detail={"name": name, "bytes": len(data), "sha256": digest})
-        return {"ok": True, "name": name}
-
-    def op_done(self, agent, req: dict) -> dict:
-        item, outcome = req.get("item"), req.get("outcome", "done")
-        if not isinstance(item, str) or not isinstance(outcome, str):
-            return _err("bad_request", "done takes an item and an outcome")
-        if item == self.cancelled:  # already cancelled by STOP ALL: nothing more to record
-            self.cancelled = None
-            self.rt.worker_state(self.cid, "available")
-            return {"ok": True, "cancelled": True}
-        ac.finish_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid, item, outcome,
-                       str(req.get("text")) if req.get("text") is not None else None)
-        if item == self.taken:
-            self.taken = None
-        self.rt.worker_state(self.cid, "available")
-        return {"ok": True}
-
-
-def delivery_ref(r: dict) -> str:
-    """One delivery of a task to an agent: its number, the phase (working or reviewing) and the position
-    at which it was queued (created, or reported done), so a second round is a new delivery."""
-    return f"{r['number']}:{r['phase']}:{r['queued_at']}"
-
-
-def task_text(r: dict) -> str:
-    """The work item for a task given to an agent: to do it, or to review it."""
-    head = f"Task {r['number']}: {r['title']}\nAcceptance: {r['acceptance']}" + (f"\nDetails: {r['details']}" if r.get("details") else "")
-    if r["phase"] == "working":
-        return (f"You were given task {r['number']} (budget {r['budget']} credits).\n{head}\nDo it in /workspace, then "
-                "call plaza_task_submit with task, summary, files and checks (or give_up with notes).")
-    rep = r.get("report") or {}
-    return (f"Review task {r['number']} (never your own work).\n{head}\nThe worker's report: {rep.get('summary', '')}\n"
-            f"Files: {', '.join(rep.get('files') or [])}\nChecks: {rep.get('checks', '')}\n"
-            "Rule with plaza_task_submit: task, verdict pass or fail, and notes.")
-
-
-def _err(code: str, message: str) -> dict:
-    return {"ok": False, "error": {"code": code, "message": message}}

@@ -3,38 +3,39 @@
 The harness sends the conversation in its own small shape (``user`` / ``assistant`` with
 ``tool_calls`` / ``tool`` results, tools by name). The hub turns it into an Anthropic Messages
 request for the agent's resolved model (policy: the agent's own, else its role's, else the tier's
-default), and posts it to ``/v1/gateway/<token>/anthropic/v1/messages`` with the placeholder key
-``plaza``, so the call passes every step of the gateway (STOP ALL, the tier's policy, the payer,
-the key, metering and the charge). The per-agent gateway token lives only in this process's memory
-(the store keeps its hash); a hub that restarts issues a new one.
+default), and hands it to the hub's own gateway **in process** with the placeholder key ``plaza``, so
+the call passes every step of the gateway (STOP ALL, the tier's policy, the payer, the key, metering
+and the charge) without a socket. The runtime does not know the HTTP layer: the hub gives the relay
+a ``GatewayCall`` when it starts (``api.main`` makes it from the gateway's in-process entry point). The per-agent gateway token lives only in this process's memory (the store keeps its
+hash); a hub that restarts issues a new one.
 
 The token's link is on the route "loop", the agent's own loop, and names the task the agent holds
 now (it is issued again when that changes): each call is charged to that task's escrow as Spend, a
 call with no task is not charged, and a call the escrow cannot cover answers "budget exhausted"
 (402) with the reply discarded. ``tool_use`` blocks come back to the
 harness as tool calls, their names mapped back (Anthropic tool names have no dots: ``vm.shell`` is
-sent as ``vm__shell``). Each tool goes with its description and input schema from ``api.toolspecs``.
+sent as ``vm__shell``). Each tool goes with its description and input schema from ``runtime.tools``.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
+from collections.abc import Callable
 from typing import Any
 
-import httpx
+from vmm.guest.contract import PLACEHOLDER_KEY, error
 
-from ..api.gateway import (
-    GATEWAY_TOKEN_BYTES,
-    GATEWAY_TOKEN_PREFIX,
-    PLACEHOLDER_KEY,
-    token_sha256,
-)
-from ..api.routes.gateway import GATEWAY_PREFIX
 from ..commands import models as model_commands
 from ..commands import tasks as tasks_commands
 from ..domain.models import LOOP_ROUTE, resolve
-from . import toolspecs
+from ..domain.tokens import GATEWAY_TOKEN_BYTES, GATEWAY_TOKEN_PREFIX, token_sha256
+from .tools import tool as declared_tool
+
+#: The gateway in process: (the caller's token, an Anthropic Messages body, the request's headers) ->
+#: (the HTTP status, the answer's bytes), through every step of the gateway's own route.
+GatewayCall = Callable[[str, dict, dict], tuple[int, bytes]]
 
 #: The longest one model turn may take through the gateway.
 MODEL_TURN_TIMEOUT_S = 600.0
@@ -43,7 +44,7 @@ MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
 #: How long a newly issued token waits for the gateway's read model to hold it.
 LINK_WAIT_S = 5.0
-NO_GATEWAY = "the hub has no HTTP address for its model gateway; no model call was made"
+NO_GATEWAY = "the hub runs no model gateway in process; no model call was made"
 
 
 def wire_name(tool: str) -> str:
@@ -81,11 +82,11 @@ def to_anthropic(messages: list, tools: list) -> tuple[list, list]:
 
 def tool_specs(tools: list) -> list[dict]:
     """The Anthropic ``tools`` of a turn: each named tool with its description and input schema
-    (``api.toolspecs``). A name the hub has no spec for is dropped (no such tool could run), and a
+    (``runtime.tools``). A name the hub has no spec for is dropped (no such tool could run), and a
     name given twice is sent once."""
     out, seen = [], set()
     for t in tools:
-        s = toolspecs.spec(t) if isinstance(t, str) else None
+        s = declared_tool(t) if isinstance(t, str) else None
         if s is None or t in seen:
             continue
         seen.add(t)
@@ -107,17 +108,11 @@ def from_anthropic(body: dict) -> dict:
 class ModelRelay:
     """One per runtime: the agents' gateway tokens (memory only) and the relay itself."""
 
-    def __init__(self, hub: Any, client: Any = None):
+    def __init__(self, hub: Any, gateway: GatewayCall | None = None):
         self.hub = hub
-        self.client = client or httpx  # anything with httpx's post(): a test gives the app's own client
+        self.gateway = gateway  # None: a runtime with no gateway (tests of the node); turns are refused
         self.tokens: dict[int, tuple[str, str | None]] = {}  # cid -> (token, the task its link names)
         self.lock = threading.Lock()
-
-    def base(self) -> str | None:
-        addr = getattr(self.hub, "address", "") or ""
-        if not addr:
-            return None
-        return addr.replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
 
     def task_of(self, agent: Any) -> str | None:
         """The task the agent holds now, to do or to review (the scheduler's record), or None."""
@@ -148,30 +143,29 @@ class ModelRelay:
         return resolve(policy, agent.role, agent.model).model
 
     def turn(self, agent: Any, messages: list, tools: list) -> dict:
-        base = self.base()
-        if base is None:
-            return {"ok": False, "error": {"code": "no_gateway", "message": NO_GATEWAY}}
+        """One model turn of the agent: ``{"reply", "model"}``, or a refusal (the guest contract's shape)."""
+        gateway = self.gateway
+        if gateway is None:
+            return error("no_gateway", NO_GATEWAY)
         model = self.model_of(agent)
         msgs, specs = to_anthropic(messages, tools)
         body: dict = {"model": model, "max_tokens": MAX_TOKENS, "messages": msgs}
         if specs:
             body["tools"] = specs
-        url = f"{base}{GATEWAY_PREFIX}/{self.token_for(agent, self.task_of(agent))}/anthropic/v1/messages"
+        token = self.token_for(agent, self.task_of(agent))
         try:
-            r = self.client.post(url, json=body, timeout=MODEL_TURN_TIMEOUT_S,
-                           headers={"x-api-key": PLACEHOLDER_KEY, "anthropic-version": ANTHROPIC_VERSION})
-        except httpx.HTTPError as e:
-            return {"ok": False, "error": {"code": "gateway_unreachable", "message": f"the gateway did not answer: {e}"}}
+            status, raw = gateway(token, body, {"x-api-key": PLACEHOLDER_KEY, "anthropic-version": ANTHROPIC_VERSION})
+        except Exception as e:  # noqa: BLE001 - the hub going away mid-turn, say: the turn fails, the harness lives
+            return error("gateway_unreachable", f"the gateway did not answer: {type(e).__name__}: {e}")
         try:
-            data = r.json()
+            data = json.loads(raw or b"{}")
         except ValueError:
             data = {}
-        if r.status_code != 200:
+        if status != 200:
             err = data.get("error") if isinstance(data, dict) else None
             err = err if isinstance(err, dict) else {}
-            code = "plaza_held" if r.status_code == 423 else str(err.get("code") or err.get("type") or "model_error")
-            if r.status_code == 401:  # the token went (revoked, or the link re-issued elsewhere): a new one next turn
+            code = "plaza_held" if status == 423 else str(err.get("code") or err.get("type") or "model_error")
+            if status == 401:  # the token went (revoked, or the link re-issued elsewhere): a new one next turn
                 self.forget(agent.cid)
-            return {"ok": False, "error": {"code": code, "message": str(err.get("message") or r.text[:500]),
-                                           "status": r.status_code}}
-        return {"ok": True, "reply": from_anthropic(data), "model": model}
+            return error(code, str(err.get("message") or raw[:500].decode(errors="replace")), status=status)
+        return {"reply": from_anthropic(data), "model": model}

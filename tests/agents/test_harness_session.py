@@ -1,12 +1,15 @@
 """The hub's side of a harness, in process (no VM): every tool call goes through
-``events.conduct.check_call`` (modes, approvals used once with the exact input, the plaza held), the
+``commands.conduct.check_in`` (modes, approvals used once with the exact input, the plaza held), the
 scheduler hears when an agent is available, busy or offline, and the task host tools act with the
 agent's CID and the role the hub gave it."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
+from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals
@@ -14,7 +17,12 @@ from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import tasks as tc
 from agentplaza.domain.base import Refusal
 from agentplaza.projections.agents import transcript_table
-from agentplaza.runtime.fleet import AgentRuntime, HarnessSession
+from agentplaza.runtime.fleet import AgentRuntime
+from agentplaza.runtime.session import HarnessSession
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 
 @pytest.fixture
@@ -66,7 +74,7 @@ def test_read_only_mode_refuses_writes_and_a_held_plaza_refuses_every_call(hub):
     plaza_commands.stop_all(cmds, cmds.context("owner", "test"))
     held = s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})
     assert held["effect"] == "deny" and "held" in held["message"]
-    assert s.handle({"op": "tool", "tool": "plaza_status", "args": {}})["ok"] is False
+    assert "error" in s.handle({"op": "tool", "tool": "plaza_status", "args": {}})
 
 
 def test_the_scheduler_hears_available_busy_and_offline(hub):
@@ -84,7 +92,7 @@ def test_the_scheduler_hears_available_busy_and_offline(hub):
 
 def tool(s, name, **args):
     r = s.handle({"op": "tool", "tool": name, "args": args, "call_id": name})
-    assert r["ok"], r
+    assert "error" not in r, r
     return r["result"]
 
 
@@ -100,11 +108,11 @@ def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
     assert [t["number"] for t in tool(w1, "plaza_task_list")] == [t1, t2]
     assert tool(w1, "plaza_task_claim", task=t1)["claimed"]
     assert tool(w2, "plaza_task_claim", task=t2)["claimed"]
-    assert not o.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t2}})["ok"]  # taken
+    assert "error" in o.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t2}})  # taken
     tool(w1, "plaza_task_submit", task=t1, summary="wrote a", files=["a.txt"], checks="cat a.txt")
     tool(w2, "plaza_task_submit", task=t2, summary="wrote b", files=["b.txt"], checks="cat b.txt")
     mine = r.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1, "review": True}})
-    assert mine["ok"] and mine["result"]["report"]["summary"] == "wrote a"
+    assert "error" not in mine and mine["result"]["report"]["summary"] == "wrote a"
     tool(r, "plaza_task_submit", task=t1, verdict="pass", notes="good")
     tool(r, "plaza_task_claim", task=t2, review=True)
     tool(r, "plaza_task_submit", task=t2, verdict="fail", notes="b.txt is empty")
@@ -120,22 +128,22 @@ def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume
     ac.tell(cmds, cmds.context("owner"), cid, "work")
     item = s.handle({"op": "next", "wait": 0})["item"]["item"]
     plaza_commands.stop_all(cmds, cmds.context("owner", "lunch"))
-    s.rt.on_held()  # what POST /v1/plaza/stop does after the hold is committed
+    s.rt.on_records(hub.read_models.catch_up())  # what the hub's follower hands the runtime after it reads the hold
     done = entries(hub, cid, "done")
     assert [(d["detail"]["item"], d["detail"]["outcome"]) for d in done] == [(item, "cancelled")]
     for op in ({"op": "model", "messages": []}, {"op": "decide", "tool": "vm.shell", "args": {"command": "ls"}},
                {"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}}):
         r = s.handle(op)
         assert r["error"]["code"] == "item_cancelled" and r["item"] == item
-    assert s.handle({"op": "done", "item": item, "outcome": "cancelled"}) == {"ok": True, "cancelled": True}
+    assert s.handle({"op": "done", "item": item, "outcome": "cancelled"}) == {"cancelled": True}
     ac.tell(cmds, cmds.context("owner"), cid, "more work")
     assert s.handle({"op": "next", "wait": 0})["item"] is None  # held: no work handed out
-    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is False
+    assert "error" in s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})
     assert s.handle({"op": "model", "messages": []})["error"]["code"] == "plaza_held"
     assert tc.load(cmds, t1).worker is None
     plaza_commands.resume(cmds, cmds.context("owner", "back"))
     assert s.handle({"op": "next", "wait": 0})["item"]["text"] == "more work"
-    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})["ok"] is True
+    assert "error" not in s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": t1}})
 
 
 def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
@@ -207,7 +215,7 @@ def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_s
     claimed = s.handle(dict(propose, args=dict(propose["args"], owner_asked=True)))  # the model cannot say so
     assert claimed["error"]["code"] == "bad_request" and "owner_asked" in claimed["error"]["message"]
     got = s.handle(propose)
-    assert got["ok"] and got["result"]["status"] == "pending"
+    assert "error" not in got and got["result"]["status"] == "pending"
     a = approvals.load(cmds, got["result"]["approval"])
     assert (a.kind, a.status, a.agent, a.detail["role"], a.detail["count"]) == ("agent", "pending", str(orch), "builder", 2)
     hub.read_models.catch_up()
@@ -226,7 +234,7 @@ def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_s
     ac.tell(cmds, cmds.context("agent:99"), orch, "hire some builders")
     s.handle({"op": "next", "wait": 0})
     refused = s.handle(propose)
-    assert refused["ok"] is False and "S-029" in refused["error"]["message"]
+    assert "S-029" in refused["error"]["message"]
 
     # A builder cannot propose, even in the owner's chat.
     b, sb = session(hub, "builder")
@@ -259,7 +267,7 @@ def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hu
     hub.read_models.catch_up()
     ac.tell(cmds, cmds.context("owner"), cid, "pick a task")
     s.handle({"op": "next", "wait": 0})
-    assert s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": number}})["ok"]
+    assert "error" not in s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": number}})
     hub.read_models.catch_up()
     AgentRuntime(hub, node="off").deliver_work()  # a hub started after: it knows only the records
     assert not [e for e in entries(hub, cid, "told") if f"given task {number}" in (e["text"] or "")]
@@ -271,7 +279,7 @@ def test_a_new_agent_is_asked_its_name_once_and_keeps_the_name_in_its_answer(hub
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     hello = s.handle({"op": "hello"})
     assert "researcher" in hello["name_prompt"] and "name" in hello["name_prompt"]
-    assert s.handle({"op": "name", "name": '"Ada Quill."\nI like the name.'}) == {"ok": True, "name": "Ada Quill"}
+    assert s.handle({"op": "name", "name": '"Ada Quill."\nI like the name.'}) == {"name": "Ada Quill"}
     assert ac.agent(cmds, cid).name == "Ada Quill"
     again = s.handle({"op": "name", "name": "Other"})
     assert again["error"]["code"] == "already_named"
@@ -290,3 +298,16 @@ def test_an_answer_with_no_name_in_it_gives_role_and_cid():
     assert chosen_name(None, "builder", 4) == "builder-4"
     assert chosen_name(NAME_PROMPT.format(role="builder"), "builder", 4) == "builder-4"  # an echo of the question
     assert chosen_name("x" * 41, "reviewer", 9) == "reviewer-9"
+
+
+def test_the_mode_set_on_the_agents_conduct_is_what_hello_offers(hub):
+    """Conduct alone holds the permission mode: set read-only over POST /v1/conduct/{cid}/mode, the next
+    hello offers no write tool (and says read-only)."""
+    cid, s = session(hub, "builder")
+    assert "vm.write_file" in s.handle({"op": "hello"})["tools"]
+    with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
+        r = c.post(f"/v1/conduct/{cid}/mode", json={"mode": "read-only"})
+        assert r.status_code == 200 and r.json()["mode"] == "read-only", r.text
+    hello = s.handle({"op": "hello"})
+    assert hello["permission_mode"] == "read-only"
+    assert "vm.write_file" not in hello["tools"] and "vm.read_file" in hello["tools"]

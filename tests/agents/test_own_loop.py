@@ -1,5 +1,6 @@
 """The agents' own loop, in process (no VM): a harness's model turn goes through the hub's model
-gateway on the route "loop" and is charged as the guide's "The agent's own loop" says.
+gateway on the route "loop", called in process (no HTTP: the gateway's in-process entry point, as
+``api.main`` hands it to the runtime), and is charged as the guide's "The agent's own loop" says.
 
 - A call with no task (the orchestrator planning) is not charged: a new agent starts at zero and
   still thinks.
@@ -16,12 +17,14 @@ import pytest
 
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
+from agentplaza.api.main import gateway_call
 from agentplaza.commands import agents as ac
 from agentplaza.commands import tasks as tc
 from agentplaza.commands import treasury as treasury_commands
 from agentplaza.domain.treasury import own_loop_charge
 from agentplaza.projections.agents import transcript_table
-from agentplaza.runtime.fleet import AgentRuntime, HarnessSession
+from agentplaza.runtime.fleet import AgentRuntime
+from agentplaza.runtime.session import HarnessSession
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -35,7 +38,6 @@ MOCK = "mock/echo"
 @pytest.fixture
 def plaza(folders, database_url):
     hub = Hub.open(folders, database_url=database_url)
-    hub.address = "http://127.0.0.1:7700"
     with TestClient(create_app(hub), base_url="http://127.0.0.1:7700", client=("127.0.0.1", 5000)) as c:
         assert c.post("/v1/models/providers", json={"id": "mock"}).status_code == 200
         r = c.patch("/v1/models/policy", json={"worker": [MOCK], "orchestrator": [MOCK], "default_model": MOCK,
@@ -49,10 +51,9 @@ def plaza(folders, database_url):
 def session(c, role: str) -> tuple[int, HarnessSession]:
     hub = c.hub
     cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
-    rt = AgentRuntime(hub, node="off")
-    rt.relay.client = c
+    rt = AgentRuntime(hub, node="off", gateway=gateway_call(c.app, c.portal))  # the app's own loop, as apid's
     s = HarnessSession(rt, cid, None)
-    assert s.handle({"op": "hello"})["ok"]
+    assert "error" not in s.handle({"op": "hello"})
     return cid, s
 
 
@@ -86,7 +87,7 @@ def test_a_call_with_no_task_is_not_charged(plaza):
     cid, s = session(plaza, "orchestrator")
     item = take_item(plaza.hub, s, cid)
     r = turn(s, item, "plan the day")
-    assert r["ok"] and r["reply"]["text"] == "plan the day"
+    assert "error" not in r and r["reply"]["text"] == "plan the day"
     (call,) = usage(plaza)
     assert (call["route"], call["task"], call["charged"], call["payer"]) == ("loop", None, 0, None)
     assert journal(plaza, kind="Spend") == []
@@ -99,7 +100,7 @@ def test_a_call_on_a_task_is_spend_from_its_escrow_at_the_owners_price_plus_one(
     task = given_task(plaza, cid, 500)
     item = take_item(plaza.hub, s, cid)
     r = turn(s, item, "one two three [mock:tokens 10 20]")
-    assert r["ok"]
+    assert "error" not in r
     cost = own_loop_charge(10, 20, (300_000, 700_000))
     assert cost == 3 + 14 + 1
     (spend,) = journal(plaza, kind="Spend")
@@ -118,7 +119,7 @@ def test_an_escrow_that_cannot_cover_the_call_ends_the_item_budget_exhausted(pla
     task = given_task(plaza, cid, 200)
     item = take_item(plaza.hub, s, cid)
     r = turn(s, item, "a long answer [mock:tokens 200 100]")
-    assert r["ok"] is False and r["error"]["code"] == "budget_exhausted"
+    assert r["error"]["code"] == "budget_exhausted"
     assert r["error"]["message"] == "budget exhausted" and "reply" not in r  # the reply is discarded
     assert journal(plaza, kind="Spend") == []
     assert treasury_commands.escrow(plaza.hub.commands, task).balance == 200

@@ -18,7 +18,7 @@ Guest -> host: a program in the guest connects to the unix socket
 host (``gateway\\n``); channeld opens a stream to the host with that service
 and splices the two together. This is the guest's only way out.
 
-Standard library only. ``channel.py`` sits next to this file in the image.
+Standard library only. ``channel.py`` and ``contract.py`` sit next to this file in the image.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import channel as chan  # noqa: E402
+import contract  # noqa: E402 - the guest contract, beside this file
 
 PORT_NAME = "apz.channel"
-LOCAL_SOCK = "/run/apz/channel.sock"
+LOCAL_SOCK = contract.CHANNEL_SOCK
 VSOCK_PORT = 1024
 _children: set = set()
 _children_lock = threading.Lock()

@@ -16,7 +16,8 @@ Guest tools: ``vm.shell`` (a command with a time limit), ``vm.read_file``, ``vm.
 file to the hub). Outbound web traffic goes through a local proxy at 127.0.0.1:3128 that carries each
 connection to the hub's egress proxy (service ``egress``).
 
-Standard library only; it never imports anything of the hub.
+Standard library only; it never imports anything of the hub. What it shares with the hub (ops,
+limits, the error shape, the services) is ``contract.py``, beside it in the image.
 """
 
 from __future__ import annotations
@@ -30,18 +31,21 @@ import sys
 import threading
 import time
 
-CHANNEL_SOCK = os.environ.get("APZ_CHANNEL_SOCK", "/run/apz/channel.sock")
+if __package__:  # imported from the hub's tree (vmm.guest.harness)
+    from . import contract
+else:  # run in the guest, where contract.py sits beside this file
+    import contract
+
+SHELL_TIMEOUT_S, SHELL_MAX_TIMEOUT_S = contract.SHELL_TIMEOUT_S, contract.SHELL_MAX_TIMEOUT_S
+MAX_OUTPUT, MAX_FILE = contract.MAX_OUTPUT, contract.MAX_FILE
+PLACEHOLDER_KEY = contract.PLACEHOLDER_KEY
+CHANNEL_SOCK = os.environ.get("APZ_CHANNEL_SOCK", contract.CHANNEL_SOCK)
 WORKSPACE = os.environ.get("APZ_WORKSPACE", "/workspace")
 PROXY_PORT = 3128
-#: Shell commands: default and largest time limit, in seconds.
-SHELL_TIMEOUT_S, SHELL_MAX_TIMEOUT_S = 30, 600
-#: Largest output a tool returns, and largest file read or shared.
-MAX_OUTPUT = 16_000
-MAX_FILE = 1 << 20
 #: Model turns per work item before the harness gives up on it.
 MAX_STEPS = 24
+#: How long one ``next`` asks the hub to wait for work (at most the contract's MAX_NEXT_WAIT_S).
 WAIT_S = 20
-PLACEHOLDER_KEY = "plaza"  # the only "key" a guest ever holds
 
 
 class ToolError(Exception):
@@ -188,8 +192,9 @@ def tool_share_file(args: dict, workspace: str = None, hub: Hub = None) -> str:
     if hub is None:
         raise ToolError("no hub to share with")
     r = hub.call("share", path=args["path"], content=base64.b64encode(data).decode())
-    if not r.get("ok"):
-        raise ToolError(r.get("error", {}).get("message", "the hub refused the file"))
+    err = contract.error_of(r)
+    if err is not None:
+        raise ToolError(err["message"] or "the hub refused the file")
     return f"shared {args['path']} ({len(data)} bytes) as {r.get('name')}"
 
 
@@ -251,10 +256,6 @@ def egress_forwarder(port: int = PROXY_PORT) -> None:
 
 
 # -- the loop ---------------------------------------------------------------------------------------
-#: A model call refused with one of these ends the item as cancelled (STOP ALL; the task's escrow is spent).
-CANCELLING = ("plaza_held", "budget_exhausted")
-
-
 def run_item(hub: Hub, item: dict, tools: list) -> None:
     try:
         _run_item(hub, item, tools)
@@ -264,8 +265,9 @@ def run_item(hub: Hub, item: dict, tools: list) -> None:
 
 
 def _checked(r: dict) -> dict:
-    if not r.get("ok") and r.get("error", {}).get("code") == "item_cancelled":
-        raise ItemCancelled(r["error"].get("message", "cancelled"))
+    err = contract.error_of(r)
+    if err is not None and err["code"] == contract.ITEM_CANCELLED:
+        raise ItemCancelled(err["message"] or "cancelled")
     return r
 
 
@@ -273,10 +275,10 @@ def _run_item(hub: Hub, item: dict, tools: list) -> None:
     messages = [{"role": "user", "content": item.get("text", "")}]
     for _ in range(MAX_STEPS):
         r = _checked(hub.call("model", item=item["item"], messages=messages, tools=tools))
-        if not r.get("ok"):
-            err = r.get("error", {})
-            hub.call("done", item=item["item"], outcome="cancelled" if err.get("code") in CANCELLING else "failed",
-                     text=err.get("message", "the model call failed"))
+        err = contract.error_of(r)
+        if err is not None:
+            hub.call("done", item=item["item"], outcome="cancelled" if err["code"] in contract.CANCELLING else "failed",
+                     text=err["message"] or "the model call failed")
             return
         reply = r.get("reply") or {}
         calls = reply.get("tool_calls") or []
@@ -308,11 +310,11 @@ def do_call(hub: Hub, call: dict) -> str:
         _checked(hub.call("result", tool=tool, call_id=cid, ok=ok, output=out))
         return out
     r = _checked(hub.call("tool", tool=tool, args=args, call_id=cid))
-    if not r.get("ok"):
-        err = r.get("error", {})
-        if err.get("code") == "awaiting_approval":
-            return "waiting: " + err.get("message", "")
-        return "error: " + err.get("message", "refused")
+    err = contract.error_of(r)
+    if err is not None:
+        if err["code"] == contract.AWAITING_APPROVAL:
+            return "waiting: " + err["message"]
+        return "error: " + (err["message"] or "refused")
     return json.dumps(r.get("result"))
 
 
@@ -320,9 +322,10 @@ def name_self(hub: Hub, prompt: str) -> None:
     """The plaza asks a new agent to name itself, once: the model answers, the hub keeps the name in it
     (or gives the agent role-cid when the answer holds none, or the call failed)."""
     r = hub.call("model", purpose="name", messages=[{"role": "user", "content": prompt}], tools=[])
-    answer = (r.get("reply") or {}).get("text") if r.get("ok") else ""
+    answer = (r.get("reply") or {}).get("text") if contract.error_of(r) is None else ""
     named = hub.call("name", name=answer or "")
-    log(f"named {named.get('name')}" if named.get("ok") else f"not named: {named.get('error')}")
+    err = contract.error_of(named)
+    log(f"named {named.get('name')}" if err is None else f"not named: {err['message']}")
 
 
 def main() -> int:
@@ -336,8 +339,9 @@ def main() -> int:
         try:
             hub = Hub(open_service("harness"))
             me = hub.call("hello", version=1)
-            if not me.get("ok"):
-                log(f"the hub refused us: {me.get('error')}")
+            refused = contract.error_of(me)
+            if refused is not None:
+                log(f"the hub refused us: {refused['code']}: {refused['message']}")
                 hub.close()
                 time.sleep(5)
                 continue

@@ -6,8 +6,9 @@
   the LZ4 stream inside the bzImage.
 - Initramfs: busybox-static, the virtio modules and ``init.sh``.
 - Root: ``debootstrap --variant=minbase --include=python3`` plus the guest
-  side of the channel (``/opt/apz/channeld.py`` and ``channel.py``) and the agent
-  harness (``/opt/apz/harness.py``, started by the node over ``exec``), as an
+  side of the channel (``/opt/apz/channeld.py`` and ``channel.py``), the agent
+  harness (``/opt/apz/harness.py``, started by the node over ``exec``) and the guest contract
+  both read (``/opt/apz/contract.py``), as an
   ext4 image made with ``mkfs.ext4 -d`` (no mount needed).
 
 Images are content-addressed: the key is the sha256 over the three
@@ -44,7 +45,8 @@ MODULES = ("virtio_ring", "virtio", "virtio_mmio", "vsock", "vmw_vsock_virtio_tr
 HERE = Path(__file__).resolve().parent
 GUEST_FILES = {"channeld.py": HERE.parent / "guest" / "channeld.py",
                "channel.py": HERE.parent / "channel.py",
-               "harness.py": HERE.parent / "guest" / "harness.py"}
+               "harness.py": HERE.parent / "guest" / "harness.py",
+               "contract.py": HERE.parent / "guest" / "contract.py"}
 INIT = HERE / "init.sh"
 BUSYBOX = Path("/bin/busybox")
 TOOLS = {"apt-get": "apt", "dpkg": "dpkg", "debootstrap": "debootstrap", "lz4": "lz4",

@@ -1,7 +1,8 @@
 """The hub's end of its link to a node daemon: requests out, the guests' streams in.
 
 The link is one unix-socket connection carrying ``vmm.channel`` frames. ``request(op, **meta)``
-opens a stream, waits for the node's JSON answer and returns it. Streams the node opens carry a
+opens a stream, waits for the node's JSON answer and returns it; a refusal (the guest contract's
+error shape, ``{"error": {"code", "message"}}``) raises ``NodeError`` with its code and message. Streams the node opens carry a
 guest's service and the CID the node knows the guest by; ``on_stream(service, cid, stream)`` gets
 them. ``events()`` yields the node's event lines (machine and harness exits).
 """
@@ -19,13 +20,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from vmm.channel import Channel, ChannelClosed, Stream, StreamReset
+from vmm.guest.contract import error_of
 
 #: How long the hub waits for a node daemon it started to listen.
 NODE_START_TIMEOUT_S = 30.0
 
 
 class NodeError(RuntimeError):
-    pass
+    def __init__(self, message: str, code: str = "node_error"):
+        super().__init__(message)
+        self.code = code
 
 
 class NodeLink:
@@ -70,8 +74,9 @@ class NodeLink:
         except (ChannelClosed, StreamReset, TimeoutError) as e:
             raise NodeError(f"node request {op} failed: {e}") from None
         answer = json.loads(raw or b"{}")
-        if not answer.get("ok"):
-            raise NodeError(answer.get("error") or f"node request {op} failed")
+        err = error_of(answer)
+        if err is not None:
+            raise NodeError(err["message"] or f"node request {op} failed", err["code"])
         return answer
 
     def events(self) -> Iterator[dict]:

@@ -8,8 +8,11 @@ protocol of ``vmm.channel`` over it (the hub is the "host" end):
 - streams the hub opens are requests: ``facts``, ``start`` (cid, wipe), ``stop``, ``wipe``,
   ``delete``, ``sleep``, ``wake``, ``list``, ``events`` (a long-lived stream of JSON lines: machine exits, harness exits);
 - streams a guest opens (through its channeld) become streams noded opens to the hub, with the
-  service name (only ``harness``, ``egress``, ``gateway``) and the CID *noded* knows the guest by.
-  Nothing else the guest says about itself crosses.
+  service name (only the guest contract's ``SERVICES``: ``harness``, ``egress``, ``gateway``) and the
+  CID *noded* knows the guest by. Nothing else the guest says about itself crosses.
+
+Each request is answered with one JSON object: the op's fields, or a refusal in the hub's HTTP
+error shape, ``{"error": {"code": ..., "message": ...}}`` (``vmm.guest.contract.error``).
 
 The hub starts it for a local plaza (``--exit-with-parent``: its machines stop when the hub goes);
 it also runs on its own (``noded``), keeping its machines across hub reconnects.
@@ -41,12 +44,15 @@ from vmm import (
     VMError,
     probe,
 )
+from vmm.guest.contract import SERVICES, error
 from vmm.image.build import Image, ensure_image
 
 log = logging.getLogger("noded")
 
-#: The services a guest may open towards the hub; anything else is reset at the node.
-GUEST_SERVICES = ("harness", "egress", "gateway")
+#: The services a guest may open towards the hub (the guest contract's); anything else is reset at the node.
+GUEST_SERVICES = SERVICES
+#: A request for an op the node does not have, and one that failed on the way (the VM's error, say).
+UNKNOWN_OP, NODE_FAILED = "unknown_op", "node_failed"
 #: Each agent's microVM, unless the hub asks otherwise.
 DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
 HARNESS_ARGV = ["/usr/bin/python3", "-u", "-B", "/opt/apz/harness.py"]
@@ -115,7 +121,7 @@ class Run:
     def sleep(self) -> dict:
         self.sleeping = True
         man = self.machine.sleep()
-        return {"ok": True, "memory_bytes": getattr(man, "memory_bytes", None)}
+        return {"memory_bytes": getattr(man, "memory_bytes", None)}
 
     def wake(self) -> dict:
         t0 = time.monotonic()
@@ -124,7 +130,7 @@ class Run:
         # The restored guest's old streams belong to the old process; its harness is started anew
         # (the old one ends at its next write to a stream the new host does not know).
         self._attach()
-        return {"ok": True, "wake_s": round(time.monotonic() - t0, 3)}
+        return {"wake_s": round(time.monotonic() - t0, 3)}
 
     def rollback(self, name: str) -> dict:
         """Back to a checkpoint (a safety checkpoint first); the harness is started anew, as after wake."""
@@ -135,7 +141,7 @@ class Run:
         finally:
             self.sleeping = False
         self._attach()
-        return {"ok": True, "safety": safety, "restore_s": round(time.monotonic() - t0, 3)}
+        return {"safety": safety, "restore_s": round(time.monotonic() - t0, 3)}
 
     def _start_harness(self) -> None:
         st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
@@ -261,9 +267,9 @@ class Node:
                 self._event_streams.append(st)
                 return
             st.read_all(timeout=30)
-            result = getattr(self, f"op_{op}")(st.meta) if op in OPS else {"ok": False, "error": f"no op {op!r}"}
+            result = getattr(self, f"op_{op}")(st.meta) if op in OPS else error(UNKNOWN_OP, f"no op {op!r}")
         except Exception as e:  # noqa: BLE001 - every request gets an answer that says why
-            result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            result = error(NODE_FAILED, f"{type(e).__name__}: {e}")
         try:
             st.write(json.dumps(result).encode())
             st.close()
@@ -271,11 +277,11 @@ class Node:
             pass
 
     def op_facts(self, meta: dict) -> dict:
-        return {"ok": True, "node": self.name, "facts": machine_facts(self.backend.platform)}
+        return {"node": self.name, "facts": machine_facts(self.backend.platform)}
 
     def op_list(self, meta: dict) -> dict:
         with self.lock:
-            return {"ok": True, "machines": [{"cid": c, "running": r.machine.running()} for c, r in self.runs.items()]}
+            return {"machines": [{"cid": c, "running": r.machine.running()} for c, r in self.runs.items()]}
 
     # -- whose machine this is: the hub's identity of the agent (its id and how often it was wiped) --
     def identity(self, cid: int) -> str | None:
@@ -303,7 +309,7 @@ class Node:
         with self.lock:
             old = self.runs.get(cid)
         if old is not None and old.machine.running():
-            return {"ok": True, "already": True}
+            return {"already": True}
         identity = meta.get("identity")
         spec = self._spec(cid, meta)
         changed = identity is not None and self.identity(cid) != identity
@@ -322,7 +328,7 @@ class Node:
             self.forget(cid, run)
             raise
         took = m.boot_seconds or getattr(m, "restore_seconds", None) or 0
-        return {"ok": True, "boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
+        return {"boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
                 "jailed": m.jailed, "notes": m.notes}
 
     def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str) -> dict:
@@ -351,7 +357,7 @@ class Node:
             self.forget(cid, run)
             m.kill()
             raise
-        return {"ok": True, "boot_s": round(time.monotonic() - t0, 3),
+        return {"boot_s": round(time.monotonic() - t0, 3),
                 "booted_from": f"fork of {source} at {checkpoint}", "jailed": m.jailed, "notes": m.notes}
 
     def op_stop(self, meta: dict) -> dict:
@@ -359,10 +365,10 @@ class Node:
         with self.lock:
             run = self.runs.pop(cid, None)
         if run is None:
-            return {"ok": True, "running": False}
+            return {"running": False}
         run.stopping = True
         rc = run.machine.stop(timeout=float(meta.get("timeout") or 20))
-        return {"ok": True, "exit": rc}
+        return {"exit": rc}
 
     def _run(self, meta: dict) -> Run:
         with self.lock:
@@ -379,41 +385,41 @@ class Node:
 
     def op_checkpoint(self, meta: dict) -> dict:
         name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""))
-        return {"ok": True, "name": name}
+        return {"name": name}
 
     def op_checkpoints(self, meta: dict) -> dict:
-        return {"ok": True, "checkpoints": self._run(meta).machine.checkpoints()}
+        return {"checkpoints": self._run(meta).machine.checkpoints()}
 
     def op_rollback(self, meta: dict) -> dict:
         return self._run(meta).rollback(str(meta["name"]))
 
     def op_checkpoint_delete(self, meta: dict) -> dict:
         self._run(meta).machine.delete_checkpoint(str(meta["name"]))
-        return {"ok": True}
+        return {}
 
     def op_wipe(self, meta: dict) -> dict:
         self.op_stop(meta)
         m = self.backend.machine(MachineSpec(machine_name(int(meta["cid"])), image=self.image()), self.vms_dir)
         m.wipe()
-        return {"ok": True}
+        return {}
 
     def op_delete(self, meta: dict) -> dict:
         self.op_stop(meta)
         d = self.vms_dir / machine_name(int(meta["cid"]))
         if d.exists():
             shutil.rmtree(d)
-        return {"ok": True}
+        return {}
 
     def op_templates(self, meta: dict) -> dict:
         t = self.backend.templates
-        return {"ok": True, "templates": t.list() if t is not None else [], "enabled": t is not None}
+        return {"templates": t.list() if t is not None else [], "enabled": t is not None}
 
     def op_template_rm(self, meta: dict) -> dict:
         """Remove one warm template; machines already restored from it keep running."""
         t = self.backend.templates
         if t is None:
-            return {"ok": True, "removed": False}
-        return {"ok": True, "removed": t.remove(str(meta.get("key") or ""))}
+            return {"removed": False}
+        return {"removed": t.remove(str(meta.get("key") or ""))}
 
     def stop_all(self) -> None:
         with self.lock:

@@ -1,5 +1,6 @@
 """/v1/conduct: an agent's permission mode and conduct (suspensions in force, sanctions received),
-lifting a suspension; and the check a tool call passes (AGENT-SIDE, for the harness).
+lifting a suspension; and the check a tool call passes (AGENT-SIDE, for the harness). A confirmed
+violation is recorded by the check itself (tests record one directly: ``tests/support/conduct.py``).
 
 These sit under /v1/conduct until the agents area owns /v1/agents/{cid}; it may mount the same
 functions there.
@@ -14,13 +15,13 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 import jhrl
-from jhrl.catalog import TOOLS
+from jhrl.catalog import risk_of
 
 from ...commands import conduct as cmd
 from ...projections import work as rm
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
-from ..kit import MAX_LIST_LIMIT, Api
+from ..kit import MAX_LIST_LIMIT, api_of, endpoint
 
 
 def conduct_view(hub: Hub, cid: str, limit: int) -> dict:
@@ -57,68 +58,52 @@ class CallBody(Body):
     args: dict[str, Any] = {}
 
 
-class ViolationBody(Body):
-    agent: str | int
-    law: str
-    severity: str | None = None
-    tool: str
+@endpoint
+async def show(request: Request) -> dict:
+    api = api_of(request)
+    limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
+    return await api.query(conduct_view, api.hub, request.path_params["cid"], limit)
 
 
-def routes(api: Api) -> list:
-    hub = api.hub
-    cmds = hub.commands
+@endpoint
+async def set_mode(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, ModeBody)
+    cid = request.path_params["cid"]
+    await api.command(lambda: cmd.set_mode(api.hub.commands, api.context(request), cid, body.mode))
+    return await api.query(conduct_view, api.hub, cid, 50)
 
-    async def show(request: Request) -> dict:
-        limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
-        return await api.query(conduct_view, hub, request.path_params["cid"], limit)
 
-    async def set_mode(request: Request) -> dict:
-        body = await read_body(request, ModeBody)
-        cid = request.path_params["cid"]
-        await api.command(lambda: cmd.set_mode(cmds, api.context(request), cid, body.mode))
-        return await api.query(conduct_view, hub, cid, 50)
+@endpoint
+async def lift(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, LiftBody)
+    cid = request.path_params["cid"]
+    ctx = api.context(request, body.reason)
+    await api.command(lambda: cmd.lift(api.hub.commands, ctx, cid, request.path_params["sid"]))
+    return await api.query(conduct_view, api.hub, cid, 50)
 
-    async def lift(request: Request) -> dict:
-        body = await read_body(request, LiftBody)
-        cid = request.path_params["cid"]
-        ctx = api.context(request, body.reason)
-        await api.command(lambda: cmd.lift(cmds, ctx, cid, request.path_params["sid"]))
-        return await api.query(conduct_view, hub, cid, 50)
 
-    async def check(request: Request) -> dict:
-        body = await read_body(request, CallBody)
-        agent = str(body.agent)
-        try:
-            call = jhrl.Call(role=body.role, action=body.tool, risk=body.risk or TOOLS.get(body.tool, "write"),
-                             tier=body.tier, args=body.args)
-        except ValueError as e:
-            raise ApiError("invalid_request", str(e)) from None
-        box: list = []
+@endpoint
+async def check(request: Request) -> dict:
+    """The check a tool call passes, as the harness's session makes it (one commit)."""
+    api = api_of(request)
+    cmds = api.hub.commands
+    body = await read_body(request, CallBody)
+    agent = str(body.agent)
+    try:
+        call = jhrl.Call(role=body.role, action=body.tool, risk=body.risk or risk_of(body.tool),
+                         tier=body.tier, args=body.args)
+    except ValueError as e:
+        raise ApiError("invalid_request", str(e)) from None
+    ctx = cmds.context(f"agent:{agent}")
+    checked = await api.command(lambda: cmds.run(lambda unit: cmd.check_in(unit, cmds, call, agent, ctx)))
+    return checked.as_dict()
 
-        def go():
-            box.append(cmd.check_call(cmds, call, agent))
-            return [hub.store.max_position()]
 
-        await api.command(go)
-        return box[0].as_dict()
-
-    async def violation(request: Request) -> dict:
-        body = await read_body(request, ViolationBody)
-        ctx = api.context(request)
-        box: list = []
-
-        def go():
-            box.append(cmd.record_violation(cmds, ctx, str(body.agent), body.law, body.severity, body.tool))
-            return [hub.store.max_position()]
-
-        await api.command(go)
-        return box[0]
-
-    e = api.endpoint
-    return [
-        Route("/v1/conduct/calls", e(check), methods=["POST"]),  # AGENT-SIDE: the harness's check
-        Route("/v1/conduct/violations", e(violation), methods=["POST"]),  # TEMPORARY-ADMIN: a confirmed violation
-        Route("/v1/conduct/{cid}", e(show)),
-        Route("/v1/conduct/{cid}/mode", e(set_mode), methods=["POST"]),
-        Route("/v1/conduct/{cid}/suspensions/{sid}/lift", e(lift), methods=["POST"]),
-    ]
+ROUTES = [
+    Route("/v1/conduct/calls", check, methods=["POST"]),  # AGENT-SIDE: the harness's check
+    Route("/v1/conduct/{cid}", show),
+    Route("/v1/conduct/{cid}/mode", set_mode, methods=["POST"]),
+    Route("/v1/conduct/{cid}/suspensions/{sid}/lift", lift, methods=["POST"]),
+]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import anyio
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -30,8 +29,6 @@ def routes(api: Api) -> list:
         body = await read_body(request, StopBody)
         ctx = api.context(request, body.reason)
         await api.command(lambda: plaza_commands.stop_all(hub.commands, ctx))
-        if hub.runtime is not None:  # the running work items are cancelled now, not at their next call
-            await anyio.to_thread.run_sync(hub.runtime.on_held)
         return await api.query(queries.plaza_state_view, hub)
 
     async def resume(request: Request) -> dict:

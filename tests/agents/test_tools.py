@@ -1,5 +1,6 @@
-"""The tools an agent's model is offered, each with a description and an input schema
-(``agentplaza.runtime.toolspecs``): every tool has one and every spec names a tool that runs; each schema
+"""The tools an agent's model is offered, each declared once (``agentplaza.runtime.tools``): its name,
+where it runs, its risk class (pinned to the laws' catalogue), a description and an input schema, and a
+host tool's function. Every declared tool runs; each schema
 takes the args the other tests use and refuses a wrong type, a missing field and an unknown one; the
 guest schemas say what the harness accepts; the model turn carries them; the hub refuses a host tool
 call whose args do not fit, naming the field, before the laws see it."""
@@ -17,9 +18,12 @@ from agentplaza.commands import approvals
 from agentplaza.commands import tasks as tc
 from agentplaza.projections.agents import transcript_table
 from agentplaza.projections.work import approvals as approvals_table
-from agentplaza.runtime import fleet, modelrelay, toolspecs
-from agentplaza.runtime.fleet import AgentRuntime, HarnessSession
-from agentplaza.runtime.toolspecs import GUEST_TOOLS, HOST_TOOLS, SPECS, check, check_args
+from agentplaza.runtime import modelrelay, schema, tools
+from agentplaza.runtime.fleet import AgentRuntime
+from agentplaza.runtime.schema import check
+from agentplaza.runtime.session import HarnessSession
+from agentplaza.runtime.tools import GUEST_TOOLS, HOST_TOOLS, TOOLS, check_args
+from vmm.guest import contract
 from vmm.guest import harness as h
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
@@ -73,24 +77,46 @@ def keywords(schema: dict) -> set[str]:
     return out
 
 
-def test_every_tool_has_a_spec_and_every_spec_names_a_tool_that_runs():
-    assert set(GUEST_TOOLS) | set(HOST_TOOLS) == set(SPECS) and len(GUEST_TOOLS) + len(HOST_TOOLS) == len(SPECS)
-    assert fleet.GUEST_TOOLS == GUEST_TOOLS and fleet.HOST_TOOLS == HOST_TOOLS
-    for name in SPECS:
-        assert name in jhrl.catalog.TOOLS, f"{name} has no risk in the laws' catalog: it could never be offered"
-    for name in GUEST_TOOLS:  # the harness runs it (vm.share_file needs the hub, so it is its own case)
-        assert name in h.GUEST_TOOLS or name == "vm.share_file"
+def test_every_tool_is_declared_once_and_runs_where_it_says():
+    assert set(GUEST_TOOLS) | set(HOST_TOOLS) == set(TOOLS) and len(GUEST_TOOLS) + len(HOST_TOOLS) == len(TOOLS)
+    for t in TOOLS.values():
+        assert (t.runs == tools.GUEST) == t.name.startswith("vm."), t.name
+        assert (t.handler is None) == (t.runs == tools.GUEST), t.name  # a host tool has its function
+        if t.handler is not None:
+            assert t.handler.__name__ == t.name and t.handler.__module__ == "agentplaza.runtime.hosttools"
+    # the harness runs every guest tool (vm.share_file needs the hub, so it is its own case), and no other
+    assert set(h.GUEST_TOOLS) | {"vm.share_file"} == set(GUEST_TOOLS)
     with pytest.raises(h.ToolError, match="no guest tool"):
         h.run_guest_tool("vm.nothing", {})
     # host tools: see test_every_host_tool_runs_in_the_hub below
 
 
+def test_each_tools_risk_is_the_law_catalogues():
+    for t in TOOLS.values():
+        assert t.name in jhrl.catalog.TOOLS, f"{t.name} has no risk in the laws' catalog: it could never be offered"
+        assert t.risk == jhrl.catalog.TOOLS[t.name], t.name
+        assert tools.risk_of(t.name) == t.risk
+    assert tools.risks(("vm.read_file", "plaza_task_create")) == {"vm.read_file": "read", "plaza_task_create": "write"}
+
+
+def test_an_unknown_tool_is_taken_for_the_riskiest_everywhere():
+    assert jhrl.catalog.UNKNOWN_RISK == "irreversible" == jhrl.catalog.risk_of("plaza_nothing")
+    assert tools.risk_of("plaza_nothing") == jhrl.catalog.UNKNOWN_RISK
+    assert tools.risk_of("egress.connect") == jhrl.catalog.TOOLS["egress.connect"]  # not the model's, still the laws'
+
+
+def test_the_share_limit_is_the_guest_contracts_one():
+    assert h.MAX_FILE == contract.MAX_FILE == 1 << 20
+    assert "1 MiB" in TOOLS["vm.share_file"].description and "1 MiB" in TOOLS["vm.write_file"].description
+    # the hub's side takes the same number: see test_a_shared_file_is_at_most_the_contracts_limit
+
+
 def test_every_schema_is_a_closed_object_in_the_subset_the_checker_knows():
-    for s in SPECS.values():
+    for s in TOOLS.values():
         sch = s.input_schema
         assert sch["type"] == "object" and sch["additionalProperties"] is False, s.name
         assert set(sch.get("required", ())) <= set(sch["properties"]), s.name
-        assert keywords(sch) <= toolspecs.KEYWORDS, (s.name, keywords(sch) - toolspecs.KEYWORDS)
+        assert keywords(sch) <= schema.KEYWORDS, (s.name, keywords(sch) - schema.KEYWORDS)
         assert all(p.get("description") for p in sch["properties"].values()), s.name
         assert 20 < len(s.description) < 600 and "\n" not in s.description, s.name
         assert not s.description.startswith("the plaza tool"), s.name
@@ -101,9 +127,9 @@ def test_the_args_the_tests_use_fit(tool, args):
     assert check_args(tool, args) is None
 
 
-@pytest.mark.parametrize("tool", list(SPECS))
+@pytest.mark.parametrize("tool", list(TOOLS))
 def test_a_wrong_type_a_missing_field_and_an_unknown_one_are_refused_naming_the_field(tool):
-    sch = SPECS[tool].input_schema
+    sch = TOOLS[tool].input_schema
     good = next(a for t, a in USED if t == tool and set(a) >= set(sch.get("required", ())))
     bad = check_args(tool, dict(good, bogus=1))
     assert bad.startswith(f"{tool}: unknown field bogus"), bad
@@ -111,7 +137,7 @@ def test_a_wrong_type_a_missing_field_and_an_unknown_one_are_refused_naming_the_
         assert check_args(tool, {k: v for k, v in good.items() if k != field}) == f"{tool}: {field} is required"
     for field, prop in sch["properties"].items():
         types = [prop["type"]] if isinstance(prop["type"], str) else prop["type"]
-        wrong = next(v for t, v in WRONG.items() if not any(toolspecs._TYPES[x](v) for x in types)
+        wrong = next(v for t, v in WRONG.items() if not any(schema._TYPES[x](v) for x in types)
                      and t not in types)
         msg = check_args(tool, dict(good, **{field: wrong}))
         assert msg and msg.startswith(f"{tool}: {field} must be"), (field, msg)
@@ -136,7 +162,7 @@ def test_the_checker_names_the_bound_the_enum_and_the_item():
 
 def test_the_guest_schemas_say_what_the_harness_accepts(tmp_path):
     ws = str(tmp_path)
-    shell = SPECS["vm.shell"].input_schema
+    shell = TOOLS["vm.shell"].input_schema
     for timeout in (0, -1, h.SHELL_MAX_TIMEOUT_S + 1, "5"):  # the harness refuses; so does the schema
         with pytest.raises(h.ToolError):
             h.run_guest_tool("vm.shell", {"command": "true", "timeout": timeout}, workspace=ws)
@@ -160,31 +186,31 @@ def test_the_guest_schemas_say_what_the_harness_accepts(tmp_path):
         assert check_args(tool, args) is None
         h.run_guest_tool(tool, args, workspace=ws)
     assert h.run_guest_tool("vm.read_file", {"path": "d/a.txt"}, workspace=ws) == "one "
-    assert str(h.SHELL_MAX_TIMEOUT_S) in SPECS["vm.shell"].description
-    assert str(h.SHELL_TIMEOUT_S) in SPECS["vm.shell"].description
+    assert str(h.SHELL_MAX_TIMEOUT_S) in TOOLS["vm.shell"].description
+    assert str(h.SHELL_TIMEOUT_S) in TOOLS["vm.shell"].description
 
 
 def test_the_model_turn_carries_each_tool_with_its_description_and_schema():
     tools = ["vm.shell", "plaza_task_submit", "vm.shell", "plaza_nothing", 7]
     _msgs, specs = modelrelay.to_anthropic([{"role": "user", "content": "hi"}], tools)
     assert [s["name"] for s in specs] == ["vm__shell", "plaza_task_submit"]  # unknown dropped, once each
-    assert specs[0]["description"] == SPECS["vm.shell"].description
+    assert specs[0]["description"] == TOOLS["vm.shell"].description
     assert specs[0]["input_schema"]["required"] == ["command"]
     assert specs[0]["input_schema"]["properties"]["timeout"]["maximum"] == h.SHELL_MAX_TIMEOUT_S
-    assert specs[1]["input_schema"] == SPECS["plaza_task_submit"].input_schema
+    assert specs[1]["input_schema"] == TOOLS["plaza_task_submit"].input_schema
     assert specs[1]["input_schema"]["additionalProperties"] is False
     _msgs, every = modelrelay.to_anthropic([], list(GUEST_TOOLS + HOST_TOOLS))
     assert [modelrelay.tool_name(s["name"]) for s in every] == list(GUEST_TOOLS + HOST_TOOLS)
     assert all("." not in s["name"] for s in every)
-    assert all(s["description"] == SPECS[modelrelay.tool_name(s["name"])].description for s in every)
+    assert all(s["description"] == TOOLS[modelrelay.tool_name(s["name"])].description for s in every)
 
 
 def test_the_docs_list_the_tools_as_the_specs_say():
     text = DOCS.read_text()
-    start = text.index("<!-- tools: generated by agentplaza.runtime.toolspecs.markdown() -->\n")
+    start = text.index("<!-- tools: generated by agentplaza.runtime.tools.markdown() -->\n")
     end = text.index("<!-- /tools -->")
-    assert text[text.index("\n", start) + 1:end] == toolspecs.markdown(), \
-        "docs/agents.md's tools list is stale: paste toolspecs.markdown() between the markers"
+    assert text[text.index("\n", start) + 1:end] == tools.markdown(), \
+        "docs/agents.md's tools list is stale: paste tools.markdown() between the markers"
 
 
 # -- in the hub -------------------------------------------------------------------------------------
@@ -198,7 +224,7 @@ def hub(folders, database_url):
 def session(hub, role):
     cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert s.handle({"op": "hello"})["ok"]
+    assert "error" not in s.handle({"op": "hello"})
     return cid, s
 
 
@@ -212,8 +238,8 @@ def test_a_host_tool_with_a_bad_arg_is_refused_naming_it_before_the_laws_see_it(
     cid, s = session(hub, "orchestrator")
     r = s.handle({"op": "tool", "tool": "plaza_task_create", "call_id": "c1",
                   "args": {"title": "a", "acceptance": "b", "budget": "lots"}})
-    assert r == {"ok": False, "error": {"code": "bad_request",
-                                        "message": "plaza_task_create: budget must be a whole number or null, not a string"}}
+    assert r == {"error": {"code": "bad_request",
+                           "message": "plaza_task_create: budget must be a whole number or null, not a string"}}
     r = s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"number": "t1"}, "call_id": "c2"})
     assert r["error"] == {"code": "bad_request", "message": "plaza_task_claim: task is required"}
     r = s.handle({"op": "tool", "tool": "plaza_task_claim", "args": {"task": "t1", "reviewer": True}})
@@ -228,7 +254,7 @@ def test_a_host_tool_with_a_bad_arg_is_refused_naming_it_before_the_laws_see_it(
     assert tc.worker(cmds, str(cid)).task is None
     # the same call, fixed, runs
     r = s.handle({"op": "tool", "tool": "plaza_task_create", "args": {"title": "a", "acceptance": "b", "budget": 400}})
-    assert r["ok"] and r["result"]["budget"] == 400
+    assert "error" not in r and r["result"]["budget"] == 400
 
 
 def test_in_ask_mode_a_bad_call_makes_no_approval(hub):
@@ -252,14 +278,12 @@ def test_every_host_tool_runs_in_the_hub(hub):
     _, builder = session(hub, "builder")
     args = {t: a for t, a in reversed(USED)}
     args["plaza_message"] = {"to": cid, "text": "hi"}
-    from agentplaza.commands import agents as ac
-
     ac.tell(hub.commands, hub.commands.context("owner"), cid, "We need a builder.")  # the owner's own chat
     assert orch.handle({"op": "next", "wait": 0})["item"]
     for tool in HOST_TOOLS:  # as the first role the laws let call it
         answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder)]
-        r = next((a for a in answers if a["ok"] or a["error"]["code"] != "refused"), answers[-1])
-        assert r["ok"] or r["error"]["code"] not in ("not_available", "bad_request", "refused"), (tool, r)
+        r = next((a for a in answers if "error" not in a or a["error"]["code"] != "refused"), answers[-1])
+        assert "error" not in r or r["error"]["code"] not in ("not_available", "bad_request", "refused"), (tool, r)
 
 
 def test_the_toolbox_gives_each_offered_tool_with_its_description(hub):
@@ -270,4 +294,16 @@ def test_the_toolbox_gives_each_offered_tool_with_its_description(hub):
     assert {t["name"] for t in box["vm"]} <= set(GUEST_TOOLS) and {t["name"] for t in box["plaza"]} <= set(HOST_TOOLS)
     assert "vm.shell" in [t["name"] for t in box["vm"]] and "plaza_toolbox" in [t["name"] for t in box["plaza"]]
     for t in box["vm"] + box["plaza"]:
-        assert t == {"name": t["name"], "description": SPECS[t["name"]].description}
+        assert t == {"name": t["name"], "description": TOOLS[t["name"]].description}
+
+
+def test_a_shared_file_is_at_most_the_contracts_limit(hub):
+    import base64
+
+    cid, s = session(hub, "builder")
+    ac.tell(hub.commands, hub.commands.context("owner"), cid, "share it")
+    s.handle({"op": "next", "wait": 0})
+    over = s.handle({"op": "share", "path": "big.bin", "content": base64.b64encode(b"x" * (contract.MAX_FILE + 1)).decode()})
+    assert over["error"] == {"code": "too_large", "message": f"a shared file is at most {contract.MAX_FILE} bytes"}
+    fits = s.handle({"op": "share", "path": "big.bin", "content": base64.b64encode(b"x" * contract.MAX_FILE).decode()})
+    assert fits["name"].endswith("-big.bin") and (s.rt.shared_dir / str(cid) / fits["name"]).stat().st_size == contract.MAX_FILE

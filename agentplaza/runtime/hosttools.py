@@ -1,0 +1,125 @@
+"""The host tools: what the hub does for an agent's ``plaza_*`` call, one function a tool.
+
+Each is ``fn(session, agent, args) -> result`` (a JSON value for the model), named as the tool's
+``handler`` in ``runtime.tools``. By the time one runs, its arguments fit the tool's schema and the
+laws allowed the call (``HarnessSession.op_tool``). They act through ``commands`` with the agent's CID
+as the actor and the role the hub gave it (never one the guest names); the rules on the values are
+the domain's, and a refusal (``Refusal``) is the tool's answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..commands import agents as ac
+from ..commands import approvals
+from ..commands import tasks as tasks_commands
+from ..domain.base import Refusal
+from ..projections import work as work_rm
+from ..projections.agents import agents_table
+from .work import delivery_ref
+
+if TYPE_CHECKING:
+    from .session import HarnessSession
+
+#: The most tasks ``plaza_task_list`` returns.
+MAX_TASK_LIST = 50
+#: The fields of a task ``plaza_task_list`` gives, and those a claim answers with.
+TASK_LIST_FIELDS = ("number", "title", "acceptance", "role", "budget", "state", "phase", "worker", "reviewer", "report")
+TASK_VIEW_FIELDS = ("title", "acceptance", "details", "budget", "report")
+#: The roster's fields as ``plaza_roster`` gives them.
+ROSTER_FIELDS = ("cid", "name", "role", "status")
+
+
+def plaza_status(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return {"held": s.rt.held(), "cid": s.cid, "role": agent.role, "name": agent.name}
+
+
+def plaza_roster(s: HarnessSession, agent: Any, args: dict) -> list:
+    return [{k: r[k] for k in ROSTER_FIELDS}
+            for r in s.rt.hub.read_models.rows(agents_table, order_by=agents_table.c.cid)]
+
+
+def plaza_toolbox(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return s.rt.toolbox(agent)
+
+
+def plaza_message(s: HarnessSession, agent: Any, args: dict) -> dict:
+    to, text = args["to"], args["text"]
+    item = ac.tell(s.rt.cmds, s.rt.ctx_agent(s.cid), to, text)
+    s.rt.work_for(to)
+    return {"sent": True, "item": item}
+
+
+def plaza_task_list(s: HarnessSession, agent: Any, args: dict) -> list:
+    t = work_rm.tasks
+    rows = s.rt.hub.read_models.rows(t, t.c.state.notin_(tuple(tasks_commands.ENDED)), order_by=t.c.position,
+                                     limit=MAX_TASK_LIST)
+    return [{k: r[k] for k in TASK_LIST_FIELDS} for r in rows]
+
+
+def plaza_task_create(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = tasks_commands.create(s.rt.cmds, s.rt.ctx_agent(s.cid), args["title"], args["acceptance"], args.get("budget"),
+                                details=args.get("details") or "", role=args.get("role"), parent=args.get("parent"))
+    out.pop("positions", None)
+    return out
+
+
+def plaza_task_claim(s: HarnessSession, agent: Any, args: dict) -> dict:
+    number, me, ctx = args["task"], str(s.cid), s.rt.ctx_agent(s.cid)
+    phase = "reviewing" if args.get("review") else "working"
+    s.rt.delivered.add((number, phase, me))
+    if args.get("review"):
+        tasks_commands.take_review(s.rt.cmds, ctx, number, me, agent.role)
+    else:
+        tasks_commands.claim(s.rt.cmds, ctx, number, me, agent.role)
+    _took_itself(s, number, phase)
+    v = tasks_commands.view(tasks_commands.load(s.rt.cmds, number))
+    return {"task": number, ("reviewing" if args.get("review") else "claimed"): True,
+            **{k: v[k] for k in TASK_VIEW_FIELDS}}
+
+
+def plaza_task_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
+    number, me, ctx, cmds = args["task"], str(s.cid), s.rt.ctx_agent(s.cid), s.rt.cmds
+    verdict = args.get("verdict")
+    if verdict is not None:
+        out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
+        return {"task": number, "verdict": verdict, "entries": len(out.entries)}
+    if args.get("give_up"):
+        tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
+        return {"task": number, "gave_up": True}
+    files = args.get("files") or []
+    if isinstance(files, str):  # "a.txt, b.txt" is taken as the list it names
+        files = [f.strip() for f in files.split(",") if f.strip()]
+    tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files, str(args.get("checks") or ""))
+    return {"task": number, "reported": True}
+
+
+def plaza_task_cancel(s: HarnessSession, agent: Any, args: dict) -> dict:
+    tasks_commands.withdraw(s.rt.cmds, s.rt.ctx_agent(s.cid), args["task"], tier=agent.tier)
+    return {"task": args["task"], "withdrawn": True}
+
+
+def plaza_agent_propose(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """The orchestrator cannot start agents; it proposes them, and the proposal waits in approvals (kind
+    ``agent``); approving it starts them. Who may propose is the laws' (S-028 to S-030: the orchestrator,
+    only when the owner asked in the owner's own chat: ``owner_asked``, a fact the session adds)."""
+    role, count, model, why = args.get("role"), args.get("count", 1), args.get("model"), args.get("why")
+    problem = approvals.detail_problem("agent", {"role": role, "count": count, "model": model})
+    if problem is not None:
+        raise Refusal("invalid_proposal", problem)
+    if not isinstance(why, str) or not why.strip():
+        raise Refusal("empty_why", "say why the owner should start these agents")
+    out = approvals.request(s.rt.cmds, s.rt.ctx_agent(s.cid), "agent",
+                            f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {s.cid}: "
+                            f"{why.strip()[:200]}", agent=str(s.cid),
+                            detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
+    return {"approval": out["id"], "status": "pending", "note": "nothing starts until the owner approves it in Approvals"}
+
+
+def _took_itself(s: HarnessSession, number: str, phase: str) -> None:
+    """What the agent claimed itself is never delivered to it, even by a hub started after."""
+    t = work_rm.tasks
+    rows = s.rt.hub.read_models.rows(t, t.c.number == number)
+    if rows:
+        s.rt._safely(ac.took_itself, s.rt.ctx_agent(s.cid), s.cid, delivery_ref(dict(rows[0], phase=phase)))

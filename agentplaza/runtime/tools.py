@@ -1,0 +1,241 @@
+"""Every tool an agent may be offered, each declared once: its name, where it runs, its risk class,
+a description written for the model, the JSON Schema of its input and, for a host tool, the function
+that runs it. Everything else reads this table:
+
+- the tools offered at hello and in ``plaza_toolbox`` (``offered``: the laws' view, by risk class);
+- the specs sent to the model with each turn (``runtime.modelrelay.tool_specs``);
+- the check of a host tool's arguments before the laws see the call (``check_args``): a call that does
+  not fit is answered ``bad_request`` with the bad field named, and never reaches the laws or approvals;
+- the dispatch of a host tool (``Tool.handler``, in ``runtime.hosttools``);
+- the tools list in docs/agents.md (``markdown``; a test keeps the doc equal to it);
+- the laws' view of a tool: its ``risk`` (a test pins it to ``jhrl.catalog``, the catalogue the built-in
+  laws are written against).
+
+**Guest tools** (``vm.*``) run inside the agent's own VM, in ``vmm/guest/harness.py``
+(``run_guest_tool``), which checks their arguments itself; their schemas say what it accepts, with the
+limits of the guest contract (``vmm.guest.contract``), so the numbers cannot drift. **Host tools**
+(``plaza_*``) run in the hub.
+
+Adding a tool: one ``Tool`` entry here (and its risk in ``jhrl/catalog.py`` if the catalogue lacks it),
+and one function: a host tool's in ``runtime/hosttools.py``, a guest tool's in ``vmm/guest/harness.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jhrl.catalog import risk_of as catalogue_risk
+from vmm.guest.contract import MAX_FILE, MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
+
+from ..domain.agents import MAX_SPAWN, MIN_SPAWN
+from ..domain.tasks import MAX_TITLE_CHARS
+from ..domain.treasury import DEFAULT_TOOL_TASK_BUDGET, MIN_TOOL_TASK_BUDGET
+from . import hosttools
+from .hosttools import MAX_TASK_LIST
+from .schema import check, obj, string
+
+#: Where a tool runs: in the agent's own VM, or in the hub.
+GUEST, HOST = "guest", "host"
+#: The toolbox's name for each (``plaza_toolbox`` groups the tools so).
+GROUP = {GUEST: "vm", HOST: "plaza"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    runs: str  # GUEST or HOST
+    risk: str  # read, write or irreversible: the laws' class (jhrl.catalog holds the same)
+    description: str
+    input_schema: dict
+    #: A host tool's function, ``fn(session, agent, args) -> result``; a guest tool runs in the guest.
+    handler: Callable[..., Any] | None = None
+
+    @property
+    def group(self) -> str:
+        """The toolbox's group: ``vm`` (the agent's own VM) or ``plaza`` (the hub)."""
+        return GROUP[self.runs]
+
+    def summary(self) -> dict:
+        return {"name": self.name, "description": self.description}
+
+
+_MIB = f"{MAX_FILE // (1 << 20)} MiB"
+_PATH = ("A path relative to /workspace (an absolute path must lie inside /workspace; a path that leads "
+         "out, symlinks included, is refused).")
+_TASK = string("The task's number, like t1.")
+
+_TOOLS = (
+    # -- guest tools: run in the agent's own VM by vmm/guest/harness.py --------------------------------
+    Tool("vm.shell", GUEST, "write",
+         "Run a shell command in your own VM (/bin/sh -c, in /workspace, with no input). Returns "
+         f"'exit N' and the command's combined output, cut to {MAX_OUTPUT:,} characters. The command is "
+         f"killed after its timeout (default {SHELL_TIMEOUT_S} s, at most {SHELL_MAX_TIMEOUT_S} s); web "
+         "traffic goes through the plaza's egress proxy.",
+         obj({"command": string("The command line, run by /bin/sh -c with /workspace as the working folder "
+                             "and HOME.", minLength=1),
+               "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": SHELL_MAX_TIMEOUT_S,
+                           "description": f"Seconds before the command is killed: default {SHELL_TIMEOUT_S}, "
+                                          f"at most {SHELL_MAX_TIMEOUT_S}."}},
+              ("command",))),
+    Tool("vm.read_file", GUEST, "read",
+         f"Read a text file in /workspace. Returns its content, cut to {MAX_OUTPUT:,} characters; a file "
+         f"over {_MIB} is refused.",
+         obj({"path": string(_PATH, minLength=1)}, ("path",))),
+    Tool("vm.list_dir", GUEST, "read",
+         "List a folder in /workspace: one name a line, sorted, folders ending in '/'. Without a path it "
+         "lists /workspace itself.",
+         obj({"path": string(_PATH + " Default: /workspace.")})),
+    Tool("vm.write_file", GUEST, "write",
+         f"Create or replace a file in /workspace with the given text (at most {_MIB}), making its folders "
+         "as needed. Returns how many bytes it wrote.",
+         obj({"path": string(_PATH, minLength=1), "content": string("The file's whole new content.")},
+              ("path", "content"))),
+    Tool("vm.edit_file", GUEST, "write",
+         "Change a file in /workspace by replacing one piece of its text: old must occur exactly once in "
+         "the file (include enough of the text around it to make it unique) and is replaced by new.",
+         obj({"path": string(_PATH, minLength=1),
+               "old": string("The exact text to replace; it must occur exactly once.", minLength=1),
+               "new": string("The text to put in its place (may be empty).")},
+              ("path", "old", "new"))),
+    Tool("vm.share_file", GUEST, "write",
+         f"Send a file from /workspace (at most {_MIB}) to the hub, where the owner can see it. Returns the "
+         "name the hub keeps it under.",
+         obj({"path": string(_PATH, minLength=1)}, ("path",))),
+    # -- host tools: run by the hub, each by its function in runtime.hosttools ----------------------
+    Tool("plaza_status", HOST, "read",
+         "Your own record and the plaza's state: your CID, role and name, and whether the plaza is held "
+         "(STOP ALL: nothing runs until the owner resumes it).",
+         obj(), hosttools.plaza_status),
+    Tool("plaza_roster", HOST, "read",
+         "The plaza's agents: each one's CID, name, role and status. A CID is what plaza_message takes "
+         "as to.",
+         obj(), hosttools.plaza_roster),
+    Tool("plaza_toolbox", HOST, "read",
+         "The tools you are offered now, each with its description, grouped as vm (run in your own VM) "
+         "and plaza (run by the hub). A survey, not a grant: every call is still checked by the "
+         "plaza's laws.",
+         obj(), hosttools.plaza_toolbox),
+    Tool("plaza_message", HOST, "write",
+         "Send a message to another agent; it arrives in that agent's queue as a work item. Returns "
+         "whether it was sent and the item's id.",
+         obj({"to": {"type": "integer", "description": "The agent's CID (see plaza_roster)."},
+               "text": string("The message.")},
+              ("to", "text")), hosttools.plaza_message),
+    Tool("plaza_task_list", HOST, "read",
+         f"The plaza's tasks that have not ended, oldest first, at most {MAX_TASK_LIST}: each with its "
+         "number, title, acceptance, role, budget, state, phase, worker, reviewer and the worker's report.",
+         obj(), hosttools.plaza_task_list),
+    Tool("plaza_task_create", HOST, "write",
+         f"Create a task. Its budget (default {DEFAULT_TOOL_TASK_BUDGET:,} credits, at least "
+         f"{MIN_TOOL_TASK_BUDGET}) moves from the plaza budget into the task's escrow, which pays the task's "
+         "model calls; if the plaza budget cannot cover it, nothing is created. Returns the task with its "
+         "number as id (like t3).",
+         obj({"title": string(f"A short title (at most {MAX_TITLE_CHARS} characters).", minLength=1),
+               "acceptance": string("What counts as done: the reviewer checks the work against it.", minLength=1),
+               "budget": {"type": ["integer", "null"], "minimum": MIN_TOOL_TASK_BUDGET,
+                          "description": f"Credits for the task's escrow: default {DEFAULT_TOOL_TASK_BUDGET:,}, "
+                                         f"at least {MIN_TOOL_TASK_BUDGET}."},
+               "details": string("Anything more the worker needs to know."),
+               "role": string("The role that should do it, like builder: the scheduler gives it to an idle "
+                          "agent of that role."),
+               "parent": string("The number of the task this one is part of, if any.")},
+              ("title", "acceptance")), hosttools.plaza_task_create),
+    Tool("plaza_task_claim", HOST, "write",
+         "Take an open task to do it yourself, or with review true take the review of a task whose "
+         "worker reported it done (never your own work). Returns the task's title, acceptance, details, "
+         "budget and the worker's report.",
+         obj({"task": _TASK,
+               "review": {"type": "boolean", "description": "true: take the task's review, not its work."}},
+              ("task",)), hosttools.plaza_task_claim),
+    Tool("plaza_task_submit", HOST, "write",
+         "Finish your part of a task, one of three ways. As its worker: report it done with summary, "
+         "files and checks (it then waits for review), or give up with give_up true and notes (the task "
+         "fails). As its reviewer: rule with verdict pass or fail and notes (pass pays the worker from "
+         "the escrow; fail ends the task failed).",
+         obj({"task": _TASK,
+               "summary": string("Worker: what you did."),
+               "files": {"type": ["array", "string"], "items": {"type": "string"},
+                         "description": "Worker: the files you changed, as a list of paths (or one string "
+                                        "of comma-separated paths)."},
+               "checks": string("Worker: how you checked the result."),
+               "give_up": {"type": "boolean", "description": "Worker: true to give the task up (with notes)."},
+               "verdict": {"type": "string", "enum": ["pass", "fail"],
+                           "description": "Reviewer: your ruling, pass or fail."},
+               "notes": string("Reviewer: why you ruled so. Worker giving up: why.")},
+              ("task",)), hosttools.plaza_task_submit),
+    Tool("plaza_task_cancel", HOST, "write",
+         "Withdraw a task before it ends; its escrow returns to the plaza budget. Only the orchestrator "
+         "may do this.",
+         obj({"task": _TASK}, ("task",)), hosttools.plaza_task_cancel),
+    Tool("plaza_agent_propose", HOST, "write",
+         "Propose new agents to the owner (you cannot start agents yourself). Only the orchestrator may, "
+         "and only when the owner asked for them in the owner's own chat. The proposal waits in the "
+         "owner's approvals; nothing starts until the owner approves it. Returns the approval's number.",
+         obj({"role": string("The role of the new agents, like builder."),
+               "count": {"type": "integer", "minimum": MIN_SPAWN, "maximum": MAX_SPAWN,
+                         "description": f"How many ({MIN_SPAWN} to {MAX_SPAWN}); default 1."},
+               "model": string("provider/model for them; default: their role's model."),
+               "why": string("What they are for, for the owner to judge.", minLength=1)},
+              ("role", "why")), hosttools.plaza_agent_propose),
+)
+
+#: Every tool an agent may be offered, by name.
+TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}
+#: The guest tools, run in the agent's VM (the laws decide each call first).
+GUEST_TOOLS: tuple[str, ...] = tuple(t.name for t in _TOOLS if t.runs == GUEST)
+#: The host tools the hub runs for agents (the laws decide each call first).
+HOST_TOOLS: tuple[str, ...] = tuple(t.name for t in _TOOLS if t.runs == HOST)
+
+
+def tool(name: str) -> Tool | None:
+    return TOOLS.get(name)
+
+
+def risk_of(name: str) -> str:
+    """A tool's risk class for the laws: the declared one, else the catalogue's (an unknown tool's is
+    the highest, ``jhrl.catalog.UNKNOWN_RISK``)."""
+    t = TOOLS.get(name)
+    return t.risk if t is not None else catalogue_risk(name)
+
+
+def risks(names: tuple[str, ...] | list[str] = tuple(TOOLS)) -> dict[str, str]:
+    """The laws' view of these tools: each one's risk class."""
+    return {n: risk_of(n) for n in names}
+
+
+def grouped(names: list[str] | tuple[str, ...]) -> dict[str, list[dict]]:
+    """The toolbox: the given tools (those offered), each with its description, as vm and plaza."""
+    out: dict[str, list[dict]] = {"vm": [], "plaza": []}
+    for n in names:
+        t = TOOLS.get(n)
+        if t is not None:
+            out[t.group].append(t.summary())
+    return out
+
+
+def check_args(name: str, args: Any) -> str | None:
+    """Why a call's args do not fit its tool's schema (a message for the model), or None when they fit
+    (or there is no such tool: the laws refuse an unknown tool)."""
+    t = TOOLS.get(name)
+    if t is None:
+        return None
+    bad = check(t.input_schema, args)
+    return f"{name}: {bad}" if bad else None
+
+
+def markdown() -> str:
+    """The tools section of docs/agents.md (a test keeps the doc equal to it)."""
+    lines = []
+    for runs, title in ((GUEST, "Guest tools (run in the agent's own VM)"), (HOST, "Host tools (run by the hub)")):
+        lines += [f"**{title}**", ""]
+        for t in _TOOLS:
+            if t.runs != runs:
+                continue
+            props = t.input_schema.get("properties") or {}
+            req = set(t.input_schema.get("required") or ())
+            sig = ", ".join(n if n in req else n + "?" for n in props)
+            lines.append(f"- `{t.name} {{{sig}}}`: {t.description}" if props else f"- `{t.name}`: {t.description}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,67 @@
+"""The guest contract: what the in-guest harness and the hub agree on, in one place.
+
+Standard library only, and nothing of the hub: the guest image carries this file beside
+``harness.py`` and ``channeld.py`` (``/opt/apz/contract.py``); the hub imports it as
+``vmm.guest.contract``. A change here is a change on both sides at once (the image's recipe hashes
+this file, so a new one is built on first need).
+
+- **Services** a guest program may open towards the hub (``SERVICES``); the node resets any other.
+- **The harness protocol**: one JSON request a line (``{"op": ..., ...}``), one JSON answer a line.
+  The ops are ``OPS``; those made inside a work item are ``ITEM_OPS`` (refused once the item was
+  cancelled). An answer is the op's fields; a refusal is the hub's HTTP error shape,
+  ``{"error": {"code": ..., "message": ...}}`` (``error``), with more fields beside ``error`` where
+  an op says so (``item`` for ``item_cancelled``, ``approval`` for ``awaiting_approval``). The node
+  daemon answers the hub in the same shape.
+- **Limits** both sides hold: the guest tools' (shell time, output, file size: the 1 MiB a file read,
+  written or shared may be) and the channel's (the longest request line, the longest ``next`` wait).
+"""
+
+from __future__ import annotations
+
+#: The services a guest may open towards the hub (through channeld); anything else is reset at the node.
+SERVICES = ("harness", "egress", "gateway")
+#: In the guest: the unix socket a program connects to, writing the service it wants on the first line.
+CHANNEL_SOCK = "/run/apz/channel.sock"
+#: The only "key" a guest ever holds: the gateway takes it in place of a provider's key.
+PLACEHOLDER_KEY = "plaza"
+
+#: The harness's requests, in the order of its loop.
+OPS = ("hello", "name", "next", "model", "decide", "result", "tool", "share", "done")
+#: The requests a harness makes inside a work item (refused once the item was cancelled).
+ITEM_OPS = ("model", "decide", "result", "tool", "share")
+
+#: Shell commands: default and largest time limit, in seconds.
+SHELL_TIMEOUT_S, SHELL_MAX_TIMEOUT_S = 30, 600
+#: Largest output a guest tool returns, in characters.
+MAX_OUTPUT = 16_000
+#: Largest file a guest tool reads or writes, and largest file an agent shares with the hub, in bytes.
+MAX_FILE = 1 << 20
+#: The longest request line a harness sends (a shared file, base64, fits); a longer one resets the stream.
+LINE_BYTES_MAX = 4 << 20
+#: The longest a harness's ``next`` waits for work before it asks again, in seconds.
+MAX_NEXT_WAIT_S = 30.0
+
+#: The codes a harness acts on.
+ITEM_CANCELLED = "item_cancelled"
+AWAITING_APPROVAL = "awaiting_approval"
+PLAZA_HELD = "plaza_held"
+BUDGET_EXHAUSTED = "budget_exhausted"
+#: A model call refused with one of these ends the item as cancelled (STOP ALL; the task's escrow is spent).
+CANCELLING = (PLAZA_HELD, BUDGET_EXHAUSTED)
+
+
+def error(code: str, message: str, **more) -> dict:
+    """A refusal, in the hub's HTTP error shape (with any more fields an op gives beside it)."""
+    return {"error": {"code": code, "message": message}, **more}
+
+
+def error_of(answer: object) -> dict | None:
+    """The refusal in an answer ({code, message}), or None when the answer is not one."""
+    if not isinstance(answer, dict):
+        return {"code": "bad_answer", "message": "the answer is not a JSON object"}
+    err = answer.get("error")
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        return {"code": str(err.get("code") or "error"), "message": str(err.get("message") or "")}
+    return {"code": "error", "message": str(err)}
