@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 MAX_VOLUMES = 4
-VOLUME_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
+VOLUME_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
 
 
 class VMError(RuntimeError):
@@ -34,7 +34,7 @@ class Volume:
     image: Path
 
     def __post_init__(self) -> None:
-        if not VOLUME_NAME.match(self.name):
+        if not VOLUME_NAME.fullmatch(self.name):
             raise ValueError(f"bad volume name {self.name!r}: 1-20 of a-z, 0-9, '-', not starting with '-'")
 
 
@@ -54,7 +54,7 @@ class MachineSpec:
     cid: int | None = None               # vsock guest CID (used where vhost-vsock exists)
 
     def validate(self) -> None:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.name):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
             raise ValueError(f"bad machine name {self.name!r}")
         if not 1 <= self.vcpus <= 64:
             raise ValueError("vcpus must be 1..64")

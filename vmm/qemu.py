@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -30,14 +29,13 @@ from .backend import Backend, Machine, MachineBusy, MachineSpec, VMError, machin
 from .channel import Channel
 from .disks import Chain, DiskError
 from .probe import Platform, probe
+from .qemu_state import WAKE_TIMEOUT_S, MachineState
 from .qmp import QMP, QMPError
 
 log = logging.getLogger("vmm.qemu")
 UID_BASE = int(os.environ.get("APZ_VMM_UID_BASE", "200000"))
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
-MIGRATE_BANDWIDTH = 1 << 40         # bytes/s: QEMU's default (32 MiB/s) would make a save take seconds
 ENTROPY_BYTES = 64                  # fresh host entropy mixed into a restored guest's pool
-WAKE_TIMEOUT_S = 60.0
 
 
 def host_tsc_khz() -> int | None:
@@ -78,7 +76,7 @@ def make_workspace(path: Path, size_mib: int) -> None:
     os.replace(tmp, path)
 
 
-class QemuMachine(Machine):
+class QemuMachine(MachineState, Machine):
     backend_name = "qemu-microvm"
 
     def __init__(self, spec: MachineSpec, base_dir: os.PathLike | None = None,
@@ -565,344 +563,6 @@ class QemuMachine(Machine):
                 pass
         return total
 
-    # -- memory and disk state ------------------------------------------------------
-    def _save_memory(self, path: Path, compression: str = "zstd") -> tuple:
-        """The stopped VM's device state and RAM to path. (file bytes, RAM bytes)."""
-        self.qmp.execute("migrate-set-parameters", {"max-bandwidth": MIGRATE_BANDWIDTH})
-        fd, finish = snap.open_writer(path, compression)
-        try:
-            self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
-        finally:
-            os.close(fd)
-        self.qmp.execute("migrate", {"uri": "fd:apzsnap"})
-        st = self._wait_migration()
-        size = finish()
-        return size, int(st.get("ram", {}).get("total", 0))
-
-    def _wait_migration(self, timeout: float = 300.0) -> dict:
-        end = time.monotonic() + timeout
-        while True:
-            st = self.qmp.execute("query-migrate")
-            if st.get("status") == "completed":
-                return st
-            if st.get("status") in ("failed", "cancelled"):
-                raise VMError(f"saving the machine's memory failed: {st.get('error-desc', st)}")
-            if time.monotonic() > end:
-                raise VMError("saving the machine's memory timed out")
-            time.sleep(0.005)
-
-    def _load_memory(self, path: Path, compression: str, timeout: float) -> None:
-        fd, finish = snap.open_reader(path, compression)
-        try:
-            self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
-        finally:
-            os.close(fd)
-        self.qmp.execute("migrate-incoming", {"uri": "fd:apzsnap"})
-        end = time.monotonic() + timeout
-        try:
-            while True:
-                st = self.qmp.execute("query-status")["status"]
-                if st != "inmigrate":
-                    break
-                if self.proc.poll() is not None:
-                    raise VMError(f"QEMU exited while loading the snapshot: {self._proc_output()}")
-                if time.monotonic() > end:
-                    raise VMError("loading the snapshot timed out")
-                time.sleep(0.002)
-            mig = self.qmp.execute("query-migrate")
-            if mig.get("status") not in ("completed", None) or st not in ("paused", "prelaunch"):
-                raise VMError(f"loading the snapshot failed: status {st}, {mig}")
-        except (QMPError, ConnectionError, OSError) as e:
-            raise VMError(f"loading the snapshot failed: {e}; {self._proc_output()}") from e
-        finally:
-            finish()
-
-    def _proc_output(self) -> str:
-        if self.proc is not None and self.proc.poll() is not None and self.proc.stdout:
-            try:
-                return self.proc.stdout.read().decode(errors="replace").strip()[-1000:]
-            except (OSError, ValueError):
-                return ""
-        return ""
-
-    def _push_live(self) -> list:
-        """With the VM stopped: put a new layer on the workspace and switch QEMU to
-        it. Returns the frozen chain below it."""
-        frozen = self.disks.layers
-        new = self.disks.push(self._owner())
-        try:
-            self.qmp.execute("blockdev-snapshot-sync",
-                             {"device": "ws", "snapshot-file": self._qemu_path(new),
-                              "format": "qcow2", "mode": "existing"}, timeout=30)
-        except (QMPError, OSError) as e:
-            self.disks.pop(frozen)
-            raise VMError(f"could not switch the workspace to a new layer: {e}") from e
-        return frozen
-
-    def _manifest(self, kind: str, name: str, label: str, layers: list, memory: bool) -> snap.Manifest:
-        return snap.Manifest(kind=kind, name=name, backend=self.backend_name, shape=self.shape(),
-                             volumes=self.volume_names(), layers=list(layers), memory=memory,
-                             label=label, created_at=snap.now(), machine=self.spec.name)
-
-    def _save_running(self, folder: Path, kind: str, name: str, label: str,
-                      memory: bool = True, compression: str = "zstd") -> snap.Manifest:
-        """Snapshot the running VM into folder and let it run on."""
-        if memory is False and self._channel is not None and not self._channel.closed:
-            try:   # a disk-only checkpoint: flush the guest's page cache first
-                self._exec(["/bin/sync"], timeout=30)
-            except Exception as e:
-                log.warning("machine %s: guest sync before a disk checkpoint failed: %s",
-                            self.spec.name, e)
-        was_running = self.status() == "running"
-        tmp = folder.with_name(folder.name + ".new")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        self.qmp.execute("stop")
-        try:
-            layers = self._push_live()
-            man = self._manifest(kind, name, label, layers, memory)
-            man.compression = compression
-            if memory:
-                man.memory_bytes, man.ram_bytes = self._save_memory(
-                    tmp / snap.COMPRESSIONS[compression], compression)
-            snap.write(tmp, man)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-            return man
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        finally:
-            if was_running and self.running():
-                self.qmp.execute("cont")
-
-    # -- snapshots: listing ----------------------------------------------------------
-    def snapshots(self) -> list:
-        """Every snapshot of this machine (sleep and checkpoints), oldest first."""
-        out = []
-        if self.snap_dir.exists():
-            for d in sorted(self.snap_dir.iterdir()):
-                if d.is_dir() and not d.name.endswith(".new") and (d / snap.MANIFEST).exists():
-                    try:
-                        out.append(snap.read(d))
-                    except snap.SnapshotError as e:
-                        log.warning("machine %s: %s", self.spec.name, e)
-        return sorted(out, key=lambda m: m.created_at)
-
-    def checkpoints(self) -> list:
-        """[{name, label, created_at, memory, bytes, volumes}], oldest first."""
-        return [m.info() for m in self.snapshots() if m.kind == "checkpoint"]
-
-    def _next_name(self) -> str:
-        n = 0
-        if self.snap_dir.exists():
-            for d in self.snap_dir.iterdir():
-                if d.name.startswith("snap-") and d.name[5:].isdigit():
-                    n = max(n, int(d.name[5:]))
-        n = max(n, int(self._state().get("last_checkpoint", 0)))
-        self._set_state(last_checkpoint=n + 1)
-        return f"snap-{n + 1}"
-
-    def _gc(self) -> None:
-        if self.disks.exists():
-            self.disks.gc([m.layers for m in self.snapshots()])
-
-    # -- sleep and wake -------------------------------------------------------------
-    def sleep(self) -> snap.Manifest:
-        """Save the machine to its sleep snapshot and end its process (host memory
-        freed). ``wake()`` (or ``boot()``) brings it back where it was."""
-        with self._lock:
-            if not self.running():
-                raise VMError(f"machine {self.spec.name} is not running")
-            self._expect_exit = True
-            folder = self.snap_dir / "sleep"
-            tmp = folder.with_name("sleep.new")
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            tmp.mkdir(parents=True)
-            # The channel stays up while the guest is saved: the guest wakes holding a
-            # live channel and answers the waking host's HELLO at once (a guest that
-            # saw its host leave first would have to set up a new one, ~0.3 s here).
-            try:
-                self.qmp.execute("stop")
-                man = self._manifest("sleep", "sleep", "", self.disks.layers, True)
-                man.memory_bytes, man.ram_bytes = self._save_memory(tmp / snap.MEMORY)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                if self.running():           # could not save: the machine runs on
-                    self.qmp.execute("cont")
-                    self._expect_exit = False
-                raise
-            try:
-                self.qmp.execute("quit")
-                self.proc.wait(10)
-            except Exception:
-                pass
-            self._kill()
-            # Layers only the old sleep snapshot used are merged (the content stays).
-            keep = [x for m in self.snapshots() if m.kind != "sleep" for x in m.layers]
-            man.layers = self.disks.compact(keep)
-            self.disks.freeze_top()
-            snap.write(tmp, man)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-            self._set_state(sleeping=True)
-            self.phase = "sleeping"
-            self._gc()
-            return man
-
-    def wake(self, timeout: float = WAKE_TIMEOUT_S) -> QemuMachine:
-        """Restore the sleep snapshot; returns once the guest's channel is back.
-        While waking, ``exec``/``channel`` raise ``MachineBusy`` (a 503)."""
-        with self._lock:
-            if self.running():
-                return self
-            if not self.sleeping:
-                raise VMError(f"machine {self.spec.name} is not asleep")
-            folder = self.snap_dir / "sleep"
-            man = snap.read(folder)
-            self.phase = "waking"
-            try:
-                self._restore_from(folder, man, timeout)
-            except BaseException:
-                self.phase = "sleeping" if self.sleeping else "stopped"
-                raise
-            return self
-
-    def _restore_from(self, folder: Path, man: snap.Manifest, timeout: float = WAKE_TIMEOUT_S,
-                      new_top_over: list | None = None) -> None:
-        """Replace whatever runs with the snapshot in folder: a new top layer over its
-        frozen chain, then its memory (or a cold boot for a disk-only checkpoint)."""
-        snap.check_restorable(man, self.backend_name, self.shape(), self.volume_names())
-        self._expect_exit = True
-        self._kill()
-        prev = self.phase
-        self.phase = "waking" if prev == "waking" else "restoring"
-        try:
-            self.disks.check(man.layers)
-            self.disks.push(self._owner(), over=new_top_over or man.layers)
-            self._launch(folder if man.memory else None, True, timeout)
-        except BaseException:
-            self.phase = prev
-            raise
-        self._set_state(sleeping=False)
-        self.phase = "running"
-        self._gc()
-
-    # -- checkpoints -------------------------------------------------------------------
-    def checkpoint(self, name: str | None = None, label: str = "",
-                   disk_only: bool = False) -> str:
-        """Save the whole machine (memory, devices, workspace) under a name; a running
-        machine runs on. A stopped one (or ``disk_only``) gets a disk-only checkpoint
-        (never used for crash recovery). Returns the name."""
-        with self._lock:
-            if name is not None and not _NAME.match(name):
-                raise ValueError("a checkpoint name is 1-40 of a-z, 0-9, '-', '_', not 'sleep'")
-            name = name or self._next_name()
-            folder = self.snap_dir / name
-            if folder.exists():
-                raise VMError(f"checkpoint {name} exists")
-            self.snap_dir.mkdir(parents=True, exist_ok=True)
-            if self.running():
-                self._save_running(folder, "checkpoint", name, label, memory=not disk_only)
-            elif self.sleeping and not disk_only:
-                sleep = self.snap_dir / "sleep"
-                man = snap.read(sleep)
-                tmp = folder.with_name(name + ".new")
-                tmp.mkdir()
-                os.link(sleep / snap.memory_name(man), tmp / snap.memory_name(man))
-                man.kind, man.name, man.label, man.created_at = "checkpoint", name, label, snap.now()
-                snap.write(tmp, man)
-                os.replace(tmp, folder)
-            else:
-                if not self.disks.exists():
-                    raise VMError(f"machine {self.spec.name} has no workspace to checkpoint")
-                layers = self.disks.freeze_top()
-                man = self._manifest("checkpoint", name, label, layers, False)
-                snap.write(folder, man)
-                if not self.sleeping:
-                    self.disks.push(self._owner())   # the next boot writes a new layer
-            return name
-
-    def restore(self, name: str, timeout: float = WAKE_TIMEOUT_S) -> str:
-        """Put the machine back in checkpoint ``name`` (processes running again for a
-        memory checkpoint; a cold boot on its disk for a disk-only one). First takes
-        a safety checkpoint labelled ``before-restore`` and returns its name, so the
-        rollback can be undone; if the restore fails the machine goes back to it."""
-        with self._lock:
-            folder = self.snap_dir / name
-            man = snap.read(folder)
-            if man.kind != "checkpoint":
-                raise VMError(f"{name} is not a checkpoint")
-            snap.check_restorable(man, self.backend_name, self.shape(), self.volume_names())
-            safety = self.checkpoint(label=snap.BEFORE_RESTORE)
-            try:
-                self._restore_from(folder, man, timeout)
-            except BaseException as e:
-                log.error("machine %s: restore of %s failed (%s); back to %s",
-                          self.spec.name, name, e, safety)
-                try:
-                    sf = self.snap_dir / safety
-                    self._restore_from(sf, snap.read(sf), timeout)
-                except BaseException as e2:
-                    raise VMError(f"restore of {name} failed ({e}); going back to {safety} failed "
-                                  f"too ({e2}); the machine's state is kept in {safety}") from e
-                raise VMError(f"restore of {name} failed ({e}); the machine is back at {safety}") from e
-            return safety
-
-    def delete_checkpoint(self, name: str) -> None:
-        with self._lock:
-            folder = self.snap_dir / name
-            man = snap.read(folder)
-            if man.kind != "checkpoint":
-                raise VMError(f"{name} is not a checkpoint")
-            shutil.rmtree(folder)
-            self._gc()
-
-    # -- forks -------------------------------------------------------------------------
-    def fork(self, specs: list, checkpoint: str | None = None,
-             base_dir: os.PathLike | None = None, keep_alive: bool = False) -> tuple:
-        """N copies of this machine from a checkpoint (one is taken first when none
-        is named). Each spec gives a fork its identity (name, cid, uid); each fork
-        gets its own copy of the checkpoint's workspace layers and a new top, and
-        runs from the checkpoint's memory. Returns (checkpoint name, machines)."""
-        with self._lock:
-            name = checkpoint or self.checkpoint(label="fork")
-            folder = self.snap_dir / name
-            man = snap.read(folder)
-        forks = []
-        try:
-            for spec in specs:
-                if spec.image is None:
-                    spec.image = self._image()
-                f = QemuMachine(spec, base_dir or self.base_dir, self.platform, keep_alive=keep_alive)
-                if f.dir.resolve() == self.dir.resolve() or f.disks.exists() or f.sleeping:
-                    raise VMError(f"machine {spec.name} already exists")
-                snap.check_restorable(man, self.backend_name, f.shape(), f.volume_names())
-                forks.append(f)
-                self.disks.copy_to(man.layers, f.disks)
-                dst = f.snap_dir / name
-                dst.mkdir(parents=True)
-                if man.memory:
-                    mem = snap.memory_name(man)
-                    if os.stat(folder).st_dev == os.stat(f.snap_dir).st_dev:
-                        os.link(folder / mem, dst / mem)
-                    else:
-                        shutil.copyfile(folder / mem, dst / mem)
-                fm = snap.Manifest.from_json(man.to_json())
-                fm.machine, fm.label = spec.name, f"fork of {self.spec.name} at {name}"
-                snap.write(dst, fm)
-                with f._lock:
-                    f._restore_from(dst, fm)
-        except BaseException:
-            for f in forks:
-                f.kill()
-            raise
-        return name, forks
-
     # -- crash recovery -----------------------------------------------------------------
     def _watch(self, proc: subprocess.Popen) -> None:
         proc.wait()
@@ -952,7 +612,6 @@ class QemuMachine(Machine):
             self.phase = "stopped"
 
 
-_NAME = re.compile(r"^(?!sleep$)[a-z0-9][a-z0-9_-]{0,39}$")
 
 
 class QemuBackend(Backend):

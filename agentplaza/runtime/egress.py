@@ -43,7 +43,7 @@ DIAL_TIMEOUT_S = 10.0
 METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "metadata.azure.internal"})
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "169.254.169.253"))
-HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?$")
+HOST_RE = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
 
 Resolver = Callable[[str, int], list]
 
@@ -197,7 +197,7 @@ class EgressProxy:
             literal = ipaddress.ip_address(h)
         except ValueError:
             literal = None
-        if literal is None and not HOST_RE.match(h):
+        if literal is None and not HOST_RE.fullmatch(h):
             raise Refused(f"bad host name {host!r}", "bad_request")
         if port not in p.ports:
             raise Refused(f"port {port} is not open (only {', '.join(map(str, sorted(p.ports)))})")

@@ -55,7 +55,7 @@ BUS_ADDRESS = "runtime"
 #: The longest the hub waits for the node to list or remove templates.
 NODE_QUERY_TIMEOUT_S = 60.0
 #: A warm template's key: a hash the node gives it.
-TEMPLATE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+TEMPLATE_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 class AgentRuntime:
@@ -233,7 +233,7 @@ class AgentRuntime:
             raise Refusal("node_error", str(e)) from None
 
     def template_rm(self, key: str) -> None:
-        if not TEMPLATE_KEY_RE.match(key):
+        if not TEMPLATE_KEY_RE.fullmatch(key):
             raise Refusal("invalid_template", f"{key!r} is not a template key")
         try:
             removed = self.link.request("template_rm", timeout=NODE_QUERY_TIMEOUT_S, key=key)["removed"]
