@@ -237,7 +237,7 @@ def test_the_guest_channel_refuses_what_the_log_could_not_hold_before_any_op_rea
     hub = Hub.open(folders, database_url=database_url)
     try:
         cmds = hub.commands
-        cid = ac.spawn(cmds, cmds.context("owner"), "orchestrator", 1)[0]
+        cid = ac.spawn(cmds, cmds.context("owner"), "orchestrator", 1).value[0]
         stream = _Lines(b'{"op":"hello"}',
                         b'{"op":"tool","tool":"plaza_agent_propose","args":{"role":"builder","why":"x","count":NaN}}',
                         b'{"op":"name","name":"a\\u0000b"}',

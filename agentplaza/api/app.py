@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..runtime import scheduling
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import Edge
@@ -71,6 +72,7 @@ def create_app(hub: Hub) -> Starlette:
     async def lifespan(app: Starlette):
         async with anyio.create_task_group() as tg:
             tg.start_soon(api.follower.run)
+            tg.start_soon(scheduling.background, hub)
             for area in AREAS:  # an area's own loop in the hub (the scheduler, the daily price fetch ...)
                 if hasattr(area, "background"):
                     tg.start_soon(area.background, api)

@@ -30,7 +30,7 @@ from ..domain.base import Context, Refusal
 from ..domain.conduct import ASK_ONLY, DEFAULT_MODE, Conduct, conduct_id, step_text
 from ..domain.laws import SECRET_ARG, severity_of
 from . import approvals, laws, treasury
-from .unit import Commands
+from .unit import Commands, Unit
 
 #: Shown in place of an argument whose name says it may hold a secret.
 HIDDEN = "[hidden]"
@@ -107,7 +107,7 @@ def record_violation(cmds: Commands, ctx: Context, cid: str, law: str, severity:
         c = _conduct(cmds, ctx, cid)
         count, steps = c.offend(ctx, law, severity or "medium", tool, call_id)
         books = treasury.load_books(cmds, ctx, [t.wallet_key(c.cid)])
-        maker = approvals.Maker(cmds, ctx)
+        maker = approvals.Maker(Unit(cmds.store), ctx)
         done: list[dict] = []
         for step in steps:
             kind = step[0]
@@ -151,7 +151,7 @@ def record_violation(cmds: Commands, ctx: Context, cid: str, law: str, severity:
                 c.record(Conduct.OwnerAsked, ctx, step=kind, law=law, approval=number)
                 done.append({"step": kind, "approval": number})
         box.update(count=count, steps=[step_text(s) for s in steps], done=done)
-        for agg in [c, *maker.aggregates()]:
+        for agg in [c, *maker.unit.changed]:
             books.add(agg)
         return books, None
 
@@ -221,13 +221,13 @@ def _ask(cmds: Commands, ctx: Context, agent: str, call: jhrl.Call, digest: str,
         if existing is not None and existing.status == "pending":
             box[:] = [existing.number]
             return []
-        maker = approvals.Maker(cmds, ctx)
+        maker = approvals.Maker(Unit(cmds.store), ctx)
         box[:] = [maker.make(
             "call", f"{agent} asks to run {call.action}", agent=agent, ref=ref,
             detail={"tool": call.action, "input": shown_input(call.args), "digest": digest, "risk": call.risk,
                     "role": call.role, "tier": call.tier, "mode": call.mode, "why": decided.decision.reason,
                     "call_id": decided.call_id})]
-        return maker.aggregates()
+        return maker.unit.changed
 
     cmds.run_aggregates(decide)
     return box[0]
@@ -251,7 +251,7 @@ def check_call(cmds: Commands, call: jhrl.Call, agent: str, ctx: Context | None 
     used = _use_approval(cmds, ctx, agent, digest)
     if used is not None:
         call = dataclasses.replace(call, approved=True)
-    decided = laws.decide_call(cmds, call, agent, ctx)
+    decided = laws.decide_call(cmds, call, agent, ctx).value
     out = CallCheck(decided.decision, digest, decided.call_id, mode, approved=used)
     if decided.decision.effect == "ask":
         out.approval = _ask(cmds, ctx, agent, call, digest, decided)

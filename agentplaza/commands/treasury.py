@@ -314,26 +314,6 @@ def _wallets_and(cmds: Commands, ctx: Context, cids: Iterable[str], task: str | 
     return _books(cmds, ctx, [t.wallet_key(c) for c in cids], [task])
 
 
-def pay(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo: str | None,
-        task: str | None = None, approve_over: int = t.DEFAULT_APPROVE_OVER) -> Outcome:
-    """The payment tool: moves at once at or below ``approve_over``, else is held for approval."""
-
-    # a held payment is an approval of kind payment, made in the same commit
-    from . import approvals
-
-    def decide():
-        books = _wallets_and(cmds, ctx, [payer, payee], task)
-        result = t.pay(books, _plaza(cmds), payer, payee, amount, memo, task, approve_over)
-        if result.status == "held":
-            maker = approvals.Maker(cmds, ctx)
-            maker.payment(result.payment)
-            for agg in maker.aggregates():
-                books.add(agg)
-        return books, result
-
-    return _run(cmds, decide)
-
-
 def transfer(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo: str | None,
              task: str | None = None) -> Outcome:
     def decide():
@@ -362,48 +342,8 @@ def _payment(cmds: Commands, payment_id: str) -> t.Payment | None:
     return found if isinstance(found, t.Payment) else None
 
 
-def approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    """Approve a held payment: the decision goes through its approval (kind payment)."""
-    from . import approvals
-
-    found = approvals.by_ref(cmds, approvals.payment_ref(payment_id))
-    if found is not None:
-        return approvals.decide(cmds, ctx, found.number, True)
-    return _approve_payment(cmds, ctx, payment_id)
-
-
-def deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    """Deny a held payment: the decision goes through its approval (kind payment)."""
-    from . import approvals
-
-    found = approvals.by_ref(cmds, approvals.payment_ref(payment_id))
-    if found is not None:
-        return approvals.decide(cmds, ctx, found.number, False)
-    return _deny_payment(cmds, ctx, payment_id)
-
-
 def payment_of(cmds: Commands, payment_id: str) -> t.Payment | None:
     return _payment(cmds, payment_id)
-
-
-def _approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    """A payment held before approvals existed (no approval of its own)."""
-
-    def decide():
-        p = _payment(cmds, payment_id)
-        books = _wallets_and(cmds, ctx, [p.payer, p.payee] if p else [], p.task if p else None)
-        t.approve_payment(books, _plaza(cmds), p)
-        return books, p
-
-    return _run(cmds, decide)
-
-
-def _deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    def decide():
-        books = t.Books(ctx, {})
-        return books, t.deny_payment(books, _payment(cmds, payment_id))
-
-    return _run(cmds, decide)
 
 
 # -- fines ----------------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ class AgentRuntime:
             names = [c["name"] for c in self.checkpoint_op(cid, "checkpoints")["checkpoints"]]
             if checkpoint not in names:
                 raise Refusal("unknown_checkpoint", f"agent {cid} has no checkpoint {checkpoint}")
-        cids = ac.fork(self.cmds, ctx, cid, count, checkpoint)
+        cids = ac.fork(self.cmds, ctx, cid, count, checkpoint).value
         self._entry(cid, "note", f"forked at {checkpoint} into {', '.join(map(str, cids))}",
                     detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
         self.hub.read_models.catch_up()  # reconcile reads the roster: the forks must be in it when it looks
@@ -587,7 +587,7 @@ class HarnessSession:
             if self.gone():  # never hand work to a stream that is already dead (e.g. a VM that slept)
                 raise StreamReset("the harness stream is gone")
             if not self.rt.held():
-                item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+                item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid).value
                 if item is not None:
                     self.taken, self.cancelled, self.taken_from = item["item"], None, item.get("from")
                     self.rt.worker_state(self.cid, "busy")
@@ -685,7 +685,7 @@ class HarnessSession:
             return toolspecs.grouped(tooldecide.offered(hub, agent, GUEST_TOOLS + HOST_TOOLS))
         if tool == "plaza_message":
             to, text = args["to"], args["text"]
-            item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text)
+            item = ac.tell(self.rt.cmds, self.rt.ctx_agent(self.cid), to, text).value
             self.rt.work_for(to)
             return {"sent": True, "item": item}
         if tool.startswith("plaza_task_"):
@@ -709,8 +709,7 @@ class HarnessSession:
         if tool == "plaza_task_create":
             out = tasks_commands.create(cmds, ctx, args["title"], args["acceptance"], args.get("budget"),
                                         details=args.get("details") or "", role=args.get("role"),
-                                        parent=args.get("parent"))
-            out.pop("positions", None)
+                                        parent=args.get("parent")).value
             return out
         if tool == "plaza_task_claim":
             phase = "reviewing" if args.get("review") else "working"
@@ -726,7 +725,7 @@ class HarnessSession:
             verdict = args.get("verdict")
             if verdict is not None:
                 out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
-                return {"task": number, "verdict": verdict, "entries": len(out.entries)}
+                return {"task": number, "verdict": verdict, "entries": len(out.value.entries)}
             if args.get("give_up"):
                 tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
                 return {"task": number, "gave_up": True}
@@ -755,7 +754,7 @@ class HarnessSession:
                                 f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {self.cid}: "
                                 f"{why.strip()[:200]}", agent=str(self.cid),
                                 detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
-        return {"approval": out["id"], "status": "pending",
+        return {"approval": out.value, "status": "pending",
                 "note": "nothing starts until the owner approves it in Approvals"}
 
     def _took_itself(self, number: str, phase: str) -> None:

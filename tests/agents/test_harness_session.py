@@ -25,7 +25,7 @@ def hub(folders, database_url):
 
 
 def session(hub, role, **kw):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1, **kw)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1, **kw).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     assert s.handle({"op": "hello", "role": "orchestrator"})["role"] == role
     return cid, s
@@ -214,7 +214,7 @@ def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_s
     before = len(hub.read_models.rows(agents_table))
 
     # Approved: the agents start.
-    out = approvals.decide(cmds, cmds.context("owner"), a.number, True)
+    out = approvals.decide(cmds, cmds.context("owner"), a.number, True).value
     spawned = out.detail["spawned"]
     assert len(spawned) == 2 and all(ac.agent(cmds, c).role == "builder" for c in spawned)
     assert approvals.load(cmds, a.number).status == "approved"
@@ -267,7 +267,7 @@ def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hu
 
 def test_a_new_agent_is_asked_its_name_once_and_keeps_the_name_in_its_answer(hub):
     cmds = hub.commands
-    cid = ac.spawn(cmds, cmds.context("owner"), "researcher", 1)[0]
+    cid = ac.spawn(cmds, cmds.context("owner"), "researcher", 1).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     hello = s.handle({"op": "hello"})
     assert "researcher" in hello["name_prompt"] and "name" in hello["name_prompt"]

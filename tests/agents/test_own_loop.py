@@ -48,7 +48,7 @@ def plaza(folders, database_url):
 
 def session(c, role: str) -> tuple[int, HarnessSession]:
     hub = c.hub
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
     rt = AgentRuntime(hub, node="off")
     rt.relay.client = c
     s = HarnessSession(rt, cid, None)

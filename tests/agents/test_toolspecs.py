@@ -196,7 +196,7 @@ def hub(folders, database_url):
 
 
 def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     assert s.handle({"op": "hello"})["ok"]
     return cid, s

@@ -17,7 +17,9 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import payments as payment_commands
 from ...commands import treasury as cmd
+from ...commands.unit import Done
 from ...domain import treasury as t
 from ...projections import treasury as rm
 from ...when import parse_when
@@ -281,8 +283,9 @@ def routes(api: Api) -> list:
         box: list = []
 
         def go() -> list[int]:
-            box.append(fn())
-            return box[0].positions
+            done = fn()  # a command of commands.payments gives Done(outcome, positions)
+            box.append(done.value if isinstance(done, Done) else done)
+            return done.positions
 
         await api.command(go)
         return box[0].as_dict()
@@ -348,7 +351,7 @@ def routes(api: Api) -> list:
             if body.task is None:
                 raise ApiError("invalid_request", "a bonus names the hired task")
             return await run(request, lambda: cmd.bonus(cmds, ctx, payer, payee, body.amount, body.task, body.memo))
-        return await run(request, lambda: cmd.pay(cmds, ctx, payer, payee, body.amount, body.memo, body.task,
+        return await run(request, lambda: payment_commands.pay(cmds, ctx, payer, payee, body.amount, body.memo, body.task,
                                                   body.approve_over))
 
     async def get_payments(request: Request) -> dict:
@@ -361,12 +364,12 @@ def routes(api: Api) -> list:
     async def approve(request: Request) -> dict:
         body = await read_body(request, DecideBody)
         ctx = api.context(request, body.reason)
-        return await run(request, lambda: cmd.approve_payment(cmds, ctx, request.path_params["id"]))
+        return await run(request, lambda: payment_commands.approve_payment(cmds, ctx, request.path_params["id"]))
 
     async def deny(request: Request) -> dict:
         body = await read_body(request, DecideBody)
         ctx = api.context(request, body.reason)
-        return await run(request, lambda: cmd.deny_payment(cmds, ctx, request.path_params["id"]))
+        return await run(request, lambda: payment_commands.deny_payment(cmds, ctx, request.path_params["id"]))
 
     e = api.endpoint
     return [
