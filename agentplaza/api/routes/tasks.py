@@ -120,12 +120,12 @@ async def list_workers(request: Request) -> dict:
 
 @endpoint
 async def schedule(request: Request) -> dict:
-    """One pass now, on read models that show every event so far; answered once they show what it did."""
+    """One pass now, on read models that show every event so far; answered once they show what it did
+    (or what the runtime's own pass did meanwhile, which took what this one skipped)."""
     api = api_of(request)
     await api.follower.settle(api.hub.store.max_position())
     out = await api.query(scheduling.run_pass, api.hub)
-    if out.assigned:
-        await api.follower.settle(api.hub.store.max_position())
+    await api.follower.settle(api.hub.store.max_position())
     return {"held": out.held, "assigned": out.assigned, "skipped": out.skipped}
 
 
