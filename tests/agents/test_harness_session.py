@@ -116,7 +116,7 @@ def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
 def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    t1 = tc.create(cmds, cmds.context("owner"), "a", "a", 300, role="builder")["id"]
+    t1 = tc.create(cmds, cmds.context("owner"), "a", "a", 300, role="builder").value["id"]
     ac.tell(cmds, cmds.context("owner"), cid, "work")
     item = s.handle({"op": "next", "wait": 0})["item"]["item"]
     plaza_commands.stop_all(cmds, cmds.context("owner", "lunch"))
@@ -141,7 +141,7 @@ def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume
 def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    t1 = tc.create(cmds, cmds.context("owner"), "Notes", "notes.md exists", 300, role="builder")["id"]
+    t1 = tc.create(cmds, cmds.context("owner"), "Notes", "notes.md exists", 300, role="builder").value["id"]
     tc.assign(cmds, cmds.context("owner"), t1, str(cid))
     hub.read_models.catch_up()
     s.rt.deliver_work()
@@ -161,7 +161,7 @@ def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_bu
         orch, _ = session(h, "orchestrator")
         b1, s1 = session(h, "builder")
         b2, _ = session(h, "builder")
-        t1 = tc.create(h.commands, h.commands.context("owner"), "a", "a", 300, role="builder")["id"]
+        t1 = tc.create(h.commands, h.commands.context("owner"), "a", "a", 300, role="builder").value["id"]
         tc.assign(h.commands, h.commands.context("owner"), t1, str(b2))  # b2 holds a task: it stays up
         h.read_models.catch_up()
         rt = s1.rt
@@ -179,7 +179,7 @@ def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_bu
 def test_a_task_is_delivered_once_even_by_a_restarted_hub(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", 300)["id"]
+    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", 300).value["id"]
     tc.assign(cmds, cmds.context("owner"), number, str(cid))
     hub.read_models.catch_up()
     s.rt.deliver_work()
@@ -255,7 +255,7 @@ def test_the_owner_cancels_the_running_item_and_the_harness_is_told(hub):
 def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    number = tc.create(cmds, cmds.context("owner"), "Write b.txt", "b.txt holds a line", 300)["id"]
+    number = tc.create(cmds, cmds.context("owner"), "Write b.txt", "b.txt holds a line", 300).value["id"]
     hub.read_models.catch_up()
     ac.tell(cmds, cmds.context("owner"), cid, "pick a task")
     s.handle({"op": "next", "wait": 0})
