@@ -68,7 +68,7 @@ def main() -> int:
 
     def spawn_to_idle(rt, n: int) -> float:
         t0 = time.monotonic()
-        cids = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", n)
+        cids = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", n).value
         hub.read_models.catch_up()
         rt.kick()
         while True:
@@ -88,7 +88,7 @@ def main() -> int:
 
     def fork_to_idle(rt) -> float:
         """`agents fork` of an idle agent, one copy: a checkpoint taken, the copy resumed from it, idle."""
-        (src,) = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1)
+        (src,) = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1).value
         hub.read_models.catch_up()
         rt.kick()
         while not any(r["cid"] == src and r["status"] == "idle" for r in hub.read_models.rows(agents_table)):

@@ -104,12 +104,12 @@ def bench_ours(env: dict, n: int, clients: int) -> float:
     def work(i, j):
         k = (i * 7919 + j) % AGGREGATES if clients > 1 else j % AGGREGATES
 
-        def decide():
-            t = store.get(ids[k])
+        def decide(unit):
+            t = unit.get(ids[k])
             t.count(ctx, by=1)
-            return [t]
+            unit.add(t)
 
-        cmds.run_aggregates(decide)
+        cmds.run(decide)
 
     per = n // clients
     seconds = run_clients(clients, per, work)

@@ -7,8 +7,10 @@ from support.treasury import Plaza
 from support.treasury import refused_command as refused
 
 import jhrl
+from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals as ap
 from agentplaza.commands import conduct as cd
+from agentplaza.commands import payments
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import treasury as tc
 from agentplaza.domain import sanction_schedule as sched
@@ -35,21 +37,21 @@ def test_a_payment_above_the_threshold_is_an_approval_of_kind_payment(p):
     # "A payment over the approval threshold is held as an approval."
     p.wallet("7"), p.wallet("8")
     p.earn("7", 900)
-    held = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "the report")
+    held = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "the report").value
     a = ap.by_ref(p.cmds, ap.payment_ref(held.payment["id"]))
     assert (a.number, a.kind, a.status, a.detail["amount"]) == ("a1", "payment", "pending", 600)
-    out = ap.decide(p.cmds, p.ctx("owner", "agreed"), "a1", True)
+    out = ap.decide(p.cmds, p.ctx("owner", "agreed"), "a1", True).value
     assert [e["kind"] for e in out.entries] == ["Transfer"] and out.payment["status"] == "approved"
     assert p.balance(t.wallet_key("8")) == 600
     refused(p, "approval_decided", ap.decide, p.ctx(), "a1", False)  # a decision is final
-    refused(p, "payment_decided", tc.approve_payment, p.ctx(), held.payment["id"])
+    refused(p, "payment_decided", payments.approve_payment, p.ctx(), held.payment["id"])
 
 
 def test_the_treasurys_own_routes_decide_through_the_approval(p):
     p.wallet("7"), p.wallet("8")
     p.earn("7", 900)
-    held = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "the report")
-    out = tc.deny_payment(p.cmds, p.ctx("owner", "not this month"), held.payment["id"])
+    held = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "the report").value
+    out = payments.deny_payment(p.cmds, p.ctx("owner", "not this month"), held.payment["id"]).value
     assert out.payment["status"] == "denied" and out.detail["approval"]["status"] == "denied"
     assert ap.load(p.cmds, "a1").status == "denied" and p.balance(t.wallet_key("8")) == 0
 
@@ -57,7 +59,7 @@ def test_the_treasurys_own_routes_decide_through_the_approval(p):
 def test_approving_a_payment_is_refused_while_the_plaza_is_held(p):
     p.wallet("7"), p.wallet("8")
     p.earn("7", 900)
-    tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "x")
+    payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "x")
     plaza_commands.stop_all(p.cmds, p.ctx("owner", "audit"))
     refused(p, "plaza_held", ap.decide, p.ctx(), "a1", True)
     ap.decide(p.cmds, p.ctx(), "a1", False)  # a denial still goes through
@@ -110,7 +112,7 @@ def test_an_approved_call_runs_once_and_only_with_its_exact_input(p):
     assert (ran.decision.effect, ran.approved) == ("allow", "a1")
     assert ap.load(p.cmds, "a1").used
     assert cd.check_call(p.cmds, EDIT, "7").decision.effect == "ask"  # once only
-    refused(p, "approval_used", lambda cmds: cmds.run_aggregates(lambda: [_use(p, "a1", "7", ran.digest)]))
+    refused(p, "approval_used", lambda cmds: cmds.run(lambda unit: unit.add(_use(p, "a1", "7", ran.digest))))
 
 
 def _use(p, number, agent, digest):
@@ -204,3 +206,40 @@ def test_approving_a_sanction_acknowledges_it_and_retirement_is_only_recorded(p)
     assert any(s["kind"] == "lockout" and not s["lifted"] for s in c.in_force(p.clock()))  # still in force
     first = cd.record_violation(p.cmds, p.ctx(), "8", "C-001", "critical", "vm.exec")
     assert [d["step"] for d in first["done"]] == ["fine", "lockout", "owner_review"]
+
+
+# -- one approval, one commit -----------------------------------------------------------------------------
+
+
+def count_transactions(store, monkeypatch) -> list[int]:
+    """The events of each transaction the store writes from now on (the recorder's inserts)."""
+    recorder = store.app.recorder
+    real, seen = recorder.insert_events, []
+
+    def counted(stored_events, **kw):
+        seen.append(len(stored_events))
+        return real(stored_events, **kw)
+
+    monkeypatch.setattr(recorder, "insert_events", counted)
+    return seen
+
+
+def test_approving_an_agent_proposal_spawns_its_agents_in_the_one_commit_of_the_decision(p, monkeypatch):
+    number = ap.request(p.cmds, p.ctx("agent:1"), "agent", "2 new builder agents", agent="1",
+                        detail={"role": "builder", "count": 2, "model": None, "why": "the backlog"}).value
+    commits = count_transactions(p.store, monkeypatch)
+    out = ap.decide(p.cmds, p.ctx("owner", "go ahead"), number, True).value
+    assert len(commits) == 1 and commits[0] > 2  # the decision, the node, the agents, transcripts, wallets
+    cids = out.detail["spawned"]
+    assert len(cids) == 2 and out.detail["approval"]["status"] == "approved"
+    assert [tc.wallet(p.cmds, str(c)).balance for c in cids] == [0, 0]
+    assert [ac.agent(p.cmds, c).role for c in cids] == ["builder", "builder"]
+
+
+def test_a_held_payment_approved_is_one_commit_too(p, monkeypatch):
+    p.wallet("7"), p.wallet("8")
+    p.earn("7", 900)
+    payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "the report")
+    commits = count_transactions(p.store, monkeypatch)
+    out = ap.decide(p.cmds, p.ctx("owner", "agreed"), "a1", True).value
+    assert len(commits) == 1 and out.payment["status"] == "approved"

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from support.hubproc import HubProcess
 from test_crash_and_two_hubs import hammer as hold_and_resume
 
+from agentplaza.commands import approvals
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands.unit import Commands
 from agentplaza.events.store import EventStore
@@ -32,20 +33,35 @@ BURST_S_MAX = 1.5
 
 
 def create_work(url: str, tag: str, acked: list, stop: threading.Event, errors: list) -> None:
-    """Tasks and approvals as fast as the hub answers: events for the work, approvals and treasury models."""
+    """Tasks as fast as the hub answers: events for the work and treasury models."""
     with httpx.Client(base_url=url, timeout=10) as c:
         i = 0
         while not stop.is_set():
             i += 1
             try:
-                for r in (c.post("/v1/tasks", json={"title": f"{tag}-{i}", "acceptance": "done", "budget": 10}),
-                          c.post("/v1/approvals", json={"kind": "project", "title": f"{tag}-{i}", "detail": {"i": i}})):
-                    if r.status_code >= 500:
-                        errors.append(r.text)
-                    elif r.status_code == 200:
-                        acked.append(f"{tag}-{i}")
+                r = c.post("/v1/tasks", json={"title": f"{tag}-{i}", "acceptance": "done", "budget": 10})
+                if r.status_code >= 500:
+                    errors.append(r.text)
+                elif r.status_code == 200:
+                    acked.append(f"{tag}-{i}")
             except httpx.TransportError:
                 return
+
+
+def request_approvals(folders, database_url, tag: str, acked: list, stop: threading.Event, errors: list) -> None:
+    """Approvals as other areas make them, by a second writer on the hub's store (the hub follows the log)."""
+    store = EventStore.open(state_dir=folders.state, database_url=database_url)
+    cmds = Commands(store)
+    try:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            approvals.request(cmds, cmds.context("hub"), "project", f"{tag}-{i}", detail={"i": i})
+            acked.append(f"{tag}-{i}")
+    except Exception as e:  # noqa: BLE001 - reported by the test
+        errors.append(repr(e))
+    finally:
+        store.close()
 
 
 def open_read_models(folders, database_url) -> tuple[EventStore, ReadModels]:
@@ -69,6 +85,8 @@ def test_after_kill_9_at_random_points_every_read_model_equals_its_rebuild(folde
         acked, errors, stop = [], [], threading.Event()
         writers = [threading.Thread(target=w, args=(hub.url, f"r{round_}w{i}", acked, stop, errors))
                    for i, w in enumerate([hold_and_resume] * 3 + [create_work] * 3)]
+        writers.append(threading.Thread(target=request_approvals,
+                                        args=(folders, database_url, f"r{round_}a", acked, stop, errors)))
         for t in writers:
             t.start()
         time.sleep(rng.uniform(0.3, BURST_S_MAX))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from eventsourcing.persistence import StoredEvent
+from support.agentside import AgentSide
 from support.hubproc import HubProcess, cli, ok
 
 from agentplaza.events.store import EventStore
@@ -98,9 +99,8 @@ def test_the_hub_starts_over_an_unreadable_event_names_it_and_goes_on(folders, d
 
 def test_an_event_damaged_after_it_was_folded_is_named_by_a_rebuild_and_at_the_next_start(folders, database_url):
     hub = HubProcess(folders, database_url, args=("--node", "off")).start()
-    with hub.client() as c:
-        r = ok(c.post("/v1/approvals", json={"kind": "project", "title": "look", "detail": {"x": 1}}))
-        assert r
+    with hub.client() as c, AgentSide(hub, database_url) as agent:
+        assert agent.request_approval("project", "look", detail={"x": 1})
         target = ok(c.get("/v1/hub"))["position"]
         ok(c.post("/v1/plaza/stop", json={"reason": "later"}))
     hub.stop()

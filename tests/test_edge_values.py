@@ -27,12 +27,13 @@ DEEP = b"[" * 40_000
 
 #: (method, path, raw body or None, status, code, what the message names)
 QUOTED = [
-    ("POST", "/v1/approvals", b'{"kind":"agent","title":"x","detail":{"x":NaN}}', 422, "invalid_value", "detail.x"),
-    ("POST", "/v1/approvals", b'{"kind":"agent","title":"x","detail":{"x":Infinity}}', 422, "invalid_value", "detail.x"),
-    ("POST", "/v1/approvals", b'{"kind":"agent","title":"x","detail":{"x":-Infinity}}', 422, "invalid_value", "detail.x"),
-    ("POST", "/v1/approvals", b'{"kind":"agent","title":"x","detail":{"x":1e400}}', 422, "invalid_value", "detail.x"),
-    ("POST", "/v1/approvals", b'{"kind":"project","title":"x","detail":{"n":9223372036854775808}}', 422,
-     "invalid_value", "detail.n"),
+    ("POST", "/v1/rules/explain", b'{"role":"builder","tool":"x","args":{"x":NaN}}', 422, "invalid_value", "args.x"),
+    ("POST", "/v1/rules/explain", b'{"role":"builder","tool":"x","args":{"x":Infinity}}', 422, "invalid_value", "args.x"),
+    ("POST", "/v1/rules/explain", b'{"role":"builder","tool":"x","args":{"x":-Infinity}}', 422, "invalid_value",
+     "args.x"),
+    ("POST", "/v1/rules/explain", b'{"role":"builder","tool":"x","args":{"x":1e400}}', 422, "invalid_value", "args.x"),
+    ("POST", "/v1/rules/explain", b'{"role":"builder","tool":"x","args":{"n":9223372036854775808}}', 422,
+     "invalid_value", "args.n"),
     ("POST", "/v1/plaza/stop", b'{"reason":"a\\u0000b"}', 422, "invalid_value", "reason"),
     ("POST", "/v1/tasks", b'{"title":"t\\u0000x","acceptance":"done"}', 422, "invalid_value", "title"),
     ("POST", "/v1/tasks", b'{"title":"t\\ud800x","acceptance":"done"}', 422, "invalid_value", "title"),
@@ -43,10 +44,13 @@ QUOTED = [
     ("POST", "/v1/replay/rebuild", DEEP, 422, "invalid_value", "nests"),
     ("POST", "/v1/plaza/stop", DEEP, 422, "invalid_value", "nests"),
     ("POST", "/v1/plaza/stop", b"{" * 40_000, 422, "invalid_value", "nests"),
-    ("POST", "/v1/approvals", b'{"kind":"agent","title":"x"}', 422, "invalid_detail", "detail.role"),
-    ("POST", "/v1/approvals", b'{"kind":"agent","title":"x","detail":{"role":"builder","count":17}}', 422,
-     "invalid_detail", "detail.count"),
-    ("POST", "/v1/approvals", b'{"kind":"payment","title":"x"}', 422, "invalid_detail", "detail.payment"),
+]
+
+#: Approvals other areas make whose detail could not act: (kind, detail, what the message names).
+BAD_DETAILS = [
+    ("agent", {}, "detail.role"),
+    ("agent", {"role": "builder", "count": 17}, "detail.count"),
+    ("payment", {}, "detail.payment"),
 ]
 
 
@@ -132,16 +136,26 @@ def p(folders, database_url):
     plaza.close()
 
 
+@pytest.mark.parametrize(("kind", "detail", "names"), BAD_DETAILS)
+def test_an_approval_whose_detail_could_not_act_is_refused_naming_its_field_and_changes_nothing(p, kind, detail,
+                                                                                                names):
+    before = p.store.max_position()
+    with pytest.raises(Refusal) as e:
+        ap.request(p.cmds, p.ctx(), kind, "x", detail=detail)
+    assert (e.value.kind, e.value.code) == (Kind.INVALID, "invalid_detail") and names in e.value.message
+    assert p.store.max_position() == before
+
+
 @pytest.mark.parametrize("kind", ["agent", "payment"])
 def test_a_malformed_approval_already_in_the_log_is_refused_approval_and_can_be_denied(p, kind):
     ctx = p.ctx()
 
-    def write_it():  # as a hub from before details were checked wrote it: no detail
+    def write_it(unit):  # as a hub from before details were checked wrote it: no detail
         payload = dict(number="a1", kind=kind, title="old", agent=None, ref=None, detail={},
                        actor=ctx.actor, reason=None, correlation_id=ctx.correlation_id)
-        return [Approval._create(Approval.Requested, id=approval_id("a1"), timestamp=ctx.at, **payload)]
+        unit.add(Approval._create(Approval.Requested, id=approval_id("a1"), timestamp=ctx.at, **payload))
 
-    p.cmds.run_aggregates(write_it)
+    p.cmds.run(write_it)
     before = p.cmds.store.max_position()
     with pytest.raises(Refusal) as e:
         ap.decide(p.cmds, p.ctx(), "a1", True)
@@ -238,7 +252,7 @@ def test_the_guest_channel_refuses_what_the_log_could_not_hold_before_any_op_rea
     hub = Hub.open(folders, database_url=database_url)
     try:
         cmds = hub.commands
-        cid = ac.spawn(cmds, cmds.context("owner"), "orchestrator", 1)[0]
+        cid = ac.spawn(cmds, cmds.context("owner"), "orchestrator", 1).value[0]
         stream = _Lines(b'{"op":"hello"}',
                         b'{"op":"tool","tool":"plaza_agent_propose","args":{"role":"builder","why":"x","count":NaN}}',
                         b'{"op":"name","name":"a\\u0000b"}',

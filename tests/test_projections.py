@@ -121,11 +121,11 @@ def test_concurrent_writers_no_event_skipped_or_applied_twice(folders, database_
 
     def write(t):
         for _ in range(40):
-            def decide(t=t):
-                x = store.get(t.id)
+            def decide(unit, t=t):
+                x = unit.get(t.id)
                 x.count(cmds.context("owner"), by=1)
-                return [x]
-            cmds.run_aggregates(decide)
+                unit.add(x)
+            cmds.run(decide)
 
     follower = threading.Thread(target=follow)
     follower.start()

@@ -65,7 +65,7 @@ def position(c) -> int:
 def test_a_decision_is_an_event_with_what_check_needs_and_no_secret(cmds):
     call = jhrl.Call(role="builder", action="plaza_git", risk="write",
                      args={"host": "github.com", "api_key": "sk-live-123", "content": "x" * 10, "own": True})
-    d = law_commands.decide_call(cmds, call, "cid-7")
+    d = law_commands.decide_call(cmds, call, "cid-7").value
     assert d.decision.effect == "allow" and d.digest == call.digest()
     [rec] = [r for r in cmds.store.read() if r.kind == "ToolCall.CallDecided"]
     data = rec.data
@@ -83,26 +83,26 @@ def test_recorded_args_keep_plain_values_laws_read_and_never_secret_names():
 
 
 def test_a_forbid_is_a_violation_with_its_law_enforcement_and_severity(cmds):
-    d = law_commands.decide_call(cmds, jhrl.Call(role="builder", action="plaza_vault_read", risk="read"), "a1")
+    d = law_commands.decide_call(cmds, jhrl.Call(role="builder", action="plaza_vault_read", risk="read"), "a1").value
     assert d.decision.effect == "deny" and d.decision.forbidding == "C-002a"
     [rec] = [r for r in cmds.store.read() if r.kind == "ToolCall.CallDecided"]
     assert (rec.data["violation"], rec.data["enforcement"], rec.data["severity"]) == (True, "preventive", "critical")
 
 
 def test_default_deny_is_refused_but_not_misconduct(cmds):
-    d = law_commands.decide_call(cmds, jhrl.Call(role="reviewer", action="engine.edit", risk="write"), "a1")
+    d = law_commands.decide_call(cmds, jhrl.Call(role="reviewer", action="engine.edit", risk="write"), "a1").value
     assert (d.decision.effect, d.decision.reason, d.decision.violation) == ("deny", "default_deny", False)
 
 
 def test_decisions_follow_rule_changes_at_once(cmds):
     call = jhrl.Call(role="builder", action="plaza_git", risk="write")
-    assert law_commands.decide_call(cmds, call, "a1").decision.allowed
-    draft, _ = law_commands.change(cmds, owner(cmds), "add", title="no git", source=NO_GIT)
+    assert law_commands.decide_call(cmds, call, "a1").value.decision.allowed
+    draft = law_commands.change(cmds, owner(cmds), "add", title="no git", source=NO_GIT).value
     assert draft.rule_id == "R1"
-    d = law_commands.decide_call(cmds, call, "a1")
+    d = law_commands.decide_call(cmds, call, "a1").value
     assert d.decision.forbidding == "no-git" and d.lawbook_version == 2
     law_commands.change(cmds, owner(cmds), "disable", rule_id="R1")
-    assert law_commands.decide_call(cmds, call, "a1").decision.allowed
+    assert law_commands.decide_call(cmds, call, "a1").value.decision.allowed
 
 
 def test_a_second_hub_on_the_same_store_decides_with_the_new_laws(folders):
@@ -110,11 +110,11 @@ def test_a_second_hub_on_the_same_store_decides_with_the_new_laws(folders):
     try:
         ca, cb = Commands(a), Commands(b)
         call = jhrl.Call(role="builder", action="plaza_git", risk="write")
-        assert law_commands.decide_call(cb, call, "a1").decision.allowed
+        assert law_commands.decide_call(cb, call, "a1").value.decision.allowed
         law_commands.change(ca, owner(ca), "add", title="no git", source=NO_GIT)
-        assert law_commands.decide_call(cb, call, "a1").decision.refused
+        assert law_commands.decide_call(cb, call, "a1").value.decision.refused
         law_commands.change(ca, owner(ca), "delete", rule_id="no-git")
-        assert law_commands.decide_call(cb, call, "a1").decision.allowed
+        assert law_commands.decide_call(cb, call, "a1").value.decision.allowed
     finally:
         a.close()
         b.close()

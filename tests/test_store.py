@@ -87,17 +87,17 @@ def test_group_commit_many_threads_no_event_lost(store):
     def worker(i: int) -> None:
         try:
             for _ in range(25):
-                def decide(i=i):
-                    t = store.get(tallies[i].id)
+                def decide(unit, i=i):
+                    t = unit.get(tallies[i].id)
                     t.count(ctx())
-                    return [t]
-                cmds.run_aggregates(decide)
+                    unit.add(t)
+                cmds.run(decide)
                 # and one shared aggregate that every thread fights over
-                def shared():
-                    t = store.get(tallies[0].id)
+                def shared(unit):
+                    t = unit.get(tallies[0].id)
                     t.count(ctx(), by=1000)
-                    return [t]
-                cmds.run_aggregates(shared)
+                    unit.add(t)
+                cmds.run(shared)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

@@ -110,8 +110,8 @@ def test_values_at_the_edge_of_the_rules_are_stored_and_read_back_exactly(store,
 def test_a_command_with_a_poisoned_event_is_a_clear_refusal_through_commands(store):
     cmds = Commands(store, clock=lambda: T0)
     with pytest.raises(UnstorableEvent):
-        cmds.run_aggregates(lambda: [Note.start(ctx(), body=float("nan"))])
-    assert cmds.run_aggregates(lambda: [Note.start(ctx(), body=1.0)]) == [1]
+        cmds.run(lambda unit: unit.add(Note.start(ctx(), body=float("nan"))))
+    assert cmds.run(lambda unit: unit.add(Note.start(ctx(), body=1.0))).positions == [1]
 
 
 def test_poisoned_commands_among_concurrent_good_ones_fail_alone(store):
@@ -124,12 +124,12 @@ def test_poisoned_commands_among_concurrent_good_ones_fail_alone(store):
     def good(i: int) -> None:
         start.wait()
         for _ in range(20):
-            def decide(i=i):
-                t = store.get(tallies[i].id)
+            def decide(unit, i=i):
+                t = unit.get(tallies[i].id)
                 t.count(ctx())
-                return [t]
+                unit.add(t)
             try:
-                cmds.run_aggregates(decide)
+                cmds.run(decide)
             except Exception as e:  # noqa: BLE001
                 errors.append(e)
 
@@ -137,7 +137,7 @@ def test_poisoned_commands_among_concurrent_good_ones_fail_alone(store):
         start.wait()
         for k in range(20):
             try:
-                cmds.run_aggregates(lambda k=k: [Note.start(ctx(), body=list(POISON.values())[(i + k) % len(POISON)])])
+                cmds.run(lambda unit, k=k: unit.add(Note.start(ctx(), body=list(POISON.values())[(i + k) % len(POISON)])))
             except UnstorableEvent:
                 refused.append(k)
 

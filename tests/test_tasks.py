@@ -27,7 +27,7 @@ def p(folders, database_url):
 
 def task(p: Plaza, budget: int = 500, role: str | None = "builder", actor: str = "owner", **kw) -> str:
     return tk.create(p.cmds, p.ctx(actor), "Write the release notes", "Every change since 0.0.8 is listed",
-                     budget, role=role, **kw)["id"]
+                     budget, role=role, **kw).value["id"]
 
 
 def workers(p: Plaza, *specs: tuple[str, str]) -> None:
@@ -74,7 +74,7 @@ def test_a_task_the_budget_cannot_cover_is_not_created(p):
 
 def test_agent_tasks_default_to_2000_and_below_200_is_refused(p):
     # "If no budget is given, the default is 2,000 credits. A budget below 200 credits is refused"
-    n = tk.create(p.cmds, p.ctx("agent:1"), "Plan", "A plan", None)["id"]
+    n = tk.create(p.cmds, p.ctx("agent:1"), "Plan", "A plan", None).value["id"]
     assert tk.load(p.cmds, n).budget == 2_000 and p.balance(t.escrow_key(n)) == 2_000
     refused(p, "budget_too_small", tk.create, p.ctx("agent:1"), "Tiny", "done", 199)
     assert task(p, 199) == "t2"  # the owner may give a small budget
@@ -102,7 +102,7 @@ def test_work_flows_from_claim_to_a_pass_that_pays_the_worker_its_margin(p):
     assert tk.worker(p.cmds, "7").status == "idle"  # handed in: free for more work
     tk.assign_review(p.cmds, p.ctx(), n, "9")
     assert state(p, n) == ("claimed", "reviewing", "7", "9")
-    out = tk.review(p.cmds, p.ctx("agent:9"), n, "9", True, "All there")
+    out = tk.review(p.cmds, p.ctx("agent:9"), n, "9", True, "All there").value
     assert [e["kind"] for e in out.entries] == ["Payment", "Refund"]
     assert state(p, n)[0] == "done" and tk.load(p.cmds, n).notes == "All there"
     assert p.balance(t.wallet_key("7")) == 80  # 20% of 400
@@ -115,7 +115,7 @@ def test_a_fail_ends_the_task_failed_and_returns_the_escrow(p):
     workers(p, ("7", "builder"), ("9", "reviewer"))
     n = task(p, 1000)
     to_review(p, n)
-    out = tk.review(p.cmds, p.ctx("agent:9"), n, "9", False, "Misses 0.0.9")
+    out = tk.review(p.cmds, p.ctx("agent:9"), n, "9", False, "Misses 0.0.9").value
     assert [e["kind"] for e in out.entries] == ["Refund"]
     assert state(p, n)[0] == "failed" and p.balance(t.BUDGET) == 100_000
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from support.treasury import Plaza, refused
 
+from agentplaza.commands import payments
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import treasury as tc
 from agentplaza.domain import treasury as t
@@ -267,9 +268,9 @@ def test_payments_at_or_below_500_move_and_501_waits_for_approval(p):
     assert t.DEFAULT_APPROVE_OVER == 500
     p.wallet("7"), p.wallet("8")
     p.earn("7", 1000)
-    now = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 500, "for the figures")
+    now = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 500, "for the figures").value
     assert now.detail["status"] == "moved" and p.balance("wallet:8") == 500
-    held = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 501, "for the report")
+    held = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 501, "for the report").value
     assert held.detail["status"] == "held" and held.entries == [] and p.balance("wallet:8") == 500
     pending = p.read()["rm_treasury_payments"]
     assert [(x["amount"], x["status"]) for x in pending] == [(501, "pending")]
@@ -279,7 +280,7 @@ def test_approve_over_0_makes_every_payment_wait(p):
     # "Setting it to 0 makes every payment wait."
     p.wallet("7"), p.wallet("8")
     p.earn("7", 10)
-    assert tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 1, "one", approve_over=0).detail["status"] == "held"
+    assert payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 1, "one", approve_over=0).value.detail["status"] == "held"
 
 
 def test_approving_makes_the_transfer_and_denying_cancels_it(p):
@@ -287,28 +288,28 @@ def test_approving_makes_the_transfer_and_denying_cancels_it(p):
     #  and the agent is told."
     p.wallet("7"), p.wallet("8")
     p.earn("7", 1000)
-    a = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "a").payment["id"]
-    b = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 700, "b").payment["id"]
-    out = tc.approve_payment(p.cmds, p.ctx("owner", "fine"), a)
+    a = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "a").value.payment["id"]
+    b = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 700, "b").value.payment["id"]
+    out = payments.approve_payment(p.cmds, p.ctx("owner", "fine"), a).value
     assert out.entries[0]["kind"] == "Transfer" and out.entries[0]["ref"] == a
     assert p.balance("wallet:8") == 600
-    refused(p, "payment_decided", tc.approve_payment, p.cmds, p.ctx(), a)
+    refused(p, "payment_decided", payments.approve_payment, p.cmds, p.ctx(), a)
     # b would take today's sends to 1,300: the daily limit still applies
-    refused(p, "daily_limit", tc.approve_payment, p.cmds, p.ctx(), b)
-    d = tc.deny_payment(p.cmds, p.ctx("owner", "not today"), b)
+    refused(p, "daily_limit", payments.approve_payment, p.cmds, p.ctx(), b)
+    d = payments.deny_payment(p.cmds, p.ctx("owner", "not today"), b).value
     assert d.payment["status"] == "denied" and p.balance("wallet:7") == 400
     rows = {x["id"]: x for x in p.read()["rm_treasury_payments"]}
     assert rows[b]["status"] == "denied" and rows[b]["reason"] == "not today" and rows[a]["status"] == "approved"
-    refused(p, "no_payment", tc.deny_payment, p.cmds, p.ctx(), "0" * 32)
+    refused(p, "no_payment", payments.deny_payment, p.cmds, p.ctx(), "0" * 32)
 
 
 def test_an_approved_payment_the_wallet_cannot_cover_fails_and_no_money_moves(p):
     # "An approved payment that the wallet cannot cover fails, and no money moves."
     p.wallet("7"), p.wallet("8")
     p.earn("7", 600)
-    pid = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "x").payment["id"]
+    pid = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "x").value.payment["id"]
     tc.manual_fine(p.cmds, p.ctx(), "7", 1, "a late report")
-    refused(p, "insufficient_funds", tc.approve_payment, p.cmds, p.ctx(), pid)
+    refused(p, "insufficient_funds", payments.approve_payment, p.cmds, p.ctx(), pid)
     assert p.balance("wallet:7") == 599 and p.balance("wallet:8") == 0
 
 
@@ -320,15 +321,15 @@ def test_an_agent_sends_at_most_1000_credits_per_utc_day_in_transfers_payments_a
     p.earn("7", 3000)
     tc.fund_task_escrow(p.cmds, p.ctx(), "hire", 5000)
     tc.charge_gateway(p.cmds, p.ctx("agent:8"), "8", "hire", reported_cost=4000)
-    tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 400, "pay")
+    payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 400, "pay")
     tc.transfer(p.cmds, p.ctx("agent:7"), "7", "8", 300, "transfer")
     tc.bonus(p.cmds, p.ctx("agent:7"), "7", "8", 300, "hire")
     r = refused(p, "daily_limit", tc.transfer, p.cmds, p.ctx("agent:7"), "7", "8", 1, "one more")
     assert "1,000 credits a day" in r.message and "UTC day" in r.message
     p.clock.at = p.clock.at.replace(hour=23, minute=59, second=59)
-    refused(p, "daily_limit", tc.pay, p.cmds, p.ctx("agent:7"), "7", "8", 1, "still today")
+    refused(p, "daily_limit", payments.pay, p.cmds, p.ctx("agent:7"), "7", "8", 1, "still today")
     p.clock.advance(seconds=1)  # midnight UTC
-    tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 500, "a new day")
+    payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 500, "a new day")
     tc.transfer(p.cmds, p.ctx("agent:7"), "7", "8", 500, "and the rest of it")
     refused(p, "daily_limit", tc.transfer, p.cmds, p.ctx("agent:7"), "7", "8", 1, "over")
     # receiving does not count: 8 can still send
@@ -417,19 +418,19 @@ def test_stop_all_holds_every_payment(p):
     p.earn("7", 900)
     tc.fund_task_escrow(p.cmds, p.ctx(), "t1", 500)
     tc.charge_gateway(p.cmds, p.ctx("agent:8"), "8", "t1", reported_cost=100)
-    pid = tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "held one").payment["id"]
+    pid = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "held one").value.payment["id"]
     plaza_commands.stop_all(p.cmds, p.ctx("owner", "checking the books"))
     for fn, args in [
-        (tc.pay, ("7", "8", 10, "x")), (tc.transfer, ("7", "8", 10, "x")), (tc.bonus, ("7", "8", 10, "t1")),
-        (tc.approve_payment, (pid,)), (tc.settle_task, ("t1", True)),
+        (payments.pay, ("7", "8", 10, "x")), (tc.transfer, ("7", "8", 10, "x")), (tc.bonus, ("7", "8", 10, "t1")),
+        (payments.approve_payment, (pid,)), (tc.settle_task, ("t1", True)),
     ]:
         kw = {"worker": "8"} if fn is tc.settle_task else {}
         refused(p, "plaza_held", fn, p.cmds, p.ctx("agent:7"), *args, **kw)
     refused(p, "plaza_held", tc.check_gateway_call, p.cmds, "7", None)
     tc.refund_task(p.cmds, p.ctx(), "t1", "withdrawn")  # returning money is not a payment
-    tc.deny_payment(p.cmds, p.ctx(), pid)
+    payments.deny_payment(p.cmds, p.ctx(), pid)
     plaza_commands.resume(p.cmds, p.ctx())
-    tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 10, "after")
+    payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 10, "after")
 
 
 # -- read models -------------------------------------------------------------------------------------------
@@ -438,7 +439,7 @@ def test_stop_all_holds_every_payment(p):
 def test_the_read_models_equal_a_fold_from_event_one(p):
     p.wallet("7"), p.wallet("8")
     p.earn("7", 700)
-    tc.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "held")
+    payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "held")
     p.clock.advance(hours=5)
     tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 50, "law 1")
     live = p.read()

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
+import pytest
+from support.agentside import AgentSide
 from support.conduct import record_violation, wait_seen
 from support.hubproc import cli, ok
 from support.treasury import Teller
+
+from agentplaza.api.errors import status_of
+from agentplaza.domain.base import Refusal
 
 
 def error(r, status: int, code: str) -> str:
@@ -15,41 +21,50 @@ def error(r, status: int, code: str) -> str:
     return r.json()["error"]["message"]
 
 
+@contextlib.contextmanager
+def refused(status: int, code: str):
+    """An agent's action refused, with the status the hub gives that refusal."""
+    with pytest.raises(Refusal) as e:
+        yield
+    assert (status_of(e.value), e.value.code) == (status, code), e.value
+
+
 def test_a_task_from_creation_to_payment_over_http(hub):
-    with hub.client() as c, Teller(hub) as teller:
+    with hub.client() as c, Teller(hub) as teller, AgentSide(hub) as agent:
         teller.wallet(7, "ann", "builder")
-        ok(c.post("/v1/tasks/workers/7/available", json={"role": "builder"}))
-        ok(c.post("/v1/tasks/workers/9/available", json={"role": "reviewer"}))
+        agent.available(7, "builder")
+        agent.available(9, "reviewer")
         t = ok(c.post("/v1/tasks", json={"title": "Write the release notes", "budget": 500, "role": "builder",
                                          "acceptance": "Every change since 0.0.8 is listed"}))
         assert (t["id"], t["state"], t["budget"]) == ("t1", "open", 500)
         ok(c.post("/v1/tasks/schedule", json={}))  # the hub's own scheduler may have been first: the same worker either way
         assert ok(c.get("/v1/tasks/t1"))["worker"] == "7"
         teller.charge(7, "t1", route="gateway", reported_cost=100)
-        t = ok(c.post("/v1/tasks/t1/report", json={"worker": 7, "summary": "Listed them", "files": ["NOTES.md"],
-                                                   "checks": "Compared with git log"}))
-        assert t["phase"] == "review"
+        agent.report("t1", 7, "Listed them", ["NOTES.md"], "Compared with git log")
+        assert ok(c.get("/v1/tasks/t1"))["phase"] == "review"
         ok(c.post("/v1/tasks/schedule", json={}))
         assert ok(c.get("/v1/tasks/t1"))["reviewer"] == "9"
-        error(c.post("/v1/tasks/t1/review", json={"reviewer": 7, "passed": True, "notes": "mine"}), 403, "own_work")
-        t = ok(c.post("/v1/tasks/t1/review", json={"reviewer": 9, "passed": True, "notes": "All there"}))
-        assert t["state"] == "done"
+        with refused(403, "own_work"):
+            agent.review("t1", 7, True, "mine")
+        agent.review("t1", 9, True, "All there")
+        assert ok(c.get("/v1/tasks/t1"))["state"] == "done"
         assert ok(c.get("/v1/treasury/wallets"))["wallets"][0]["balance"] == 20
         tl = ok(c.get("/v1/tasks/t1/timeline"))["timeline"]
         assert [x["event"] for x in tl] == ["Created", "Claimed", "Reported", "ReviewerAssigned", "Passed"]
         error(c.post("/v1/tasks/t1/withdraw", json={}), 409, "task_ended")
         error(c.get("/v1/tasks/t99"), 404, "no_task")
         error(c.post("/v1/tasks", json={"title": "Huge", "acceptance": "x", "budget": 10**6}), 409, "insufficient_budget")
-        error(c.post("/v1/tasks", json={"title": "Agent's", "acceptance": "x", "budget": 100, "agent": 3}), 422,
-              "budget_too_small")
+        with refused(422, "budget_too_small"):
+            agent.create(3, "Agent's", "x", 100)
         assert ok(c.get("/v1/overview"))["tasks"]["done"] == 1
 
 
 def test_bids_awards_and_held_plaza_over_http(hub):
-    with hub.client() as c:
+    with hub.client() as c, AgentSide(hub) as agent:
         ok(c.post("/v1/tasks", json={"title": "Logo", "acceptance": "SVG", "budget": 900, "role": "designer"}))
-        ok(c.post("/v1/tasks/t1/bids", json={"worker": 4, "role": "designer", "price": 700}))
-        error(c.post("/v1/tasks/t1/bids", json={"worker": 5, "role": "builder", "price": 700}), 403, "wrong_role")
+        agent.bid("t1", 4, "designer", 700)
+        with refused(403, "wrong_role"):
+            agent.bid("t1", 5, "builder", 700)
         assert [b["worker"] for b in ok(c.get("/v1/tasks/t1/bids"))["bids"]] == ["4"]
         ok(c.post("/v1/plaza/stop", json={"reason": "audit"}))
         error(c.post("/v1/tasks/t1/award", json={"worker": 4}), 409, "plaza_held")
@@ -105,8 +120,8 @@ def test_held_payments_are_approvals_and_the_old_routes_still_decide(hub):
 
 
 def test_the_command_line(hub):
-    with hub.client() as c:
-        ok(c.post("/v1/tasks/workers/7/available", json={"role": "builder"}))
+    with AgentSide(hub) as agent:
+        agent.available(7, "builder")
     r = cli(hub, "tasks", "create", "Write the release notes", "--acceptance", "Every change since 0.0.8 is listed",
             "--role", "builder", "--budget", "500")
     assert r.returncode == 0 and "t1" in r.stdout, r.stderr

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..runtime import prices, vault_watch
+from ..runtime import prices, scheduling, vault_watch
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import Edge
@@ -66,7 +66,7 @@ class OwnerOnly:
 
 
 #: The runtime's loops the hub runs beside its routes (each takes the hub).
-RUNTIME_LOOPS = (prices.daily, vault_watch.flush_uses)
+RUNTIME_LOOPS = (scheduling.background, prices.daily, vault_watch.flush_uses)
 
 
 def create_app(hub: Hub) -> Starlette:
@@ -76,9 +76,6 @@ def create_app(hub: Hub) -> Starlette:
     async def lifespan(app: Starlette):
         async with anyio.create_task_group() as tg:
             tg.start_soon(api.follower.run)
-            for area in AREAS:  # an area's own loop in the hub (the scheduler, the daily price fetch ...)
-                if hasattr(area, "background"):
-                    tg.start_soon(area.background, api)
             for loop in RUNTIME_LOOPS:  # the runtime's own loops: they receive the hub
                 tg.start_soon(loop, hub)
             yield

@@ -7,10 +7,9 @@ import sqlalchemy as sa
 from ..projections.models import overview_counts as models_counts
 from ..projections.plaza import event_counts, plaza_holds, plaza_state
 from ..projections.treasury import treasury_overview
+from ..projections.work import approvals_overview, tasks_overview
 from .hub import Hub
-from .routes.approvals import pending_count as approvals_counts
 from .routes.rules import overview_counts as rules_counts
-from .routes.tasks import overview_counts as tasks_counts
 
 
 def plaza_state_view(hub: Hub) -> dict:
@@ -59,8 +58,8 @@ def overview(hub: Hub) -> dict:
         "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
         "treasury": treasury_overview(hub.read_models),
         "models": models_overview(hub),
-        "tasks": tasks_counts(hub),
-        "approvals": approvals_counts(hub),
+        "tasks": tasks_overview(hub.read_models),
+        "approvals": approvals_overview(hub.read_models),
         "log": log_overview(hub),
     }
 

@@ -1,14 +1,17 @@
-"""The agents' commands: spawn, the owner's lifecycle actions, and what their harnesses report.
+"""The agents' commands: spawn, fork, the owner's lifecycle actions, and what their harnesses report.
 
 Each command loads node n0 (the CID registry), the agent and, where it writes one, the agent's
-transcript, and commits them together.
+transcript, and commits them together.  A new agent's wallet opens in the same commit as the agent.
+``spawn_in`` is the spawn's decision on its own, for another command's unit (approving an agent
+proposal spawns in the approval's own commit).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
 
+from ..domain import treasury as t
 from ..domain.agents import (
     LOCAL_NODE,
     Agent,
@@ -20,7 +23,7 @@ from ..domain.agents import (
 )
 from ..domain.base import Context, Refusal
 from ..domain.conduct import Conduct, conduct_id, mode_of
-from .unit import Commands
+from .unit import Commands, Done, Unit
 
 
 def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
@@ -30,159 +33,164 @@ def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
     return found
 
 
-def node_or_new(cmds: Commands, ctx: Context) -> Node:
-    """Node n0, made with its CID range by the plaza's first spawn."""
-    found = cmds.store.get(node_id(LOCAL_NODE))
-    return found if found is not None else Node.found_local(ctx)
-
-
 def agent(cmds: Commands, cid: int) -> Agent:
-    n = node(cmds)
-    return cmds.store.get(n.agent_of(cid))
+    return cmds.store.get(node(cmds).agent_of(cid))
 
 
 def transcript_of(cmds: Commands, a: Agent) -> Transcript:
     return cmds.store.get(transcript_id(a.id))
 
 
-def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None) -> list[int]:
-    """Start ``count`` agents of ``role`` (1-16); returns their CIDs."""
+# -- in a unit ----------------------------------------------------------------------------------------
+def node_in(unit: Unit) -> Node:
+    found = unit.get(node_id(LOCAL_NODE))
+    if found is None:
+        raise Refusal("unknown_agent", "no agent has been started yet")
+    return found
+
+
+def agent_in(unit: Unit, cid: int) -> Agent:
+    return unit.get(node_in(unit).agent_of(cid))
+
+
+def transcript_in(unit: Unit, a: Agent) -> Transcript:
+    return unit.get(transcript_id(a.id))
+
+
+def new_ids(cmds: Commands, count: int) -> list[uuid.UUID]:
+    """The new agents' ids, made before the decision (a retried decision makes the same agents)."""
+    return [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
+
+
+def _open_wallets(unit: Unit, ctx: Context, cids: list[int], role: str) -> None:
+    """Each new agent's wallet, at zero; a CID freed by a delete keeps its wallet (keyed by CID)."""
+    for cid in cids:
+        if unit.get(t.account_id(t.wallet_key(cid))) is None:
+            unit.add(t.open_wallet(ctx, None, str(cid), f"agent-{cid}", role))
+
+
+def _assign(unit: Unit, ctx: Context, ids: list[uuid.UUID]) -> tuple[Node, list[int]]:
+    """Node n0 (made with its CID range by the plaza's first spawn) gives the new agents their CIDs."""
+    n = unit.get(node_id(LOCAL_NODE)) or Node.found_local(ctx)
+    cids = n.assign(ctx, [i.hex for i in ids])
+    unit.add(n)
+    return n, cids
+
+
+def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: str | None = None) -> list[int]:
+    """Start one agent of ``role`` per id, each with its transcript and wallet; their CIDs."""
+    check_count(len(ids))
+    n, cids = _assign(unit, ctx, ids)
+    for agent_id, cid in zip(ids, cids):
+        unit.add(Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model),
+                 Transcript.open(ctx, agent_id, cid),
+                 Conduct.for_new_agent(ctx, unit.get(conduct_id(cid)), cid))
+    _open_wallets(unit, ctx, cids, role)
+    return cids
+
+
+def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None) -> Done[list[int]]:
+    """Start ``count`` agents of ``role`` (1-16); their CIDs."""
     check_count(count)
-    ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
-    out: list[int] = []
-
-    def decide():
-        n = node_or_new(cmds, ctx)
-        cids = n.assign(ctx, [i.hex for i in ids])
-        made: list[Any] = [n]
-        for agent_id, cid in zip(ids, cids):
-            a = Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model)
-            t = Transcript.open(ctx, agent_id, cid)
-            made += [a, t, Conduct.for_new_agent(ctx, cmds.store.get(conduct_id(cid)), cid)]
-        out[:] = cids
-        return made
-
-    cmds.run_aggregates(decide)
-    _open_wallets(cmds, ctx, out, role)
-    return out
+    ids = new_ids(cmds, count)
+    return cmds.run(lambda unit: spawn_in(unit, ctx, ids, role, model))
 
 
-def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str) -> list[int]:
-    """``count`` copies of agent ``source`` (1-16) from its machine's ``checkpoint``; returns their CIDs.
+def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str) -> Done[list[int]]:
+    """``count`` copies of agent ``source`` (1-16) from its machine's ``checkpoint``; their CIDs.
     The runtime makes each one's machine from that checkpoint (``runtime.fleet``)."""
     check_count(count, "fork")
-    ids = [uuid.UUID(hex=cmds.new_id()) for _ in range(count)]
-    out: list[int] = []
+    ids = new_ids(cmds, count)
 
-    def decide():
-        src = agent(cmds, source)
-        n = node_or_new(cmds, ctx)
-        cids = n.assign(ctx, [i.hex for i in ids])
-        made: list[Any] = [n]
+    def decide(unit: Unit) -> list[int]:
+        src = agent_in(unit, source)
+        _, cids = _assign(unit, ctx, ids)
         for agent_id, cid in zip(ids, cids):
-            made += [src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
+            unit.add(src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
                      Transcript.open(ctx, agent_id, cid),
-                     Conduct.for_new_agent(ctx, cmds.store.get(conduct_id(cid)), cid,
-                                           mode_of(cmds.store.get, src.cid))]
-        out[:] = cids
-        return made
+                     Conduct.for_new_agent(ctx, unit.get(conduct_id(cid)), cid, mode_of(unit.get, src.cid)))
+        _open_wallets(unit, ctx, cids, src.role)
+        return cids
 
-    cmds.run_aggregates(decide)
-    _open_wallets(cmds, ctx, out, agent(cmds, source).role)
-    return out
+    return cmds.run(decide)
 
 
-def _open_wallets(cmds: Commands, ctx: Context, cids: list[int], role: str) -> None:
-    from . import treasury
-
-    for cid in cids:  # each new agent's wallet, at zero
-        try:
-            treasury.open_wallet(cmds, ctx, str(cid), f"agent-{cid}", role)
-        except Refusal as r:
-            if r.code != "wallet_exists":  # a CID freed by a delete keeps its wallet (keyed by CID)
-                raise
-
-
-def _on_agent(cmds: Commands, cid: int, act) -> list[int]:
-    def decide():
-        a = agent(cmds, cid)
+def _on_agent(cmds: Commands, cid: int, act: Callable[[Agent], None]) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        a = agent_in(unit, cid)
         act(a)
-        return [a]
+        unit.add(a)
 
-    return cmds.run_aggregates(decide)
+    return cmds.run(decide)
 
 
-def rename(cmds: Commands, ctx: Context, cid: int, name: str) -> list[int]:
+def rename(cmds: Commands, ctx: Context, cid: int, name: str) -> Done[None]:
     return _on_agent(cmds, cid, lambda a: a.rename(ctx, name))
 
 
-def set_model(cmds: Commands, ctx: Context, cid: int, model: str | None) -> list[int]:
+def set_model(cmds: Commands, ctx: Context, cid: int, model: str | None) -> Done[None]:
     return _on_agent(cmds, cid, lambda a: a.set_model(ctx, model))
 
 
-def _with_conduct(cmds: Commands, ctx: Context, a: Agent, mode: str) -> list:
+def _set_mode(unit: Unit, ctx: Context, a: Agent, mode: str) -> None:
     """The agent's permission mode is its conduct's alone (``domain.conduct``)."""
-    c = cmds.store.get(conduct_id(str(a.cid))) or Conduct.open(ctx, str(a.cid))
+    c = unit.get(conduct_id(str(a.cid))) or Conduct.open(ctx, str(a.cid))
     c.ensure_mode(ctx, mode)
-    return [c]
+    unit.add(c)
 
 
-def set_mode(cmds: Commands, ctx: Context, cid: int, mode: str) -> list[int]:
-    def decide():
-        return _with_conduct(cmds, ctx, agent(cmds, cid), mode)
-
-    return cmds.run_aggregates(decide)
+def set_mode(cmds: Commands, ctx: Context, cid: int, mode: str) -> Done[None]:
+    return cmds.run(lambda unit: _set_mode(unit, ctx, agent_in(unit, cid), mode))
 
 
-def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> list[int]:
+def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> Done[None]:
     """PATCH: name, model (None clears it), permission_mode, in one commit."""
 
-    def decide():
-        a = agent(cmds, cid)
-        out: list = [a]
+    def decide(unit: Unit) -> None:
+        a = agent_in(unit, cid)
         if "name" in changes:
             a.rename(ctx, changes["name"])
         if "model" in changes:
             a.set_model(ctx, changes["model"])
+        unit.add(a)
         if "permission_mode" in changes:
-            out += _with_conduct(cmds, ctx, a, changes["permission_mode"])
-        return out
+            _set_mode(unit, ctx, a, changes["permission_mode"])
 
-    return cmds.run_aggregates(decide)
+    return cmds.run(decide)
 
 
-def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = None) -> str:
-    """Queue a work item; returns its id. ``ref`` names a delivery of the hub's (a task to do or to
+def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = None) -> Done[str]:
+    """Queue a work item; its id. ``ref`` names a delivery of the hub's (a task to do or to
     review), refused as ``already_delivered`` when the agent was given it before (a restarted hub)."""
     item = "w-" + cmds.new_id()[:12]
 
-    def decide():
-        a = agent(cmds, cid)
+    def decide(unit: Unit) -> str:
+        a = agent_in(unit, cid)
         a.tell(ctx, item, text, ref)
-        t = transcript_of(cmds, a)
-        t.add(ctx, "told", text=text, detail={"item": item, "from": ctx.actor})
-        return [a, t]
+        tr = transcript_in(unit, a)
+        tr.add(ctx, "told", text=text, detail={"item": item, "from": ctx.actor})
+        unit.add(a, tr)
+        return item
 
-    cmds.run_aggregates(decide)
-    return item
+    return cmds.run(decide)
 
 
-def took_itself(cmds: Commands, ctx: Context, cid: int, ref: str) -> list[int]:
+def took_itself(cmds: Commands, ctx: Context, cid: int, ref: str) -> Done[None]:
     """The agent took a delivery itself (``ref`` as ``tell`` names it): the hub will not tell it."""
     return _on_agent(cmds, cid, lambda a: a.took_itself(ctx, ref))
 
 
-def _lifecycle(name: str):
-    def command(cmds: Commands, ctx: Context, cid: int) -> list[int]:
-        def decide():
-            a = agent(cmds, cid)
+def _lifecycle(name: str) -> Callable[[Commands, Context, int], Done[None]]:
+    def command(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
+        def decide(unit: Unit) -> None:
+            a = agent_in(unit, cid)
             getattr(a, name)(ctx)
-            t = transcript_of(cmds, a)
-            t.add(ctx, "note", text=f"{name} by {ctx.actor}" + (f": {ctx.reason}" if ctx.reason else ""),
-                  detail={"action": name})
-            return [a, t]
+            tr = transcript_in(unit, a)
+            tr.add(ctx, "note", text=f"{name} by {ctx.actor}" + (f": {ctx.reason}" if ctx.reason else ""),
+                   detail={"action": name})
+            unit.add(a, tr)
 
-        return cmds.run_aggregates(decide)
+        return cmds.run(decide)
 
     command.__name__ = name
     return command
@@ -196,64 +204,64 @@ wipe = _lifecycle("wipe")
 retire = _lifecycle("retire")
 
 
-def delete(cmds: Commands, ctx: Context, cid: int) -> list[int]:
-    def decide():
-        n = node(cmds)
-        a = cmds.store.get(n.agent_of(cid))
+def delete(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        n = node_in(unit)
+        a = unit.get(n.agent_of(cid))
         a.delete(ctx)
         n.release(ctx, cid)
-        return [a, n]
+        unit.add(a, n)
 
-    return cmds.run_aggregates(decide)
+    return cmds.run(decide)
 
 
 # -- what the hub records for a harness -------------------------------------------------------------
-def connected(cmds: Commands, ctx: Context, cid: int) -> list[int]:
+def connected(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
     return _on_agent(cmds, cid, lambda a: a.connected(ctx))
 
 
-def disconnected(cmds: Commands, ctx: Context, cid: int, why: str) -> list[int]:
+def disconnected(cmds: Commands, ctx: Context, cid: int, why: str) -> Done[None]:
     return _on_agent(cmds, cid, lambda a: a.disconnected(ctx, why))
 
 
-def name_self(cmds: Commands, ctx: Context, cid: int, name: str) -> list[int]:
+def name_self(cmds: Commands, ctx: Context, cid: int, name: str) -> Done[None]:
     return _on_agent(cmds, cid, lambda a: a.name_self(ctx, name))
 
 
-def take_work(cmds: Commands, ctx: Context, cid: int) -> dict | None:
+def take_work(cmds: Commands, ctx: Context, cid: int) -> Done[dict | None]:
     """The next work item for the agent ({"item", "kind", "text"}), marked as running; None if none."""
-    got: list = []
 
-    def decide():
-        got.clear()
-        a = agent(cmds, cid)
+    def decide(unit: Unit) -> dict | None:
+        a = agent_in(unit, cid)
         item = a.take_work(ctx)
         if item is None:
-            return []
-        got.append(dict(item, kind="tell"))
-        return [a]
+            return None
+        unit.add(a)
+        return dict(item, kind="tell")
 
-    cmds.run_aggregates(decide)
-    return got[0] if got else None
+    return cmds.run(decide)
 
 
-def finish_work(cmds: Commands, ctx: Context, cid: int, item: str, outcome: str, text: str | None = None) -> list[int]:
-    def decide():
-        a = agent(cmds, cid)
+def finish_work(cmds: Commands, ctx: Context, cid: int, item: str, outcome: str,
+                text: str | None = None) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        a = agent_in(unit, cid)
         a.finish_work(ctx, item, outcome)
-        t = transcript_of(cmds, a)
-        t.add(ctx, "done", text=text, detail={"item": item, "outcome": outcome})
-        return [a, t]
+        tr = transcript_in(unit, a)
+        tr.add(ctx, "done", text=text, detail={"item": item, "outcome": outcome})
+        unit.add(a, tr)
 
-    return cmds.run_aggregates(decide)
+    return cmds.run(decide)
+
+
+def add_entry_in(unit: Unit, ctx: Context, cid: int, kind: str, text: str | None = None,
+                 tool: str | None = None, detail: dict | None = None) -> None:
+    """One transcript entry, for another command's unit (a tool call's check and its entry)."""
+    tr = transcript_in(unit, agent_in(unit, cid))
+    tr.add(ctx, kind, text=text, tool=tool, detail=detail)
+    unit.add(tr)
 
 
 def add_entry(cmds: Commands, ctx: Context, cid: int, kind: str, text: str | None = None,
-              tool: str | None = None, detail: dict | None = None) -> list[int]:
-    def decide():
-        a = agent(cmds, cid)
-        t = transcript_of(cmds, a)
-        t.add(ctx, kind, text=text, tool=tool, detail=detail)
-        return [t]
-
-    return cmds.run_aggregates(decide)
+              tool: str | None = None, detail: dict | None = None) -> Done[None]:
+    return cmds.run(lambda unit: add_entry_in(unit, ctx, cid, kind, text, tool, detail))

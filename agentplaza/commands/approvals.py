@@ -9,7 +9,8 @@ the kind, and happens in the same commit:
 - call: approving lets the agent run that exact call once (``conduct.check_call`` uses it).
 - agent, project, motion, tool_version: the decision is recorded; their areas act on the event.
 
-Other areas make approvals with ``request`` (or ``Maker`` to add them to their own commit).
+Other areas make approvals with ``request`` (or ``Maker`` to add them to their own unit).
+Approving an agent proposal spawns its agents in the same commit as the decision.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 from typing import Any
 
 from ..domain import treasury as t
+from ..domain.agents import check_count
 from ..domain.approvals import (
     KINDS,
     Approval,
@@ -30,8 +32,9 @@ from ..domain.base import Context, Refusal
 from ..domain.conduct import conduct_id
 from ..domain.names import APPROVAL_PREFIX, approval_number
 from ..domain.tasks import Sequence
-from . import treasury
-from .unit import Commands
+from . import agents, treasury
+from .books import outcome
+from .unit import Commands, Done, Unit
 
 
 def payment_ref(payment_id: str) -> str:
@@ -55,39 +58,42 @@ def view(a: Approval) -> dict:
 
 
 def load(cmds: Commands, number: str) -> Approval:
-    found = cmds.store.get(approval_id(approval_number(number)))
+    return load_in(Unit(cmds.store), number)
+
+
+def load_in(unit: Unit, number: str) -> Approval:
+    found = unit.get(approval_id(approval_number(number)))
     if not isinstance(found, Approval):
         raise Refusal("no_approval", f"no approval {number!r}")
     return found
 
 
 def by_ref(cmds: Commands, ref: str) -> Approval | None:
-    pointer = cmds.store.get(ref_id(ref))
+    return by_ref_in(Unit(cmds.store), ref)
+
+
+def by_ref_in(unit: Unit, ref: str) -> Approval | None:
+    pointer = unit.get(ref_id(ref))
     if pointer is None:
         return None
-    return cmds.store.get(approval_id(pointer.number))
+    return unit.get(approval_id(pointer.number))
 
 
 class Maker:
-    """Makes approvals inside another command's commit: numbers them (a1, a2 ...) and points refs."""
+    """Makes approvals inside another command's unit: numbers them (a1, a2 ...) and points refs."""
 
-    def __init__(self, cmds: Commands, ctx: Context):
-        self.cmds, self.ctx = cmds, ctx
-        self.seq: Sequence | None = None
-        self.made: list[Any] = []
-        self.refs: dict[str, ApprovalRef] = {}
+    def __init__(self, unit: Unit, ctx: Context):
+        self.unit, self.ctx = unit, ctx
 
     def make(self, kind: str, title: str, *, agent: str | None = None, ref: str | None = None,
              detail: dict[str, Any] | None = None) -> str:
         if kind not in KINDS:
             raise Refusal("invalid_kind", f"an approval's kind is one of {', '.join(KINDS)}")
-        if self.seq is None:
-            self.seq = self.cmds.store.get(Sequence.id_for(APPROVAL_PREFIX)) or Sequence.open(self.ctx, APPROVAL_PREFIX)
-        number = self.seq.issue(self.ctx)
-        self.made.append(Approval.request(self.ctx, number, kind, title, agent=agent, ref=ref, detail=detail))
+        seq = self.unit.get(Sequence.id_for(APPROVAL_PREFIX)) or Sequence.open(self.ctx, APPROVAL_PREFIX)
+        number = seq.issue(self.ctx)
+        self.unit.add(seq, Approval.request(self.ctx, number, kind, title, agent=agent, ref=ref, detail=detail))
         if ref is not None:
-            existing = self.refs.get(ref) or self.cmds.store.get(ref_id(ref))
-            self.refs[ref] = ApprovalRef.point(self.ctx, existing, ref, number)
+            self.unit.add(ApprovalRef.point(self.ctx, self.unit.get(ref_id(ref)), ref, number))
         return number
 
     def payment(self, p: t.Payment) -> str:
@@ -96,68 +102,57 @@ class Maker:
                          detail={"payment": p.id.hex, "payer": p.payer, "payee": p.payee, "amount": p.amount,
                                  "memo": p.memo, "task": p.task, "approve_over": p.approve_over})
 
-    def aggregates(self) -> list[Any]:
-        return ([self.seq] if self.seq is not None else []) + self.made + list(self.refs.values())
-
 
 def request(cmds: Commands, ctx: Context, kind: str, title: str, *, agent: str | None = None,
-            ref: str | None = None, detail: dict[str, Any] | None = None) -> dict:
-    """Put one item in the queue (other areas: an agent proposal, a flagged project, a motion, a tool version)."""
-    box: dict = {}
-
-    def decide():
-        maker = Maker(cmds, ctx)
-        box["number"] = maker.make(kind, title, agent=agent, ref=ref, detail=detail)
-        return maker.aggregates()
-
-    positions = cmds.run_aggregates(decide)
-    return {"id": box["number"], "positions": positions}
+            ref: str | None = None, detail: dict[str, Any] | None = None) -> Done[str]:
+    """Put one item in the queue (other areas: an agent proposal, a flagged project, a motion, a tool
+    version); its number."""
+    return cmds.run(lambda unit: Maker(unit, ctx).make(kind, title, agent=agent, ref=ref, detail=detail))
 
 
-def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> treasury.Outcome:
-    """Approve or deny one approval; the decision is an event and is final.
-
-    Approving an agent proposal starts the agents it names first (the owner's spawn: a refusal, such
-    as no free CID, leaves the proposal pending and changes nothing), then records the approval."""
-    box: dict = {}
+def decide_in(unit: Unit, cmds: Commands, ctx: Context, number: str, approve: bool,
+              new_agents: list | None = None) -> treasury.Outcome:
+    """The decision on one approval, with what it does (see the module's doc), in ``unit``.
+    ``new_agents``: the ids of the agents an approved agent proposal starts."""
+    a = load_in(unit, number)
+    books = t.Books(ctx, {})
+    payment: t.Payment | None = None
     spawned: list[int] = []
-    pre = load(cmds, number)
-    if approve and pre.kind == "agent" and pre.status == "pending":
-        from . import agents
-
-        pre.check_actable()
-        d = pre.detail
-        spawned = agents.spawn(cmds, ctx, d["role"], d.get("count", 1), d.get("model"))
-
-    def attempt():
-        a = load(cmds, number)
-        books = t.Books(ctx, {})
-        result: Any = None
-        if a.kind == "payment":
-            if approve:
-                a.check_actable()
-            # a malformed detail (from before details were checked) names no payment: denying only records
-            p = treasury.payment_of(cmds, a.detail["payment"]) if detail_problem(a.kind, a.detail) is None else None
-            if approve:
-                books = treasury.load_books(cmds, ctx, [t.wallet_key(p.payer), t.wallet_key(p.payee)] if p else [],
-                                            [p.task] if p else [])
-                t.approve_payment(books, treasury.plaza(cmds), p)
-            elif p is not None and p.status == "pending":
-                t.deny_payment(books, p)
-            result = p
-        (a.approve if approve else a.deny)(ctx)
-        books.add(a)
-        if a.kind == "sanction" and not approve and a.detail.get("suspension") and a.agent:
-            conduct = cmds.store.get(conduct_id(a.agent))
-            s = conduct.suspensions.get(a.detail["suspension"]) if conduct is not None else None
-            if s is not None and not s["lifted"] and s["until"] > ctx.at.isoformat():
-                conduct.lift(ctx, s["id"], how="denied")
-                books.add(conduct)
-        box["approval"] = a
-        return books, result
-
-    out = treasury.run_books(cmds, attempt)
-    out.detail["approval"] = view(box["approval"])
+    if a.kind == "agent" and approve and a.status == "pending":
+        a.check_actable()  # spawned first: a refusal (no free CID) leaves the proposal pending
+        d = a.detail
+        spawned = agents.spawn_in(unit, ctx, new_agents or [], d["role"], d.get("model"))
+    if a.kind == "payment":
+        if approve:
+            a.check_actable()
+        # a malformed detail (from before details were checked) names no payment: denying only records
+        payment = treasury.payment_of(cmds, a.detail["payment"]) if detail_problem(a.kind, a.detail) is None else None
+        if approve:
+            books = treasury.books(unit, ctx, [t.wallet_key(payment.payer), t.wallet_key(payment.payee)]
+                                        if payment else [], [payment.task] if payment else [])
+            t.approve_payment(books, treasury.plaza_in(unit), payment)
+        elif payment is not None and payment.status == "pending":
+            t.deny_payment(books, payment)
+    (a.approve if approve else a.deny)(ctx)
+    unit.add(a)
+    if a.kind == "sanction" and not approve and a.detail.get("suspension") and a.agent:
+        conduct = unit.get(conduct_id(a.agent))
+        s = conduct.suspensions.get(a.detail["suspension"]) if conduct is not None else None
+        if s is not None and not s["lifted"] and s["until"] > ctx.at.isoformat():
+            conduct.lift(ctx, s["id"], how="denied")
+            unit.add(conduct)
+    out = outcome(unit, books, payment, approval=view(a))
     if spawned:
         out.detail["spawned"] = spawned
     return out
+
+
+def decide(cmds: Commands, ctx: Context, number: str, approve: bool) -> Done[treasury.Outcome]:
+    """Approve or deny one approval; the decision is an event and is final, and is one commit with
+    what it does (an approved agent proposal's agents, a held payment's transfer)."""
+    pre = load(cmds, number)
+    new_agents = []
+    if approve and pre.kind == "agent" and pre.status == "pending":
+        pre.check_actable()
+        new_agents = agents.new_ids(cmds, check_count(pre.detail.get("count", 1)))
+    return cmds.run(lambda unit: decide_in(unit, cmds, ctx, number, approve, new_agents))

@@ -108,8 +108,8 @@ def violate_in(unit: Unit, cmds: Commands, ctx: Context, cid: str, law: str, sev
     """
     c = _conduct(unit, ctx, cid)
     count, steps = c.offend(ctx, law, severity or "medium", tool, call_id)
-    books = treasury.load_books(cmds, ctx, [t.wallet_key(c.cid)])
-    maker = maker or approvals.Maker(cmds, ctx)
+    books = treasury.books(unit, ctx, [t.wallet_key(c.cid)])
+    maker = maker or approvals.Maker(unit, ctx)
     done: list[dict] = []
     for step in steps:
         kind = step[0]
@@ -152,7 +152,7 @@ def violate_in(unit: Unit, cmds: Commands, ctx: Context, cid: str, law: str, sev
                                 agent=c.cid, detail={"step": kind, "law": law, "count": count, "tool": tool})
             c.record(Conduct.OwnerAsked, ctx, step=kind, law=law, approval=number)
             done.append({"step": kind, "approval": number})
-    unit.add(c, *books.changed(), *maker.aggregates())
+    unit.add(c, *books.changed())
     return {"agent": cid, "law": law, "count": count, "steps": [step_text(s) for s in steps], "done": done,
             "entries": [treasury.entry_view(e) for e in books.entries]}
 
@@ -212,7 +212,6 @@ def _ask(unit: Unit, maker: approvals.Maker, ctx: Context, agent: str, call: jhr
         detail={"tool": call.action, "input": shown_input(call.args), "digest": digest, "risk": call.risk,
                 "role": call.role, "tier": call.tier, "mode": call.mode, "why": decided.decision.reason,
                 "call_id": decided.call_id})
-    unit.add(*maker.aggregates())
     return number
 
 
@@ -246,7 +245,7 @@ def check_in(unit: Unit, cmds: Commands, call: jhrl.Call, agent: str, ctx: Conte
         call = dataclasses.replace(call, approved=True)
     decided = laws.decide_in(unit, cmds, call, agent, ctx)
     out = CallCheck(decided.decision, digest, decided.call_id, mode, approved=used)
-    maker = approvals.Maker(cmds, ctx)
+    maker = approvals.Maker(unit, ctx)
     if decided.decision.effect == "ask":
         out.approval = _ask(unit, maker, ctx, agent, call, digest, decided)
     if decided.decision.violation:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import uuid
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import jhrl
 
@@ -23,7 +23,7 @@ from ..domain.laws import (
     law_arg_names,
     new_book,
 )
-from .unit import Commands, Unit
+from .unit import Commands, Done, Unit
 
 _CALL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "agentplaza:call")
 
@@ -96,21 +96,18 @@ def current(cmds: Commands) -> Current:
         return cur
 
 
-def change(cmds: Commands, ctx: Context, op: str, **fields) -> tuple[jhrl.Draft, list[int]]:
-    """One change to the owner's rules (add, replace, disable, enable, delete); returns the saved
-    draft (with its warnings) and the event positions.  Refuses, changing nothing, when the change
-    does not compile.  A built-in statute's reason to be disabled is ``ctx.reason``."""
-    saved: list[jhrl.Draft] = []
+def change(cmds: Commands, ctx: Context, op: str, **fields) -> Done[jhrl.Draft]:
+    """One change to the owner's rules (add, replace, disable, enable, delete); the saved draft
+    (with its warnings).  Refuses, changing nothing, when the change does not compile.  A built-in
+    statute's reason to be disabled is ``ctx.reason``."""
 
-    def decide():
-        book = load(cmds)
-        if book is None:
-            book = LawBook.open(ctx)
-        saved[:] = [book.change(ctx, op, **fields)]
-        return [book]
+    def decide(unit: Unit) -> jhrl.Draft:
+        book = unit.get(LAWBOOK_ID) or LawBook.open(ctx)
+        draft = book.change(ctx, op, **fields)
+        unit.add(book)
+        return draft
 
-    positions = cmds.run_aggregates(decide)
-    return saved[0], positions
+    return cmds.run(decide)
 
 
 def book_in_force(cmds: Commands) -> jhrl.RuleBook:
@@ -129,26 +126,36 @@ class Decided:
     decision: jhrl.Decision
     digest: str
     call_id: str
-    position: int | None  # None until the unit it was recorded in is saved
     lawbook_version: int
 
 
-def decide_call(cmds: Commands, call: jhrl.Call, agent: str, ctx: Context | None = None) -> Decided:
+def decide_call_in(unit: Unit, cmds: Commands, call: jhrl.Call, agent: str, ctx: Context,
+                   call_id: uuid.UUID) -> Decided:
+    """The decision on one tool call, recorded in ``unit`` (a tool call's whole check is one commit)."""
+    cur = current(cmds)
+    decision = jhrl.decide(cur.book.lawset, call)
+    unit.add(ToolCall.decided(ctx, id=call_id, agent=agent, call=call, decision=decision,
+                              lawset=cur.book.lawset, law_args=set(cur.law_args), lawbook_version=cur.version))
+    return Decided(decision, call.digest(), call_id.hex, cur.version)
+
+
+def new_call_id(cmds: Commands) -> uuid.UUID:
+    return uuid.uuid5(_CALL_NAMESPACE, cmds.new_id())
+
+
+def decide_call(cmds: Commands, call: jhrl.Call, agent: str, ctx: Context | None = None) -> Done[Decided]:
     """Decide one tool call against the laws in force, and record the decision as an event.
 
-    ``agent`` is the agent's CID; ``call.role`` is the role the hub gave it (never what the guest
-    claims).  The agent harness's check composes ``decide_in`` into its own unit instead.
+    This is what the agent harness has decided before every tool call runs.  ``agent`` is the
+    agent's CID; ``call.role`` is the role the hub gave it (never what the guest claims).
     """
     ctx = ctx or cmds.context(f"agent:{agent}")
-    done = cmds.run(lambda unit: decide_in(unit, cmds, call, agent, ctx))
-    return replace(done.value, position=done.positions[-1])
+    call_id = new_call_id(cmds)
+    return cmds.run(lambda unit: decide_call_in(unit, cmds, call, agent, ctx, call_id))
 
 
 def decide_in(unit: Unit, cmds: Commands, call: jhrl.Call, agent: str, ctx: Context) -> Decided:
-    """``decide_call``'s decision, its record added to ``unit`` (saved with what else the unit saves)."""
-    cur = current(cmds)
-    decision = jhrl.decide(cur.book.lawset, call)
-    call_id = uuid.uuid5(_CALL_NAMESPACE, cmds.new_id())
-    unit.add(ToolCall.decided(ctx, id=call_id, agent=agent, call=call, decision=decision,
-                              lawset=cur.book.lawset, law_args=set(cur.law_args), lawbook_version=cur.version))
-    return Decided(decision, call.digest(), call_id.hex, None, cur.version)
+    """``decide_call``'s decision with a new call id, its record added to ``unit`` (the harness's check
+    of a tool call composes it into its own unit)."""
+    return decide_call_in(unit, cmds, call, agent, ctx, new_call_id(cmds))
+

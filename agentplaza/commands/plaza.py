@@ -5,39 +5,40 @@ from __future__ import annotations
 from ..domain.base import Context
 from ..domain.plaza import PLAZA_ID, Plaza
 from . import treasury
-from .unit import Commands
+from .unit import Commands, Done, Unit
 
 
 def load(cmds: Commands) -> Plaza | None:
     return cmds.store.get(PLAZA_ID)
 
 
-def ensure_founded(cmds: Commands, name: str = "plaza") -> list[int]:
+def ensure_founded(cmds: Commands, name: str = "plaza") -> Done[None]:
     """The genesis of a new plaza, with its budget's genesis Mint in the same
     commit; a no-op on every later start (a plaza founded before the treasury
     existed gets its budget on its next start)."""
 
-    def decide():
+    def decide(unit: Unit) -> None:
         ctx = cmds.context("hub", "first start")
-        found = [] if load(cmds) is not None else [Plaza.found(ctx, name)]
-        return found + treasury.genesis_aggregates(cmds, ctx)
+        if unit.get(PLAZA_ID) is None:
+            unit.add(Plaza.found(ctx, name))
+        treasury.genesis(unit, ctx)
 
-    return cmds.run_aggregates(decide, grouped=False)
+    return cmds.run(decide, grouped=False)
 
 
-def stop_all(cmds: Commands, ctx: Context) -> list[int]:
-    def decide():
-        plaza = load(cmds)
+def stop_all(cmds: Commands, ctx: Context) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        plaza = unit.get(PLAZA_ID)
         plaza.stop_all(ctx)
-        return [plaza]
+        unit.add(plaza)
 
-    return cmds.run_aggregates(decide)
+    return cmds.run(decide)
 
 
-def resume(cmds: Commands, ctx: Context) -> list[int]:
-    def decide():
-        plaza = load(cmds)
+def resume(cmds: Commands, ctx: Context) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        plaza = unit.get(PLAZA_ID)
         plaza.resume(ctx)
-        return [plaza]
+        unit.add(plaza)
 
-    return cmds.run_aggregates(decide)
+    return cmds.run(decide)

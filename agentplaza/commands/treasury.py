@@ -31,12 +31,11 @@ from .unit import Commands, Done, Unit
 @dataclass
 class Outcome:
     """What a treasury command did: its entries (as the journal shows them), and the payment or
-    other detail it gives back. ``positions`` is filled only by ``run_books`` (the older form)."""
+    other detail it gives back."""
 
     entries: list[dict] = field(default_factory=list)
     payment: dict | None = None
     detail: dict = field(default_factory=dict)
-    positions: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"entries": self.entries}
@@ -115,37 +114,6 @@ def _decided(cmds: Commands, decide: Callable[[Unit], tuple[t.Books, Any]]) -> D
     return cmds.run(lambda unit: booked(unit, *decide(unit)))
 
 
-# -- the older form, for areas whose decisions are not yet units -----------------------------
-
-
-def load_books(cmds: Commands, ctx: Context, keys: Iterable[str], tasks: Iterable[str | None] = ()) -> t.Books:
-    """The books another area composes into its own command (tasks fund and settle escrows in the
-    same commit as the task's own event; sanctions fine in the same commit as the offence)."""
-    return books(Unit(cmds.store), ctx, keys, tasks)
-
-
-def plaza(cmds: Commands) -> Any:
-    return cmds.store.get(PLAZA_ID)
-
-
-_plaza = plaza
-
-
-def run_books(cmds: Commands, decide: Callable[[], tuple[t.Books, Any]]) -> Outcome:
-    """Run another area's decision that composes treasury operations (returns the books, a result):
-    its outcome, with the positions it wrote."""
-    done = cmds.run(lambda unit: booked(unit, *decide()))
-    done.value.positions = done.positions
-    return done.value
-
-
-_run = run_books
-
-
-def _wallets_and(cmds: Commands, ctx: Context, cids: Iterable[str], task: str | None) -> t.Books:
-    return load_books(cmds, ctx, [t.wallet_key(c) for c in cids], [task])
-
-
 # -- genesis ----------------------------------------------------------------------------
 
 
@@ -157,13 +125,6 @@ def genesis(unit: Unit, ctx: Context) -> None:
     b = t.Books(ctx, {t.BUDGET: budget})
     t.genesis(b)
     unit.add(*b.changed())
-
-
-def genesis_aggregates(cmds: Commands, ctx: Context) -> list:
-    """``genesis`` for a decision in the older form: the aggregates to save."""
-    unit = Unit(cmds.store)
-    genesis(unit, ctx)
-    return unit.changed
 
 
 # -- accounts ---------------------------------------------------------------------------
@@ -349,29 +310,6 @@ def bonus(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, tas
     return _decided(cmds, decide)
 
 
-# -- the payment tool and held payments: the approvals area's path (it imports approvals) -------------
-
-
-def pay(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo: str | None,
-        task: str | None = None, approve_over: int = t.DEFAULT_APPROVE_OVER) -> Outcome:
-    """The payment tool: moves at once at or below ``approve_over``, else is held for approval."""
-
-    # a held payment is an approval of kind payment, made in the same commit
-    from . import approvals
-
-    def decide():
-        books = _wallets_and(cmds, ctx, [payer, payee], task)
-        result = t.pay(books, _plaza(cmds), payer, payee, amount, memo, task, approve_over)
-        if result.status == "held":
-            maker = approvals.Maker(cmds, ctx)
-            maker.payment(result.payment)
-            for agg in maker.aggregates():
-                books.add(agg)
-        return books, result
-
-    return _run(cmds, decide)
-
-
 def _payment(cmds: Commands, payment_id: str) -> t.Payment | None:
     try:
         pid = uuid.UUID(hex=payment_id)
@@ -381,48 +319,8 @@ def _payment(cmds: Commands, payment_id: str) -> t.Payment | None:
     return found if isinstance(found, t.Payment) else None
 
 
-def approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    """Approve a held payment: the decision goes through its approval (kind payment)."""
-    from . import approvals
-
-    found = approvals.by_ref(cmds, approvals.payment_ref(payment_id))
-    if found is not None:
-        return approvals.decide(cmds, ctx, found.number, True)
-    return _approve_payment(cmds, ctx, payment_id)
-
-
-def deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    """Deny a held payment: the decision goes through its approval (kind payment)."""
-    from . import approvals
-
-    found = approvals.by_ref(cmds, approvals.payment_ref(payment_id))
-    if found is not None:
-        return approvals.decide(cmds, ctx, found.number, False)
-    return _deny_payment(cmds, ctx, payment_id)
-
-
 def payment_of(cmds: Commands, payment_id: str) -> t.Payment | None:
     return _payment(cmds, payment_id)
-
-
-def _approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    """A payment held before approvals existed (no approval of its own)."""
-
-    def decide():
-        p = _payment(cmds, payment_id)
-        books = _wallets_and(cmds, ctx, [p.payer, p.payee] if p else [], p.task if p else None)
-        t.approve_payment(books, _plaza(cmds), p)
-        return books, p
-
-    return _run(cmds, decide)
-
-
-def _deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Outcome:
-    def decide():
-        books = t.Books(ctx, {})
-        return books, t.deny_payment(books, _payment(cmds, payment_id))
-
-    return _run(cmds, decide)
 
 
 # -- fines ----------------------------------------------------------------------------------------

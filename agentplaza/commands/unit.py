@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -101,11 +101,3 @@ class Commands:
         changed = unit.changed
         positions = self.store.commit(*changed) if grouped else self.store.commit_direct(*changed)
         return Done(value, positions)
-
-    def run_aggregates(self, decide: Callable[[], Iterable[Any]], *, grouped: bool = True) -> list[int]:
-        """The older form, being replaced by ``run``: ``decide`` returns the aggregates to save."""
-
-        def in_unit(unit: Unit) -> None:
-            unit.add(*decide())
-
-        return self.run(in_unit, grouped=grouped).positions

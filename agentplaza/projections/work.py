@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..domain.base import Refusal
 from ..domain.scheduling import Idle, OpenTask, Queue, ReviewTask
+from ..domain.tasks import STATES
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
+from .runner import equal_to
 
 tasks = sa.Table(
     "rm_tasks", metadata,
@@ -325,3 +328,65 @@ def queue(read_models, limit: int = 10_000) -> Queue:
         review=[ReviewTask(r["number"], r["worker"], r["queued_at"]) for r in review_rows],
         idle=[Idle(r["cid"], r["role"], r["last_took"]) for r in idle_rows],
     )
+
+
+# -- what the screens read ---------------------------------------------------------------------------
+def _numbered(row: dict) -> dict:
+    """A task or an approval as people name it: its id is its number (t12, a3)."""
+    row = dict(row)
+    row["id"] = row.pop("number")
+    return row
+
+
+def task_rows(read_models, state: str | None, role: str | None, worker: str | None, limit: int) -> list[dict]:
+    where = equal_to(tasks, state=state, role=role, worker=worker)
+    return [_numbered(r) for r in read_models.rows(tasks, *where, order_by=sa.desc(tasks.c.position), limit=limit)]
+
+
+def task_row(read_models, number: str) -> dict:
+    """One task (``number`` as ``domain.names.task_number`` gives it) with its bids, cheapest first."""
+    found = read_models.rows(tasks, tasks.c.number == number)
+    if not found:
+        raise Refusal("no_task", f"no task {number!r}")
+    row = _numbered(found[0])
+    row["bids"] = read_models.rows(bids, bids.c.task == number, order_by=bids.c.price)
+    return row
+
+
+def timeline_rows(read_models, number: str) -> list[dict]:
+    task_row(read_models, number)
+    return read_models.rows(timeline, timeline.c.task == number, order_by=timeline.c.position)
+
+
+def worker_rows(read_models) -> list[dict]:
+    return read_models.rows(workers, order_by=workers.c.cid)
+
+
+def tasks_overview(read_models) -> dict:
+    """How many tasks are in each state."""
+    with read_models.engine.connect() as conn:
+        counts = dict(conn.execute(sa.select(tasks.c.state, sa.func.count()).group_by(tasks.c.state)).all())
+    return {s: counts.get(s, 0) for s in STATES}
+
+
+def approval_rows(read_models, status: str | None, kind: str | None, agent: str | None, limit: int) -> list[dict]:
+    """The queue: pending ones oldest first, otherwise newest first."""
+    where = equal_to(approvals, status=status, kind=kind, agent=agent)
+    order = approvals.c.position if status == "pending" else sa.desc(approvals.c.position)
+    return [_numbered(r) for r in read_models.rows(approvals, *where, order_by=order, limit=limit)]
+
+
+def approval_row(read_models, number: str) -> dict:
+    found = read_models.rows(approvals, approvals.c.number == number)
+    if not found:
+        raise Refusal("no_approval", f"no approval {number!r}")
+    return _numbered(found[0])
+
+
+def approvals_overview(read_models) -> dict:
+    """How many approvals wait, in all and by kind."""
+    a = approvals
+    with read_models.engine.connect() as conn:
+        counts = dict(conn.execute(sa.select(a.c.kind, sa.func.count()).where(a.c.status == "pending")
+                                   .group_by(a.c.kind)).all())
+    return {"pending": sum(counts.values()), "by_kind": counts}

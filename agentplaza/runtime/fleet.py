@@ -218,7 +218,7 @@ class AgentRuntime:
             names = [c["name"] for c in self.checkpoint_op(cid, "checkpoints")["checkpoints"]]
             if checkpoint not in names:
                 raise Refusal("unknown_checkpoint", f"agent {cid} has no checkpoint {checkpoint}")
-        cids = ac.fork(self.cmds, ctx, cid, count, checkpoint)
+        cids = ac.fork(self.cmds, ctx, cid, count, checkpoint).value
         self._entry(cid, "note", f"forked at {checkpoint} into {', '.join(map(str, cids))}",
                     detail={"action": "fork", "checkpoint": checkpoint, "forks": cids}, actor=ctx.actor)
         self.hub.read_models.catch_up()  # reconcile reads the roster: the forks must be in it when it looks

@@ -46,7 +46,7 @@ def plaza_toolbox(s: HarnessSession, agent: Any, args: dict) -> dict:
 
 def plaza_message(s: HarnessSession, agent: Any, args: dict) -> dict:
     to, text = args["to"], args["text"]
-    item = ac.tell(s.rt.cmds, s.rt.ctx_agent(s.cid), to, text)
+    item = ac.tell(s.rt.cmds, s.rt.ctx_agent(s.cid), to, text).value
     s.rt.work_for(to)
     return {"sent": True, "item": item}
 
@@ -61,8 +61,7 @@ def plaza_task_list(s: HarnessSession, agent: Any, args: dict) -> list:
 def plaza_task_create(s: HarnessSession, agent: Any, args: dict) -> dict:
     out = tasks_commands.create(s.rt.cmds, s.rt.ctx_agent(s.cid), args["title"], args["acceptance"], args.get("budget"),
                                 details=args.get("details") or "", role=args.get("role"), parent=args.get("parent"))
-    out.pop("positions", None)
-    return out
+    return out.value
 
 
 def plaza_task_claim(s: HarnessSession, agent: Any, args: dict) -> dict:
@@ -84,7 +83,7 @@ def plaza_task_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
     verdict = args.get("verdict")
     if verdict is not None:
         out = tasks_commands.review(cmds, ctx, number, me, verdict == "pass", str(args.get("notes") or ""))
-        return {"task": number, "verdict": verdict, "entries": len(out.entries)}
+        return {"task": number, "verdict": verdict, "entries": len(out.value.entries)}
     if args.get("give_up"):
         tasks_commands.give_up(cmds, ctx, number, me, str(args.get("notes") or ""))
         return {"task": number, "gave_up": True}
@@ -114,7 +113,7 @@ def plaza_agent_propose(s: HarnessSession, agent: Any, args: dict) -> dict:
                             f"{count} new {role} agent{'s' if count > 1 else ''}, proposed by agent {s.cid}: "
                             f"{why.strip()[:200]}", agent=str(s.cid),
                             detail={"role": role, "count": count, "model": model, "why": why.strip()[:2000]})
-    return {"approval": out["id"], "status": "pending", "note": "nothing starts until the owner approves it in Approvals"}
+    return {"approval": out.value, "status": "pending", "note": "nothing starts until the owner approves it in Approvals"}
 
 
 def _took_itself(s: HarnessSession, number: str, phase: str) -> None:

@@ -176,7 +176,7 @@ class HarnessSession:
             if self.gone():  # never hand work to a stream that is already dead (e.g. a VM that slept)
                 raise StreamReset("the harness stream is gone")
             if not self.rt.held():
-                item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+                item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid).value
                 if item is not None:
                     self.taken, self.cancelled, self.taken_from = item["item"], None, item.get("from")
                     self.rt.worker_state(self.cid, "busy")

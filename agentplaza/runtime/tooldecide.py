@@ -46,7 +46,7 @@ def decide_tool(hub: Any, agent: Any, tool: str, args: dict) -> jhrl.Decision:
     if not known(tool):
         return jhrl.Decision("deny", "default_deny")
     call = _call(agent, tool, args, mode_of(hub, agent))
-    return laws.decide_call(hub.commands, call, str(agent.cid)).decision
+    return laws.decide_call(hub.commands, call, str(agent.cid)).value.decision
 
 
 def check_in(unit: Unit, hub: Any, agent: Any, tool: str, args: dict) -> conduct.CallCheck:

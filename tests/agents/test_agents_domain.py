@@ -47,9 +47,9 @@ def roster(rm):
 
 def test_spawn_takes_the_lowest_free_cids_of_n0_and_the_roster_shows_them(plaza):
     cmds, rm = plaza
-    cids = ac.spawn(cmds, owner(cmds), "builder", 2)
+    cids = ac.spawn(cmds, owner(cmds), "builder", 2).value
     assert cids == [LOCAL_CID_FIRST, LOCAL_CID_FIRST + 1]
-    more = ac.spawn(cmds, owner(cmds), "reviewer", 1, model="anthropic/claude-haiku-5-5")
+    more = ac.spawn(cmds, owner(cmds), "reviewer", 1, model="anthropic/claude-haiku-5-5").value
     assert more == [LOCAL_CID_FIRST + 2]
     r = roster(rm)
     assert [r[c]["role"] for c in sorted(r)] == ["builder", "builder", "reviewer"]
@@ -92,14 +92,14 @@ def test_the_range_holds_100_and_a_deleted_agents_cid_is_free_again(plaza):
     assert e.value.code == "no_free_cid"
     ac.delete(cmds, owner(cmds), 7)
     assert 7 not in roster(rm)
-    assert ac.spawn(cmds, owner(cmds), "tester", 1) == [7]
+    assert ac.spawn(cmds, owner(cmds), "tester", 1).value == [7]
     r = roster(rm)
     assert r[7]["role"] == "tester" and r[7]["name"] is None
 
 
 def test_name_once_then_only_the_owner_renames(plaza):
     cmds, rm = plaza
-    (cid,) = ac.spawn(cmds, owner(cmds), "researcher", 1)
+    (cid,) = ac.spawn(cmds, owner(cmds), "researcher", 1).value
     ac.name_self(cmds, cmds.context(f"agent:{cid}"), cid, "Ada")
     with pytest.raises(Refusal) as e:
         ac.name_self(cmds, cmds.context(f"agent:{cid}"), cid, "Queen")
@@ -112,7 +112,7 @@ def test_name_once_then_only_the_owner_renames(plaza):
 
 def test_model_and_mode_per_agent(plaza):
     cmds, rm = plaza
-    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1).value
     ac.update(cmds, owner(cmds), cid, {"model": "openai/gpt-5-mini", "permission_mode": "ask"})
     r = roster(rm)[cid]
     assert (r["model"], r["permission_mode"]) == ("openai/gpt-5-mini", "ask")
@@ -125,15 +125,15 @@ def test_model_and_mode_per_agent(plaza):
 
 def test_work_flows_through_statuses_and_the_transcript(plaza):
     cmds, rm = plaza
-    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1).value
     agent = cmds.context(f"agent:{cid}")
     ac.connected(cmds, agent, cid)
     assert roster(rm)[cid]["status"] == "idle"
-    item = ac.tell(cmds, owner(cmds), cid, "Introduce yourself in one line.")
+    item = ac.tell(cmds, owner(cmds), cid, "Introduce yourself in one line.").value
     assert roster(rm)[cid]["queue"] == 1
-    got = ac.take_work(cmds, agent, cid)
+    got = ac.take_work(cmds, agent, cid).value
     assert got == {"item": item, "kind": "tell", "from": "owner", "text": "Introduce yourself in one line."}
-    assert ac.take_work(cmds, agent, cid) is None  # one item at a time
+    assert ac.take_work(cmds, agent, cid).value is None  # one item at a time
     assert roster(rm)[cid]["status"] == "working"
     ac.add_entry(cmds, agent, cid, "tool_call", tool="vm.shell", detail={"effect": "allow"})
     ac.finish_work(cmds, agent, cid, item, "done", "I am a builder.")
@@ -147,7 +147,7 @@ def test_work_flows_through_statuses_and_the_transcript(plaza):
 
 def test_stop_restart_wipe_retire_delete(plaza):
     cmds, rm = plaza
-    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1).value
     ac.stop(cmds, owner(cmds), cid)
     with pytest.raises(Refusal) as e:
         ac.stop(cmds, owner(cmds), cid)
@@ -176,7 +176,7 @@ def test_stop_restart_wipe_retire_delete(plaza):
 
 def test_read_models_rebuild_to_the_same_roster(plaza):
     cmds, rm = plaza
-    (a, b) = ac.spawn(cmds, owner(cmds), "builder", 2)
+    (a, b) = ac.spawn(cmds, owner(cmds), "builder", 2).value
     ac.tell(cmds, owner(cmds), a, "x")
     ac.delete(cmds, owner(cmds), b)
     ac.spawn(cmds, owner(cmds), "writer", 1)
@@ -193,9 +193,9 @@ def test_agent_aggregate_is_pure():
 def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_url):
     cmds, rm = plaza
     for _ in range(60):  # 120 node events: node n0 is snapshotted on the way
-        (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+        (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1).value
         ac.delete(cmds, owner(cmds), cid)
-    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1).value
     for i in range(105):  # the agent and its conduct are snapshotted on the way
         ac.rename(cmds, owner(cmds), cid, f"name {i}")
         ac.set_mode(cmds, owner(cmds), cid, ("ask", "autonomous")[i % 2])
@@ -213,7 +213,7 @@ def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_u
 
 def test_sleep_only_when_idle_and_work_wakes_it(plaza):
     cmds, rm = plaza
-    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1)
+    (cid,) = ac.spawn(cmds, owner(cmds), "builder", 1).value
     with pytest.raises(Refusal) as e:
         ac.sleep(cmds, owner(cmds), cid)
     assert e.value.code == "agent_offline"
@@ -222,7 +222,7 @@ def test_sleep_only_when_idle_and_work_wakes_it(plaza):
     with pytest.raises(Refusal) as e:
         ac.sleep(cmds, owner(cmds), cid)
     assert e.value.code == "agent_busy"
-    item = ac.take_work(cmds, cmds.context(f"agent:{cid}"), cid)["item"]
+    item = ac.take_work(cmds, cmds.context(f"agent:{cid}"), cid).value["item"]
     ac.finish_work(cmds, cmds.context(f"agent:{cid}"), cid, item, "done")
     ac.sleep(cmds, owner(cmds), cid)
     assert roster(rm)[cid]["status"] == "asleep"

@@ -131,7 +131,7 @@ def guest(node, cid, script, *args, stdin=b""):
 def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
     hub, node, rt = plaza
     owner = hub.commands.context("owner")
-    a, b = ac.spawn(hub.commands, owner, "builder", 2)
+    a, b = ac.spawn(hub.commands, owner, "builder", 2).value
     kick(hub, rt)
     wait_for("both agents idle", lambda: all(roster(hub).get(c, {}).get("status") == "idle" for c in (a, b)))
     facts = rt.facts
@@ -259,7 +259,7 @@ def test_fork_copies_the_machine_at_a_checkpoint_and_a_hub_restart_keeps_workspa
 
     hub, node, rt = plaza
     owner = hub.commands.context("owner")
-    (a,) = ac.spawn(hub.commands, owner, "builder", 1)
+    (a,) = ac.spawn(hub.commands, owner, "builder", 1).value
     ac.update(hub.commands, owner, a, {"permission_mode": "ask"})
     kick(hub, rt)
     wait_for("the agent idle", lambda: roster(hub).get(a, {}).get("status") == "idle")

@@ -61,7 +61,7 @@ class Guest:
 
     def __init__(self, hub, policy: EgressPolicy | None = None):
         self.hub = hub
-        self.cid = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1)[0]
+        self.cid = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1).value[0]
         self.rt = AgentRuntime(hub, node="off", egress=policy)
         self.rt.egress.resolver = lambda host, port: ["127.0.0.1"]
         a, b = socket.socketpair()

@@ -33,7 +33,7 @@ def hub(folders, database_url):
 
 
 def session(hub, role, **kw):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1, **kw)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1, **kw).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     assert s.handle({"op": "hello", "role": "orchestrator"})["role"] == role
     return cid, s
@@ -124,7 +124,7 @@ def test_the_task_tools_act_as_the_agent_with_the_role_the_hub_gave_it(hub):
 def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    t1 = tc.create(cmds, cmds.context("owner"), "a", "a", 300, role="builder")["id"]
+    t1 = tc.create(cmds, cmds.context("owner"), "a", "a", 300, role="builder").value["id"]
     ac.tell(cmds, cmds.context("owner"), cid, "work")
     item = s.handle({"op": "next", "wait": 0})["item"]["item"]
     plaza_commands.stop_all(cmds, cmds.context("owner", "lunch"))
@@ -149,7 +149,7 @@ def test_stop_all_cancels_the_running_item_at_once_and_nothing_runs_until_resume
 def test_a_task_given_to_an_agent_becomes_a_work_item_once(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    t1 = tc.create(cmds, cmds.context("owner"), "Notes", "notes.md exists", 300, role="builder")["id"]
+    t1 = tc.create(cmds, cmds.context("owner"), "Notes", "notes.md exists", 300, role="builder").value["id"]
     tc.assign(cmds, cmds.context("owner"), t1, str(cid))
     hub.read_models.catch_up()
     s.rt.deliver_work()
@@ -169,7 +169,7 @@ def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_bu
         orch, _ = session(h, "orchestrator")
         b1, s1 = session(h, "builder")
         b2, _ = session(h, "builder")
-        t1 = tc.create(h.commands, h.commands.context("owner"), "a", "a", 300, role="builder")["id"]
+        t1 = tc.create(h.commands, h.commands.context("owner"), "a", "a", 300, role="builder").value["id"]
         tc.assign(h.commands, h.commands.context("owner"), t1, str(b2))  # b2 holds a task: it stays up
         h.read_models.catch_up()
         rt = s1.rt
@@ -187,7 +187,7 @@ def test_idle_agents_sleep_after_idle_sleep_min_but_not_the_orchestrator_or_a_bu
 def test_a_task_is_delivered_once_even_by_a_restarted_hub(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", 300)["id"]
+    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", 300).value["id"]
     tc.assign(cmds, cmds.context("owner"), number, str(cid))
     hub.read_models.catch_up()
     s.rt.deliver_work()
@@ -222,7 +222,7 @@ def test_the_orchestrator_proposes_agents_only_in_the_owners_chat_and_approval_s
     before = len(hub.read_models.rows(agents_table))
 
     # Approved: the agents start.
-    out = approvals.decide(cmds, cmds.context("owner"), a.number, True)
+    out = approvals.decide(cmds, cmds.context("owner"), a.number, True).value
     spawned = out.detail["spawned"]
     assert len(spawned) == 2 and all(ac.agent(cmds, c).role == "builder" for c in spawned)
     assert approvals.load(cmds, a.number).status == "approved"
@@ -263,7 +263,7 @@ def test_the_owner_cancels_the_running_item_and_the_harness_is_told(hub):
 def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hub):
     cmds = hub.commands
     cid, s = session(hub, "builder")
-    number = tc.create(cmds, cmds.context("owner"), "Write b.txt", "b.txt holds a line", 300)["id"]
+    number = tc.create(cmds, cmds.context("owner"), "Write b.txt", "b.txt holds a line", 300).value["id"]
     hub.read_models.catch_up()
     ac.tell(cmds, cmds.context("owner"), cid, "pick a task")
     s.handle({"op": "next", "wait": 0})
@@ -275,7 +275,7 @@ def test_a_task_the_agent_claimed_itself_is_not_told_to_it_by_a_restarted_hub(hu
 
 def test_a_new_agent_is_asked_its_name_once_and_keeps_the_name_in_its_answer(hub):
     cmds = hub.commands
-    cid = ac.spawn(cmds, cmds.context("owner"), "researcher", 1)[0]
+    cid = ac.spawn(cmds, cmds.context("owner"), "researcher", 1).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     hello = s.handle({"op": "hello"})
     assert "researcher" in hello["name_prompt"] and "name" in hello["name_prompt"]

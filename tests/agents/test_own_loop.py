@@ -50,7 +50,7 @@ def plaza(folders, database_url):
 
 def session(c, role: str) -> tuple[int, HarnessSession]:
     hub = c.hub
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
     rt = AgentRuntime(hub, node="off", gateway=gateway_call(c.app, c.portal))  # the app's own loop, as apid's
     s = HarnessSession(rt, cid, None)
     assert "error" not in s.handle({"op": "hello"})

@@ -222,7 +222,7 @@ def hub(folders, database_url):
 
 
 def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     assert "error" not in s.handle({"op": "hello"})
     return cid, s

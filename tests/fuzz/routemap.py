@@ -23,7 +23,6 @@ from agentplaza.api.errors import Body
 
 #: Routes that read no body: the fuzzer still sends them hostile bodies, which they must ignore or refuse.
 BODYLESS: dict[tuple[str, str], str] = {
-    ("POST", "/v1/tasks/workers/{cid}/offline"): "a worker going offline says nothing more",
     ("POST", "/v1/tasks/schedule"): "one scheduler pass, now",
     ("POST", "/v1/vault/recovery"): "a new recovery code, shown once",
     ("DELETE", "/v1/rules/{ident}"): "the rule is named by the path",

@@ -142,7 +142,7 @@ class LawsMachine(RuleBasedStateMachine):
     @rule(call=calls)
     def decide(self, call):
         self.now += dt.timedelta(seconds=1)
-        got = law_commands.decide_call(self.cmds, call, "agent-1")
+        got = law_commands.decide_call(self.cmds, call, "agent-1").value
         assert got.decision == jhrl.decide(self.model.lawset, call)
         self.decisions.append(got.decision)
 

@@ -19,8 +19,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.treasury import Clock, Plaza  # noqa: E402
 
+from agentplaza.commands import payments  # noqa: E402
 from agentplaza.commands import plaza as plaza_commands  # noqa: E402
 from agentplaza.commands import treasury as tc  # noqa: E402
+from agentplaza.commands.unit import Done  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 from agentplaza.domain.base import Refusal  # noqa: E402
 
@@ -54,7 +56,8 @@ class TreasuryMachine(RuleBasedStateMachine):
         """Run a command; a refusal must change nothing."""
         before = self.p.store.max_position()
         try:
-            return fn(self.p.cmds, *args, **kw)
+            out = fn(self.p.cmds, *args, **kw)
+            return out.value if isinstance(out, Done) else out  # commands.payments gives Done
         except Refusal:
             assert self.p.store.max_position() == before, "a refusal changed something"
             return None
@@ -110,7 +113,7 @@ class TreasuryMachine(RuleBasedStateMachine):
     @rule(payer=cids, payee=cids, amount=sends, task=st.one_of(st.none(), tasks),
           over=st.sampled_from([t.DEFAULT_APPROVE_OVER, 0, 100]))
     def pay(self, payer, payee, amount, task, over):  # noqa: PLR0913
-        out = self.attempt(tc.pay, self.ctx(f"agent:{payer}"), payer, payee, amount, "pay", task, over)
+        out = self.attempt(payments.pay, self.ctx(f"agent:{payer}"), payer, payee, amount, "pay", task, over)
         if out is not None and out.payment is not None:
             self.pending.append(out.payment["id"])
 
@@ -120,7 +123,7 @@ class TreasuryMachine(RuleBasedStateMachine):
         held = {c: (tc.wallet(self.p.cmds, c).balance if tc.wallet(self.p.cmds, c) else -1) for c in CIDS}
         payer = max(held, key=held.get)
         if how == "pay":
-            out = self.attempt(tc.pay, self.ctx(f"agent:{payer}"), payer, payee, amount, "pay", task)
+            out = self.attempt(payments.pay, self.ctx(f"agent:{payer}"), payer, payee, amount, "pay", task)
             if out is not None and out.payment is not None:
                 self.pending.append(out.payment["id"])
         elif how == "bonus" and task is not None:

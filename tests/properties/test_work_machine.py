@@ -24,10 +24,14 @@ from support.treasury import Clock, Plaza  # noqa: E402
 
 from agentplaza.commands import approvals as ap  # noqa: E402
 from agentplaza.commands import conduct as cd  # noqa: E402
+from agentplaza.commands import (
+    payments,  # noqa: E402
+    scheduler,  # noqa: E402
+)
 from agentplaza.commands import plaza as plaza_commands  # noqa: E402
-from agentplaza.commands import scheduler  # noqa: E402
 from agentplaza.commands import tasks as tk  # noqa: E402
 from agentplaza.commands import treasury as tc  # noqa: E402
+from agentplaza.commands.unit import Done  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 from agentplaza.domain.base import Refusal  # noqa: E402
 from agentplaza.domain.tasks import ENDED, Task, task_id  # noqa: E402
@@ -77,6 +81,7 @@ class WorkMachine(RuleBasedStateMachine):
         before = self.p.store.max_position()
         try:
             out = fn(self.p.cmds, *args, **kw)
+            out = out.value if isinstance(out, Done) else out
         except Refusal:
             assert self.p.store.max_position() == before, "a refusal changed something"
             return None
@@ -171,7 +176,7 @@ class WorkMachine(RuleBasedStateMachine):
 
     @rule(payer=agents, payee=agents, amount=st.sampled_from([10, 600]))
     def pay(self, payer, payee, amount):
-        self.attempt(tc.pay, self.ctx(f"agent:{payer}"), payer, payee, amount, "for the help")
+        self.attempt(payments.pay, self.ctx(f"agent:{payer}"), payer, payee, amount, "for the help")
 
     @rule(number=approvals, approve=st.booleans())
     def decide(self, number, approve):

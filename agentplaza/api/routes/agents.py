@@ -150,13 +150,7 @@ def routes(api: Api) -> list:
     async def create(request: Request) -> dict:
         body = await read_body(request, SpawnBody)
         ctx = api.context(request, f"spawn {body.count} {body.role}")
-        cids: list[int] = []
-
-        def run() -> list[int]:
-            cids[:] = agent_commands.spawn(hub.commands, ctx, body.role, body.count, body.model)
-            return [hub.store.max_position()]
-
-        await api.command(run)
+        cids = await api.command(lambda: agent_commands.spawn(hub.commands, ctx, body.role, body.count, body.model))
         kick()
         return {"agents": [agent_view(agent_row(hub, c), policy_of(hub)) for c in cids]}
 
@@ -184,16 +178,10 @@ def routes(api: Api) -> list:
         cid = cid_of(request)
         body = await read_body(request, TellBody)
         ctx = api.context(request)
-        items: list[str] = []
-
-        def run() -> list[int]:
-            items.append(agent_commands.tell(hub.commands, ctx, cid, body.text))
-            return [hub.store.max_position()]
-
-        await api.command(run)
+        item = await api.command(lambda: agent_commands.tell(hub.commands, ctx, cid, body.text))
         if hub.runtime is not None:
             hub.runtime.work_for(cid)
-        return {"item": items[0], "agent": agent_view(await api.query(agent_row, hub, cid), policy_of(hub))}
+        return {"item": item, "agent": agent_view(await api.query(agent_row, hub, cid), policy_of(hub))}
 
     def action(name: str):
         command = getattr(agent_commands, name)

@@ -18,6 +18,7 @@ import jhrl
 from jhrl.catalog import TOOLS, tier_of
 
 from ...commands import laws as law_commands
+from ...commands.unit import Done
 from ...domain.laws import (
     JhrlRefusal,
     all_laws,
@@ -233,20 +234,16 @@ def routes(api: Api) -> list:
             raise ApiError("invalid_request", f"op must be one of {', '.join(CHANGES)}")
         return await api.query(check_view, hub, body)
 
-    async def command(fn: Callable[[], Any], positions: Callable[[Any], list[int]]) -> Any:
-        """Run a command and wait until the read models show it; returns what it returned."""
-        out: list = []
-
-        def run() -> list[int]:
-            out.append(fn())
-            return positions(out[0])
-
-        await api.command(run)
-        return out[0]
+    async def committed(fn: Callable[[], Done]) -> Done:
+        """Run a command; once the read models show it, its value and positions (the answer names one)."""
+        done = await api.query(fn)
+        await api.command(lambda: done)
+        return done
 
     async def change(request: Request, op: str, reason: str | None = None, **fields: Any) -> dict:
         ctx = api.context(request, reason)
-        draft, positions = await command(lambda: law_commands.change(cmds, ctx, op, **fields), lambda r: r[1])
+        done = await committed(lambda: law_commands.change(cmds, ctx, op, **fields))
+        draft, positions = done.value, done.positions
         return {"id": draft.rule_id or fields.get("rule_id"), "done": op, "warnings": warnings_of(draft),
                 "position": positions[-1] if positions else None}
 
@@ -274,9 +271,10 @@ def routes(api: Api) -> list:
         body = await read_body(request, DecideBody)
         call = make_call(body)
         ctx = api.context(request)
-        d = await command(lambda: law_commands.decide_call(cmds, call, body.agent, ctx), lambda r: [r.position])
+        done = await committed(lambda: law_commands.decide_call(cmds, call, body.agent, ctx))
+        d = done.value
         return {"decision": decision_view(d.decision), "digest": d.digest, "call_id": d.call_id,
-                "position": d.position, "lawbook_version": d.lawbook_version}
+                "position": done.positions[-1], "lawbook_version": d.lawbook_version}
 
     return [
         Route("/v1/rules", endpoint(listing)),

@@ -11,8 +11,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import payments as payment_commands
 from ...commands import treasury as cmd
-from ...commands.unit import Done
 from ...domain import treasury as t
 from ...projections import treasury as rm
 from ...when import parse_when
@@ -45,11 +45,6 @@ def when(request: Request, name: str) -> str | None:
         return parse_when(raw)
     except ValueError as e:
         raise ApiError("invalid_request", f"{name}: {e}") from None
-
-
-def done(out: cmd.Outcome | Done) -> Done:
-    """A held payment's decision as a ``Done`` (the approvals path gives its outcome with its positions)."""
-    return out if isinstance(out, Done) else Done(out, out.positions)
 
 
 @endpoint
@@ -142,7 +137,7 @@ async def approve(request: Request) -> dict:
     api = api_of(request)
     body = await read_body(request, DecideBody)
     ctx = api.context(request, body.reason)
-    out = await api.command(lambda: done(cmd.approve_payment(api.hub.commands, ctx, request.path_params["id"])))
+    out = await api.command(lambda: payment_commands.approve_payment(api.hub.commands, ctx, request.path_params["id"]))
     return out.as_dict()
 
 
@@ -151,7 +146,7 @@ async def deny(request: Request) -> dict:
     api = api_of(request)
     body = await read_body(request, DecideBody)
     ctx = api.context(request, body.reason)
-    out = await api.command(lambda: done(cmd.deny_payment(api.hub.commands, ctx, request.path_params["id"])))
+    out = await api.command(lambda: payment_commands.deny_payment(api.hub.commands, ctx, request.path_params["id"]))
     return out.as_dict()
 
 
