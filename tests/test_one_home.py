@@ -18,7 +18,7 @@ from agentplaza.commands import conduct as cc
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import scheduler
 from agentplaza.commands import tasks as tk
-from agentplaza.domain.agents import Agent, Transcript
+from agentplaza.domain.agents import LOCAL_NODE, Agent, Node, Transcript, node_id
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.conduct import mode_of
 from agentplaza.domain.plaza import PLAZA_ID, held, require_running
@@ -64,7 +64,7 @@ def test_a_task_for_a_role_no_agent_can_have_is_refused_naming_the_17_roles(hub)
     r = refused(hub, "unknown_role", tk.create, owner(hub), "Build it", "it builds", 500, role="buildr")
     assert all(role in r.message for role in ROLES)
     refused(hub, "invalid_role", tk.create, owner(hub), "Build it", "it builds", 500, role="builder\n")
-    assert tk.create(hub.commands, owner(hub), "Build it", "it builds", 500, role="builder")["role"] == "builder"
+    assert tk.create(hub.commands, owner(hub), "Build it", "it builds", 500, role="builder").value["role"] == "builder"
 
 
 def test_a_worker_reporting_a_role_with_a_trailing_newline_is_refused(hub):
@@ -103,7 +103,7 @@ def test_a_plaza_not_founded_yet_is_not_held():
 # -- the permission mode ------------------------------------------------------------------------------------
 
 def test_the_conduct_route_sets_the_mode_the_hello_offers_and_the_roster_shows(hub):
-    (cid,) = ac.spawn(hub.commands, owner(hub), "builder", 1)
+    (cid,) = ac.spawn(hub.commands, owner(hub), "builder", 1).value
     assert WRITE_TOOL in hello(hub, cid)["tools"]
     cc.set_mode(hub.commands, owner(hub), str(cid), "read-only")  # POST /v1/conduct/{cid}/mode
     said = hello(hub, cid)
@@ -115,7 +115,7 @@ def test_the_conduct_route_sets_the_mode_the_hello_offers_and_the_roster_shows(h
 
 
 def test_an_unchanged_mode_is_refused_by_the_conduct_route_and_no_change_by_patch(hub):
-    (cid,) = ac.spawn(hub.commands, owner(hub), "builder", 1)
+    (cid,) = ac.spawn(hub.commands, owner(hub), "builder", 1).value
     refused(hub, "mode_unchanged", cc.set_mode, owner(hub), str(cid), "autonomous")
     before = hub.store.max_position()
     ac.update(hub.commands, owner(hub), cid, {"permission_mode": "autonomous"})
@@ -124,19 +124,19 @@ def test_an_unchanged_mode_is_refused_by_the_conduct_route_and_no_change_by_patc
 
 
 def test_a_new_agent_on_a_freed_cid_starts_autonomous_whatever_the_cid_had(hub):
-    (cid,) = ac.spawn(hub.commands, owner(hub), "builder", 1)
+    (cid,) = ac.spawn(hub.commands, owner(hub), "builder", 1).value
     ac.set_mode(hub.commands, owner(hub), cid, "read-only")
     ac.delete(hub.commands, owner(hub), cid)
-    (again,) = ac.spawn(hub.commands, owner(hub), "tester", 1)
+    (again,) = ac.spawn(hub.commands, owner(hub), "tester", 1).value
     assert again == cid  # the lowest free CID: the deleted agent's
     assert mode_of(hub.store.get, cid) == "autonomous" and roster(hub)[cid]["permission_mode"] == "autonomous"
     assert WRITE_TOOL in hello(hub, cid)["tools"]
 
 
 def test_a_fork_takes_its_sources_mode(hub):
-    (src,) = ac.spawn(hub.commands, owner(hub), "builder", 1)
+    (src,) = ac.spawn(hub.commands, owner(hub), "builder", 1).value
     ac.set_mode(hub.commands, owner(hub), src, "ask")
-    forks = ac.fork(hub.commands, owner(hub), src, 2, "cp1")
+    forks = ac.fork(hub.commands, owner(hub), src, 2, "cp1").value
     assert [mode_of(hub.store.get, f) for f in forks] == ["ask", "ask"]
     assert [roster(hub)[f]["permission_mode"] for f in forks] == ["ask", "ask"]
 
@@ -145,7 +145,7 @@ def test_an_agent_recorded_with_its_own_mode_still_replays_and_the_conduct_decid
     """Events from before the conduct alone kept the mode: ``Agent.Created`` with ``permission_mode``
     and ``Agent.ModeSet``. They load from the database, and change nothing of the agent's."""
     ctx = owner(hub)
-    n = ac.node_or_new(hub.commands, ctx)
+    n = hub.store.get(node_id(LOCAL_NODE)) or Node.found_local(ctx)
     agent_id = uuid.UUID(hex=hub.commands.new_id())
     (cid,) = n.assign(ctx, [agent_id.hex])
     old = Agent.start(ctx, id=agent_id, cid=cid, role="builder", node="n0", model=None, permission_mode="read-only")
