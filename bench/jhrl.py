@@ -136,7 +136,8 @@ def main() -> None:
     last = calls[-CHECK_CALLS:]
     lo, med = best_ms(lambda: book.check(draft, last), runs=7)
     print(f"check of {CHECK_CALLS} calls against a changed set: best {lo:.2f} ms, median {med:.2f} ms (goal <= 50 ms)")
-    print(f"decision median {median_us:.1f} us, p99 {p99_us:.1f} us (goals <= 20 us, <= 100 us)")
+    print(f"jhrl: a decision {linear_us / indexed_us:.1f}x faster than scanning every law; median "
+          f"{median_us:.1f} us, p99 {p99_us:.1f} us (goals <= 20 us, <= 100 us)")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,8 @@ def main() -> None:
           f"{p_big * 1e6:.0f} us at {big:,}; ratio {p_big / p_small:.2f}x")
     print(f"balance read: {b_small * 1e6:.0f} us at {small:,} entries, {b_big * 1e6:.0f} us at {big:,}; "
           f"ratio {b_big / b_small:.2f}x (must not grow with the journal)")
+    print(f"treasury: transfers {ev / lib:.2f}x the library's bare appends; a balance read "
+          f"{b_big / b_small:.2f}x with {big // small}x the journal")
 
 
 

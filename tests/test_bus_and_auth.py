@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import anyio
 import httpx
 import pytest
+from support.deadline import until
 from support.hubproc import HubProcess
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -170,17 +170,22 @@ def test_cli_events_reconnects_when_the_hub_comes_back(tmp_path):
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
+
+    def shown(c, reason: str):
+        """Hold and resume the plaza with ``reason`` until the CLI prints it."""
+        def check():
+            c.post("/v1/plaza/stop", json={"reason": reason})
+            c.post("/v1/plaza/resume", json={})
+            return any(reason in x for x in lines)
+        return check
     try:
-        time.sleep(1)
+        with h.client() as c:
+            until("the CLI streams the first hub's events", shown(c, "first hub"), 30, every=0.5)
         h.stop()
         h2 = HubProcess(f, port=h.port).start()  # same address, a new process
         try:
             with h2.client() as c:
-                deadline = time.time() + 30
-                while time.time() < deadline and not any("back again" in x for x in lines):
-                    c.post("/v1/plaza/stop", json={"reason": "back again"})
-                    c.post("/v1/plaza/resume", json={})
-                    time.sleep(0.5)
+                until("the CLI streams the new hub's events", shown(c, "back again"), 30, every=0.5)
         finally:
             h2.stop()
     finally:

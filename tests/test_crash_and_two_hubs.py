@@ -7,7 +7,10 @@ import time
 
 import httpx
 import pytest
+from support.deadline import until
 from support.hubproc import HubProcess
+
+BURST_ACKS = 20     # acknowledged commands in flight before the kill (or the end of the race)
 
 
 def hammer(url: str, tag: str, acked: list, stop: threading.Event, errors: list) -> None:
@@ -55,7 +58,7 @@ def test_kill_9_during_a_burst_loses_no_acknowledged_command(folders, database_u
     threads = [threading.Thread(target=hammer, args=(hub.url, f"t{i}", acked, stop, errors)) for i in range(4)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    until("the hub acknowledges a burst", lambda: len(acked) >= BURST_ACKS or errors, 60)
     hub.kill()  # SIGKILL: no shutdown, no flush
     stop.set()
     for t in threads:
@@ -96,7 +99,8 @@ def test_two_hubs_on_one_postgres_lose_nothing_and_keep_the_rules(folders, tmp_p
                    for name, h in (("a", a), ("b", b)) for i in range(3)]
         for t in threads:
             t.start()
-        time.sleep(3)
+        until("both hubs acknowledge a burst", lambda: errors or all(
+            sum(r.startswith(name) for r in list(acked)) >= BURST_ACKS for name in "ab"), 60)
         stop.set()
         for t in threads:
             t.join()

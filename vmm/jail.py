@@ -1,8 +1,8 @@
-"""Walls around each VMM process: namespaces, a private root, no privileges, cgroups.
+"""Walls around each VMM process: namespaces, a private root, no privileges, its cgroups.
 
 ``spawn(argv, JailSpec)`` starts this file as a helper (real root, outside):
 
-1. the helper joins the VM's cgroup (limits were written before, by the caller);
+1. the helper joins the VM's cgroups (``vmm.cgroups``; limits were written before, by the caller);
 2. unshares mount, PID, network, IPC and UTS namespaces and forks; the child is
    PID 1 of the new PID namespace, dies with the helper (PDEATHSIG);
 3. the child builds a private root on a tmpfs holding only QEMU, its libraries,
@@ -69,7 +69,7 @@ class JailSpec:
     ro: dict = dataclasses.field(default_factory=dict)    # jail path -> host path, read-only
     rw: dict = dataclasses.field(default_factory=dict)    # jail path -> host path, writable
     devices: tuple = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
-    cgroup: str | None = None    # cgroup folder to join first
+    cgroups: tuple = ()          # cgroup folders to join first (one on v2, one per controller on v1)
 
 
 # -- the parent side -------------------------------------------------------------
@@ -116,114 +116,6 @@ def spawn(argv: list, spec: JailSpec, **popen_kw) -> subprocess.Popen:
     cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec)})
     return subprocess.Popen([sys.executable, "-S", os.path.abspath(__file__), cfg],
                             start_new_session=True, **popen_kw)
-
-
-# -- cgroups ------------------------------------------------------------------
-class CgroupError(RuntimeError):
-    pass
-
-
-NEEDED = ("memory", "cpu", "pids")
-
-
-def _cgroup2_mount() -> str | None:
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, right = line.split(" - ", 1)
-            if right.split()[0] == "cgroup2":
-                return left.split()[4]
-    except OSError:
-        pass
-    return None
-
-
-class Cgroups:
-    """cgroup v2 limits for VMM processes under ``<parent>`` (agentplaza.slice)."""
-
-    def __init__(self, parent: Path) -> None:
-        self.parent = parent
-
-    @classmethod
-    def detect(cls) -> tuple:
-        """(Cgroups, "") where a delegated v2 hierarchy with memory, cpu and pids
-        is writable, else (None, why)."""
-        mnt = _cgroup2_mount()
-        if mnt is None:
-            return None, "no cgroup v2 hierarchy is mounted"
-        override = os.environ.get("APZ_VMM_CGROUP")
-        if override:
-            parent = Path(override)
-        else:
-            own = "/"
-            try:
-                for line in Path("/proc/self/cgroup").read_text().splitlines():
-                    if line.startswith("0::"):
-                        own = line[3:]
-            except OSError:
-                pass
-            # Under a systemd user manager, sit beside its slices; else at the top.
-            base = Path(mnt)
-            parts = [p for p in own.strip("/").split("/") if p]
-            for i, p in enumerate(parts):
-                if p.startswith("user@") and p.endswith(".service"):
-                    base = Path(mnt, *parts[:i + 1])
-            parent = base / "agentplaza.slice"
-        top = parent.parent
-        try:
-            have = set((top / "cgroup.controllers").read_text().split())
-        except OSError as e:
-            return None, f"cannot read {top}/cgroup.controllers: {e}"
-        missing = [c for c in NEEDED if c not in have]
-        if missing:
-            return None, (f"cgroup v2 at {top} lacks the {', '.join(missing)} controller(s)"
-                          f" (available: {', '.join(sorted(have)) or 'none'}); on this host they are"
-                          f" not delegated to the v2 hierarchy")
-        if not os.access(top, os.W_OK):
-            return None, f"cgroup {top} is not writable by this user (not delegated)"
-        return cls(parent), ""
-
-    def _enable(self, d: Path) -> None:
-        ctl = d / "cgroup.subtree_control"
-        on = set(ctl.read_text().split())
-        want = [c for c in NEEDED if c not in on]
-        if want:
-            ctl.write_text(" ".join("+" + c for c in want))
-
-    def create(self, name: str, memory_bytes: int, cpus: float, pids: int) -> Path:
-        """Make the VM's cgroup with its limits. Any write that fails raises CgroupError."""
-        try:
-            self._enable(self.parent.parent)
-            self.parent.mkdir(exist_ok=True)
-            self._enable(self.parent)
-            d = self.parent / f"vm-{name}"
-            d.mkdir(exist_ok=True)
-            period = 100000
-            limits = {"memory.max": str(memory_bytes), "memory.swap.max": "0",
-                      "cpu.max": f"{int(cpus * period)} {period}", "pids.max": str(pids)}
-            for f, v in limits.items():
-                if f == "memory.swap.max" and not (d / f).exists():
-                    continue   # no swap accounting: nothing to cap
-                (d / f).write_text(v)
-                got = (d / f).read_text().strip()
-                if got != v:
-                    raise CgroupError(f"{d}/{f}: wrote {v!r}, reads {got!r}")
-            return d
-        except OSError as e:
-            raise CgroupError(f"cannot set the VM's limits: {e}") from e
-
-    @staticmethod
-    def remove(d: Path) -> None:
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
-
-    @staticmethod
-    def memory_events(d: Path) -> dict:
-        try:
-            return {k: int(v) for k, v in (l.split() for l in (d / "memory.events").read_text().splitlines())}
-        except OSError:
-            return {}
 
 
 # -- the helper (runs as a script) ----------------------------------------------
@@ -284,8 +176,8 @@ def _build_root(spec: dict) -> None:
 
 def _helper(cfg: dict) -> int:
     spec, argv = cfg["spec"], cfg["argv"]
-    if spec.get("cgroup"):
-        with open(os.path.join(spec["cgroup"], "cgroup.procs"), "w") as f:
+    for folder in spec.get("cgroups") or ():
+        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
     # PID/net/IPC/UTS namespaces here; the child makes its own mount namespace,
     # so its pivot_root does not move this helper's root.

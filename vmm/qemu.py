@@ -22,6 +22,7 @@ import time
 import zlib
 from pathlib import Path
 
+from . import cgroups as cgroupsmod
 from . import jail as jailmod
 from . import recovery
 from . import snapshot as snap
@@ -96,7 +97,7 @@ class QemuMachine(MachineState, Machine):
         self.proc: subprocess.Popen | None = None
         self.qmp: QMP | None = None
         self._channel: Channel | None = None
-        self.cgroup: Path | None = None
+        self.cgroup: cgroupsmod.VMCgroup | None = None
         self.jailed = False
         self.notes: list = []          # why a wall or a limit is not there
         self.boot_seconds: float | None = None
@@ -331,15 +332,16 @@ class QemuMachine(MachineState, Machine):
     def _join_cgroup_fn(self):
         if self.cgroup is None:
             return None
-        procs = str(self.cgroup / "cgroup.procs")
+        procs = [str(d / "cgroup.procs") for d in self.cgroup.folders]
 
         def join():
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
+            for p in procs:
+                with open(p, "w") as f:
+                    f.write(str(os.getpid()))
         return join
 
     def _setup_cgroup(self) -> None:
-        cg, why = jailmod.Cgroups.detect()
+        cg, why = cgroupsmod.detect()
         if cg is None:
             self.notes.append(f"no limits: {why}")
             log.warning("machine %s runs without cgroup limits: %s", self.spec.name, why)
@@ -348,7 +350,7 @@ class QemuMachine(MachineState, Machine):
         try:
             self.cgroup = cg.create(self.spec.name, mem, self.spec.cpu_max or self.spec.vcpus,
                                     self.spec.pids_max)
-        except jailmod.CgroupError as e:
+        except cgroupsmod.CgroupError as e:
             raise VMError(f"machine {self.spec.name} not started: {e}") from e
 
     def _inner_disks(self) -> str:
@@ -375,7 +377,8 @@ class QemuMachine(MachineState, Machine):
         # so the VM's uid can write only its top layer.
         spec = jailmod.JailSpec(root=str(jroot), uid=uid, ro=ro,
                                 rw={"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]},
-                                devices=devices, cgroup=str(self.cgroup) if self.cgroup else None)
+                                devices=devices,
+                                cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
         argv = self.command(inner, incoming)
         argv[0] = os.path.realpath(self.platform.qemu)
         self.proc = jailmod.spawn(argv, spec, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -515,7 +518,7 @@ class QemuMachine(MachineState, Machine):
             self.proc.stdout.close()
         rc = self.proc.returncode if self.proc is not None else 0
         if self.cgroup is not None:
-            jailmod.Cgroups.remove(self.cgroup)
+            self.cgroup.remove()
             self.cgroup = None
         jroot = self.dir / "jail"
         if jroot.exists():

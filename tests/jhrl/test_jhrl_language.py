@@ -105,10 +105,9 @@ def test_a_repeated_id_does_not_compile():
 
 
 def test_errors_share_one_base_with_a_code():
-    try:
+    with pytest.raises(JhrlError) as err:
         parse("law")
-    except JhrlError as e:
-        assert e.code == "jhrl_syntax" and "line 1, column 4" in str(e)
+    assert err.value.code == "jhrl_syntax" and "line 1, column 4" in str(err.value)
 
 
 def test_wildcard_index_picks_only_covering_laws():

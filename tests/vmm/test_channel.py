@@ -1,10 +1,11 @@
 import os
 import socket
-import threading
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
+from support.checked_thread import started
+from support.deadline import until
 
 from vmm import channel as ch
 
@@ -68,19 +69,17 @@ def test_flow_control_blocks_writer_until_reader_consumes():
     s = host.open("bulk")
     g = guest.accept(2)
     big = os.urandom(ch.INITIAL_WINDOW * 3 + 123)
-    done = threading.Event()
 
-    def writer():
-        s.write(big)
-        s.close()
-        done.set()
-    threading.Thread(target=writer, daemon=True).start()
-    assert not done.wait(0.5), "writer must stall once the window is spent"
-    with host._lock:
-        assert s._send_credit == 0
+    def credit():
+        with host._lock:
+            return s._send_credit
+
+    w = started(lambda: (s.write(big), s.close()))
+    until("the writer spends its window", lambda: credit() == 0, 5)
+    assert w.is_alive(), "writer must stall once the window is spent"   # 2 windows and more are left
     got = g.read_all(5)
     assert got == big
-    assert done.wait(2)
+    w.join(5)
     host.close(), guest.close()
 
 
@@ -95,11 +94,7 @@ def test_window_overrun_is_a_protocol_error():
         except OSError:
             break
     guest.accept(2)
-    for _ in range(100):
-        if guest.closed:
-            break
-        threading.Event().wait(0.02)
-    assert guest.closed
+    until("the guest closes the channel on the overrun", lambda: guest.closed, 5)
     a.close()
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from vmm import jail
+from vmm import cgroups, jail
 from vmm.backend import MachineSpec, VMError, Volume
 from vmm.probe import Facts, decide
 from vmm.qemu import QemuMachine
@@ -53,7 +53,7 @@ def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
     vm = parent / "vm-lim"
     vm.mkdir()
     (vm / "memory.max").mkdir()          # a write to it fails
-    monkeypatch.setattr(jail.Cgroups, "detect", classmethod(lambda cls: (cls(parent), "")))
+    monkeypatch.setattr(cgroups, "detect", lambda: (cgroups.CgroupsV2(parent), ""))
     spawned = []
     monkeypatch.setattr(jail, "spawn", lambda *a, **k: spawned.append(a))
     m = QemuMachine(MachineSpec("lim", image=FakeImage()), tmp_path / "vms", platform())
@@ -63,19 +63,46 @@ def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
     assert not spawned and m.proc is None
 
 
-def test_cgroup_limits_written(tmp_path):
+def test_cgroup_v2_limits_written(tmp_path):
     top = tmp_path / "cg"
     top.mkdir()
     (top / "cgroup.subtree_control").write_text("")
     parent = top / "agentplaza.slice"
     parent.mkdir()
     (parent / "cgroup.subtree_control").write_text("")
-    d = jail.Cgroups(parent).create("x", 300 << 20, 1.5, 64)
+    cg = cgroups.CgroupsV2(parent).create("x", 300 << 20, 1.5, 64)
+    d = parent / "vm-x"
+    assert cg.folders == (d,)
     assert (d / "memory.max").read_text() == str(300 << 20)
     assert (d / "cpu.max").read_text() == "150000 100000"
     assert (d / "pids.max").read_text() == "64"
+    assert cg.limits() == {"memory": 300 << 20, "cpu": 1.5, "pids": 64}
+
+
+def test_cgroup_v1_limits_written_one_folder_per_controller(tmp_path):
+    parents = {c: tmp_path / c / "agentplaza.slice" for c in cgroups.NEEDED}
+    for p in parents.values():
+        p.parent.mkdir()
+    vm = parents["memory"] / "vm-x"
+    vm.mkdir(parents=True)
+    (vm / "memory.memsw.limit_in_bytes").write_text("")   # swap is accounted: it gets capped too
+    cg = cgroups.CgroupsV1(parents).create("x", 300 << 20, 1.5, 64)
+    assert cg.folders == tuple(parents[c] / "vm-x" for c in cgroups.NEEDED)
+    assert (vm / "memory.limit_in_bytes").read_text() == str(300 << 20)
+    assert (vm / "memory.memsw.limit_in_bytes").read_text() == str(300 << 20)
+    assert (parents["cpu"] / "vm-x" / "cpu.cfs_quota_us").read_text() == "150000"
+    assert cg.limits() == {"memory": 300 << 20, "cpu": 1.5, "pids": 64}
+
+
+def test_cgroup_v1_limit_that_cannot_be_written_is_named(tmp_path):
+    parents = {c: tmp_path / c / "agentplaza.slice" for c in cgroups.NEEDED}
+    for p in parents.values():
+        p.parent.mkdir()
+    (parents["pids"] / "vm-x" / "pids.max").mkdir(parents=True)     # a write to it fails
+    with pytest.raises(cgroups.CgroupError, match="pids.max"):
+        cgroups.CgroupsV1(parents).create("x", 300 << 20, 1.5, 64)
 
 
 def test_cgroups_detect_reports_why_on_this_host():
-    cg, why = jail.Cgroups.detect()
+    cg, why = cgroups.detect()
     assert (cg is None) == bool(why)

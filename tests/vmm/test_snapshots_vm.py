@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.deadline import until
 
 from vmm import MachineBusy, VMError
 from vmm.backend import MachineSpec
@@ -18,6 +19,7 @@ from vmm.qemu import QemuMachine
 from vmm.templates import Templates
 
 pytestmark = pytest.mark.vm
+WRONG_BY_S = 3600       # how far the guest's clock is set back before it sleeps
 
 COUNTER = ("(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count;"
            " sleep 0.05; done) >/dev/null 2>&1 </dev/null &")
@@ -36,15 +38,13 @@ def count(m) -> int:
 
 def wait_count(m, above: int) -> int:
     """The counter's value once it is past ``above`` (it is running)."""
-    for _ in range(400):
+    def past():
         try:
             n = count(m)
         except (AssertionError, ValueError):
-            n = -1
-        if n > above:
-            return n
-        time.sleep(0.05)
-    raise AssertionError(f"counter not past {above}")
+            return None
+        return n if n > above else None
+    return until(f"the guest's counter passes {above}", past, 60, every=0.05)
 
 
 def guest_file(m, path):
@@ -65,20 +65,23 @@ def test_sleep_wake_keeps_memory_and_files_then_moves(make_machine, tmp_path):
     start_counter(m)
     assert m.exec(["/bin/sh", "-c", "echo before-sleep > /workspace/note"])[0] == 0
     n = count(m)
+    # The guest's clock goes an hour wrong before the sleep: only a clock set from the host on
+    # wake reads, at wake, between the host's clock before wake() and after that read.
+    assert m.exec(["date", "-s", f"@{int(time.time()) - WRONG_BY_S}"])[0] == 0
     man = m.sleep()
     assert not m.running() and m.sleeping and m.rss_bytes() == 0
     assert man.memory and man.format == 1 and man.backend == "qemu-microvm"
     assert man.memory_bytes < (m.spec.memory_mib << 20) // 2    # unused memory takes no space
-    time.sleep(2)        # asleep for a while: the guest's clock stood still meanwhile
     host_before = time.time()
     m.wake()
+    rc, out = m.exec(["date", "+%s.%N"])
+    host_after = time.time()
+    assert rc == 0 and host_before <= float(out) <= host_after, (host_before, out, host_after)
     assert m.booted_from == "snapshot:sleep" and m.phase == "running"
     after = count(m)
     assert after >= n            # not a reboot: /tmp (guest memory) kept the count
     assert wait_count(m, after) > after          # and the process still counts
     assert guest_file(m, "/workspace/note") == "before-sleep\n"
-    rc, out = m.exec(["date", "+%s"])
-    assert int(out) >= int(host_before) - 1     # clock set from the host on wake
     # a second sleep and a wake via boot(); then a move to another base folder
     m.sleep()
     assert m.disks.layers == ["base.ext4", "L0001.qcow2"]    # the wake's layer merged: no growth
@@ -182,19 +185,13 @@ def test_crash_recovery_from_checkpoint_then_stays_exited(guest_image, vm_dir):
         for i in range(3):
             old = m.proc
             os.kill(qemu_pid(m), signal.SIGKILL)
-            for _ in range(600):
-                if m.proc is not old and m.phase == "running":
-                    break
-                time.sleep(0.05)
+            until("the machine recovers", lambda: m.proc is not old and m.phase == "running", 30)
             assert m.phase == "running" and len(m.recoveries) == i + 1
             assert m.recoveries[-1][1] == "snap-1"
             assert guest_file(m, "/workspace/after") is None      # back at the checkpoint
             assert wait_count(m, 0) > 0                            # its memory, counting
         os.kill(qemu_pid(m), signal.SIGKILL)                       # the fourth in ten minutes
-        for _ in range(600):
-            if m.phase == "exited":
-                break
-            time.sleep(0.05)
+        until("the machine stays exited", lambda: m.phase == "exited", 30)
         assert m.phase == "exited" and not m.running() and len(m.recoveries) == 3
         with pytest.raises((MachineBusy, VMError)):
             m.exec(["true"])

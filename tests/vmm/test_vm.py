@@ -2,12 +2,15 @@
 import hashlib
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
+from support.checked_thread import started
+from support.deadline import until
 
-from vmm.jail import Cgroups
+from vmm import cgroups
+from vmm.backend import VMError
+from vmm.channel import ChannelClosed
 
 pytestmark = pytest.mark.vm
 
@@ -64,18 +67,16 @@ def test_guest_boots_to_channel_only_lo_and_no_way_out(make_machine):
         assert st.read_all(30) == b"ping"
         st.write(b"pong")
         st.close()
-    t = threading.Thread(target=serve)
-    t.start()
+    t = started(serve)
     rc, out = m.exec(["python3", "-c", VIA_CHANNEL])
     t.join(30)
     assert out.strip() == b"pong"
     # flow control over the real port: 1 MiB through the guest's echo service
     blob = os.urandom(1 << 20)
     st = m.channel.open("echo")
-    w = threading.Thread(target=lambda: (st.write(blob), st.close()))
-    w.start()
+    w = started(lambda: (st.write(blob), st.close()))
     assert st.read_all(120) == blob
-    w.join()
+    w.join(30)
     # the guest's memory is the spec's
     rc, out = m.exec(["sh", "-c", "grep MemTotal /proc/meminfo"])
     assert int(out.split()[1]) <= 192 * 1024
@@ -84,7 +85,8 @@ def test_guest_boots_to_channel_only_lo_and_no_way_out(make_machine):
     assert m.status() == "paused"
     m.resume()
     assert m.status() == "running"
-    # the walls around QEMU itself
+    # the walls around QEMU itself: always there for root (CI); without root no jail can be built
+    assert m.jailed == (os.geteuid() == 0), m.notes
     if m.jailed:
         pid = _qemu_pid(m)
         status = Path(f"/proc/{pid}/status").read_text()
@@ -113,10 +115,9 @@ def test_data_volume_shared_by_two_guests_and_read_only(make_machine, tmp_path):
     before = hashlib.sha256(img.read_bytes()).hexdigest()
     vol = Volume("corpus", img)
     a, b = make_machine("vola", volumes=(vol,)), make_machine("volb", volumes=(vol,))
-    ta = threading.Thread(target=a.boot)
-    ta.start()
+    ta = started(a.boot)
     b.boot()
-    ta.join()
+    ta.join(120)
     probe = ("import errno\nprint(open('/data/corpus/hello.txt').read().strip())\n"
              "try:\n open('/data/corpus/new','w')\nexcept OSError as e: print(errno.errorcode[e.errno])\n"
              "try:\n open('/data/corpus/hello.txt','a')\nexcept OSError as e: print(errno.errorcode[e.errno])\n"
@@ -146,14 +147,36 @@ def test_workspace_survives_restart_and_goes_with_wipe(make_machine):
     m.stop()
 
 
-def test_memory_limit_enforced_where_cgroups_allow(make_machine):
-    cg, why = Cgroups.detect()
-    if cg is None:
-        pytest.skip(f"no delegated cgroup v2 hierarchy here: {why}")
-    m = make_machine("mem", memory_mib=128, memory_overhead_mib=160)
+# Fills all but this much of the guest's available memory (one touched page at a time).
+HOG_SPARE_MIB = 24
+HOG = ("n = int([l.split()[1] for l in open('/proc/meminfo') if l.startswith('MemAvailable')][0]) * 1024"
+       f" - ({HOG_SPARE_MIB} << 20)\nb = b'x' * n\nprint(n)")
+
+
+def test_memory_cpu_and_pids_limits_enforced(make_machine):
+    cg, why = cgroups.detect()
+    assert cg is not None, f"no cgroup controllers usable for the VM's limits here: {why}"
+    # 16 MiB over the guest's memory: less than QEMU itself takes once the guest has touched it all
+    m = make_machine("mem", memory_mib=256, memory_overhead_mib=16, cpu_max=1.5, pids_max=128)
     m.boot()
-    assert m.cgroup is not None
-    assert (m.cgroup / "memory.max").read_text().strip() == str((128 + 160) << 20)
-    assert str(_qemu_pid(m)) in (m.cgroup / "cgroup.procs").read_text().split()
-    assert int((m.cgroup / "memory.current").read_text()) <= (128 + 160) << 20
-    m.stop()
+    limit = (256 + 16) << 20
+    assert m.cgroup.limits() == {"memory": limit, "cpu": 1.5, "pids": 128}
+    qemu = str(_qemu_pid(m))
+    assert all(qemu in procs for procs in m.cgroup.procs()), m.cgroup.folders
+    assert m.cgroup.memory_current() <= limit
+    # the guest fills its memory: QEMU goes past the cap and the host kernel kills it
+    with pytest.raises(ChannelClosed):
+        m.exec(["python3", "-c", HOG], timeout=120)
+    until("QEMU is killed at its memory limit", lambda: m.proc.poll() is not None, 30)
+    assert m.cgroup.memory_events()["oom_kill"] >= 1
+
+
+def test_a_limit_the_kernel_refuses_stops_a_real_start(make_machine):
+    cg, why = cgroups.detect()
+    assert cg is not None, f"no cgroup controllers usable for the VM's limits here: {why}"
+    # the kernel takes a CPU quota of at least 1 ms a period: 0.5 ms cannot be written
+    m = make_machine("lim", cpu_max=0.005)
+    with pytest.raises(VMError, match="lim not started: .*cannot write '500'"):
+        m.boot()
+    assert m.proc is None and m.cgroup is None and not m.running()
+    assert not any(f.exists() for f in cg.folders("lim"))        # no half-made cgroup stays behind
