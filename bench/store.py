@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))  # the packages before bench/ itself: bench/jhrl.py must not shadow jhrl
+sys.path.append(str(ROOT / "bench"))  # the bench helpers (baseline.py)
 os.environ.setdefault("POSTGRES_PASSWORD", "")
 
 from baseline import Counter  # noqa: E402
