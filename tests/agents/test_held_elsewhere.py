@@ -33,7 +33,7 @@ def test_a_hold_written_by_another_hub_process_cancels_a_running_item_here(folde
     try:
         with TestClient(create_app(hub)):  # this hub's app runs: its follower reads the store and feeds the bus
             rt = hub.runtime = AgentRuntime(hub, node="off").follow()
-            cid = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1)[0]
+            cid = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", 1).value[0]
             s = HarnessSession(rt, cid, None)
             s.handle({"op": "hello"})
             ac.tell(hub.commands, hub.commands.context("owner"), cid, "a long job")

@@ -78,7 +78,7 @@ def usage(c) -> list[dict]:
 
 def given_task(c, cid: int, budget: int) -> str:
     cmds = c.hub.commands
-    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", budget)["id"]
+    number = tc.create(cmds, cmds.context("owner"), "Write a.txt", "a.txt holds a line", budget).value["id"]
     tc.claim(cmds, cmds.context(f"agent:{cid}"), number, str(cid), "builder")
     return number
 

@@ -43,7 +43,7 @@ class Commits:
 
 
 def session(hub, role="builder"):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1)[0]
+    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
     s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
     s.handle({"op": "hello"})
     ac.tell(hub.commands, hub.commands.context("owner"), cid, "work")
