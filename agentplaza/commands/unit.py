@@ -57,9 +57,14 @@ class Unit:
     def add(self, *aggregates: Any) -> None:
         """These are to be saved with the unit (a new aggregate, or one loaded and changed)."""
         for a in aggregates:
-            if a is not None:
-                self._loaded.setdefault(a.id, a)
-                self._changed[id(a)] = a
+            if a is None:
+                continue
+            held = self._loaded.get(a.id)
+            if held is None:  # new here, or looked for before it was made: get() gives it from now on
+                self._loaded[a.id] = a
+            elif held is not a:
+                raise ValueError(f"two copies of aggregate {a.id} in one unit: load it with unit.get")
+            self._changed[id(a)] = a
 
     @property
     def changed(self) -> list[Any]:
