@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 
 #: How much of a call's arguments and of a host tool's result the transcript keeps, in characters.
 ARGS_SHOWN, RESULT_SHOWN = 500, 2000
+
+log = logging.getLogger("apid.runtime")
 
 
 def shown_args(args: dict) -> str:
@@ -136,6 +139,9 @@ class HarnessSession:
             return fn(agent, req)
         except Refusal as r:
             return error(r.code, r.message)
+        except Exception:  # noqa: BLE001 - a bug answers this request, and the session goes on
+            log.exception("harness op %s of agent %s failed", op, self.cid)
+            return error("internal", "the hub failed to answer this request; see its log")
 
     # -- the transcript, in the caller's unit ---------------------------------------------------------
     def entry_in(self, unit: Unit, agent: Any, kind: str, text: str | None = None, tool: str | None = None,
