@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 from ..projections import plaza
+from ..projections.agents import agents_overview
 from ..projections.models import overview_counts as models_counts
 from ..projections.treasury import treasury_overview
 from ..projections.work import approvals_overview, tasks_overview
 from .hub import Hub
 from .routes.rules import overview_counts as rules_counts
-
-
-def _agents_counts(hub: Hub) -> dict:
-    from .routes.agents import overview_counts
-
-    return overview_counts(hub)
 
 
 def models_overview(hub: Hub) -> dict:
@@ -26,7 +21,7 @@ def overview(hub: Hub) -> dict:
     return {
         "hub": hub.info(),
         "plaza": plaza.state_view(hub.read_models),
-        "agents": _agents_counts(hub),
+        "agents": agents_overview(hub.read_models),
         "rules": rules_counts(hub),
         "vault": vault_overview(hub),
         "events": plaza.events_overview(hub.read_models),
