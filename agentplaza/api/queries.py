@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from ..projections import plaza
+from ..commands.laws import book_in_force
+from ..projections import laws, plaza
 from ..projections.agents import agents_overview
 from ..projections.models import overview_counts as models_counts
 from ..projections.treasury import treasury_overview
 from ..projections.work import approvals_overview, tasks_overview
 from .hub import Hub
-from .routes.rules import overview_counts as rules_counts
+
+
+def rules_overview(hub: Hub) -> dict:
+    """The Rules figures: the book in force's laws, owner rules and disabled statutes, and the
+    decisions' totals."""
+    book = book_in_force(hub.commands)
+    return {"laws": len(book.lawset), "owner_rules": len(book.rules()),
+            "disabled_statutes": len(book.disabled_statutes()), **laws.totals(hub.read_models)}
 
 
 def models_overview(hub: Hub) -> dict:
@@ -22,7 +30,7 @@ def overview(hub: Hub) -> dict:
         "hub": hub.info(),
         "plaza": plaza.state_view(hub.read_models),
         "agents": agents_overview(hub.read_models),
-        "rules": rules_counts(hub),
+        "rules": rules_overview(hub),
         "vault": vault_overview(hub),
         "events": plaza.events_overview(hub.read_models),
         "treasury": treasury_overview(hub.read_models),
