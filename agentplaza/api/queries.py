@@ -19,13 +19,19 @@ def rules_overview(hub: Hub) -> dict:
             "disabled_statutes": len(book.disabled_statutes()), **laws.totals(hub.read_models)}
 
 
+def vault_overview(hub: Hub) -> dict:
+    """The vault line: its state and entry count (the vault's own status, never a value)."""
+    if hub.vault is None:
+        return {"state": "absent", "entries": 0}
+    s = hub.vault.status()
+    return {"state": s["state"], "entries": s["entries"], "slots": len(s["slots"])}
+
+
 def models_overview(hub: Hub) -> dict:
     return models_counts(hub.read_models)
 
 
 def overview(hub: Hub) -> dict:
-    from .routes.vault import vault_overview
-
     return {
         "hub": hub.info(),
         "plaza": plaza.state_view(hub.read_models),
