@@ -92,8 +92,7 @@ def create_app(hub: Hub) -> Starlette:
     async def crashed(request: Request, exc: Exception) -> Response:
         return error_response(500, "internal", "the hub failed to answer; see its log")
 
-    # An area's routes: a module-level ROUTES list (the house style), or the older routes(api).
-    routes = [r for area in AREAS for r in (area.ROUTES if hasattr(area, "ROUTES") else area.routes(api))]
+    routes = [r for area in AREAS for r in area.ROUTES]
     routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus)))
     app = Starlette(
         routes=routes,

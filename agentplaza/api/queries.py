@@ -2,40 +2,29 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
+from ..commands.laws import book_in_force
+from ..projections import laws, plaza
+from ..projections.agents import agents_overview
 from ..projections.models import overview_counts as models_counts
-from ..projections.plaza import event_counts, plaza_holds, plaza_state
 from ..projections.treasury import treasury_overview
 from ..projections.work import approvals_overview, tasks_overview
 from .hub import Hub
-from .routes.rules import overview_counts as rules_counts
 
 
-def plaza_state_view(hub: Hub) -> dict:
-    rows = hub.read_models.rows(plaza_state)
-    if not rows:
-        return {"state": "unknown"}
-    r = rows[0]
-    return {
-        "name": r["name"],
-        "state": "held" if r["held"] else "running",
-        "held": r["held"],
-        "since": r["since"],
-        "by": r["by"],
-        "reason": r["reason"],
-        "founded_at": r["founded_at"],
-    }
+def rules_overview(hub: Hub) -> dict:
+    """The Rules figures: the book in force's laws, owner rules and disabled statutes, and the
+    decisions' totals."""
+    book = book_in_force(hub.commands)
+    return {"laws": len(book.lawset), "owner_rules": len(book.rules()),
+            "disabled_statutes": len(book.disabled_statutes()), **laws.totals(hub.read_models)}
 
 
-def plaza_history(hub: Hub, limit: int) -> list[dict]:
-    return hub.read_models.rows(plaza_holds, order_by=sa.desc(plaza_holds.c.position), limit=limit)
-
-
-def _agents_counts(hub: Hub) -> dict:
-    from .routes.agents import overview_counts
-
-    return overview_counts(hub)
+def vault_overview(hub: Hub) -> dict:
+    """The vault line: its state and entry count (the vault's own status, never a value)."""
+    if hub.vault is None:
+        return {"state": "absent", "entries": 0}
+    s = hub.vault.status()
+    return {"state": s["state"], "entries": s["entries"], "slots": len(s["slots"])}
 
 
 def models_overview(hub: Hub) -> dict:
@@ -43,19 +32,13 @@ def models_overview(hub: Hub) -> dict:
 
 
 def overview(hub: Hub) -> dict:
-    from .routes.vault import vault_overview
-
-    counts = hub.read_models.rows(event_counts)
-    families: dict[str, int] = {}
-    for row in counts:
-        families[row["family"]] = families.get(row["family"], 0) + row["count"]
     return {
         "hub": hub.info(),
-        "plaza": plaza_state_view(hub),
-        "agents": _agents_counts(hub),
-        "rules": rules_counts(hub),
+        "plaza": plaza.state_view(hub.read_models),
+        "agents": agents_overview(hub.read_models),
+        "rules": rules_overview(hub),
         "vault": vault_overview(hub),
-        "events": {"total": sum(families.values()), "by_family": dict(sorted(families.items()))},
+        "events": plaza.events_overview(hub.read_models),
         "treasury": treasury_overview(hub.read_models),
         "models": models_overview(hub),
         "tasks": tasks_overview(hub.read_models),

@@ -6,11 +6,21 @@ The roster's ``permission_mode`` is the agent's conduct's (``domain.conduct``, t
 
 from __future__ import annotations
 
+import uuid
+from typing import TYPE_CHECKING
+
 import sqlalchemy as sa
 
+from ..domain.agents import transcript_id
+from ..domain.base import Refusal
 from ..domain.conduct import DEFAULT_MODE, conduct_id
+from ..domain.models import resolve
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
+from .work import conduct_view
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
 
 agents_table = sa.Table(
     "rm_agents",
@@ -196,3 +206,84 @@ class TranscriptProjection(Projection):
             "position": e.position, "at": e.at, "actor": e.actor, "kind": d["kind"], "tool": d["tool"],
             "text": d["text"], "detail": d["detail"],
         })
+
+
+# -- the queries of the agents' screens -------------------------------------------------------------------
+
+#: Transcript entries the agent page shows.
+PAGE_TRANSCRIPT = 50
+#: Sanctions (the conduct log's latest) the agent page shows.
+PAGE_SANCTIONS = 20
+ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "generation", "queue",
+                  "working_on", "entries", "forked_from", "fork_checkpoint", "created_at", "changed_at")
+TRANSCRIPT_COLUMNS = ("seq", "at", "actor", "kind", "tool", "text", "detail")
+
+
+def policy_of(read_models: ReadModels) -> dict | None:
+    row = read_models.states["models"].rows.get("rm_model_policy", "policy")
+    return row["policy"] if row else None
+
+
+def agent_view(row: dict, policy: dict | None = None) -> dict:
+    """``model`` is the agent's own (or None); ``resolved_model`` the one it thinks with, and
+    ``model_source`` where that comes from: agent (set for it), role (its role's) or default."""
+    view = {k: row[k] for k in ROSTER_COLUMNS}
+    if policy is not None:
+        r = resolve(policy, row["role"], row["model"])
+        view["resolved_model"], view["model_source"] = r.model, r.source
+    else:
+        view["resolved_model"], view["model_source"] = row["model"], "agent" if row["model"] else "default"
+    return view
+
+
+def roster(read_models: ReadModels, role: str | None = None) -> list[dict]:
+    where = [agents_table.c.role == role] if role else []
+    policy = policy_of(read_models)
+    return [agent_view(r, policy) for r in read_models.rows(agents_table, *where, order_by=agents_table.c.cid)]
+
+
+def agent_row(read_models: ReadModels, cid: int) -> dict:
+    rows = read_models.rows(agents_table, agents_table.c.cid == cid)
+    if not rows:
+        raise Refusal("unknown_agent", f"no agent with cid {cid}")
+    return rows[0]
+
+
+def agent_of(read_models: ReadModels, cid: int) -> dict:
+    """One agent as the roster shows it."""
+    return agent_view(agent_row(read_models, cid), policy_of(read_models))
+
+
+def transcript(read_models: ReadModels, cid: int, after: int = 0, limit: int = PAGE_TRANSCRIPT,
+               tail: bool = False) -> list[dict]:
+    row = agent_row(read_models, cid)
+    tid = transcript_id(uuid.UUID(hex=row["agent_id"])).hex
+    t = transcript_table
+    if tail:
+        rows = read_models.rows(t, t.c.transcript_id == tid, order_by=sa.desc(t.c.seq), limit=limit)
+        rows.reverse()
+    else:
+        rows = read_models.rows(t, t.c.transcript_id == tid, t.c.seq > after, order_by=t.c.seq, limit=limit)
+    return [{k: r[k] for k in TRANSCRIPT_COLUMNS} for r in rows]
+
+
+def agent_page(read_models: ReadModels, at: str, cid: int) -> dict:
+    """The agent page at time ``at``: the profile, the transcript's last entries, and its conduct (the
+    suspensions in force, each liftable at /v1/conduct/{cid}/suspensions/{id}/lift, and the sanctions it
+    received)."""
+    row = agent_row(read_models, cid)
+    return {"agent": agent_view(row, policy_of(read_models)), "transcript": transcript(read_models, cid, tail=True),
+            "conduct": conduct_view(read_models, at, str(cid), PAGE_SANCTIONS)}
+
+
+def agents_on(read_models: ReadModels, node: str) -> int:
+    """How many agents live on ``node``."""
+    return len(read_models.rows(agents_table, agents_table.c.node == node))
+
+
+def agents_overview(read_models: ReadModels) -> dict:
+    """The overview's agents line: how many, by status."""
+    by: dict[str, int] = {}
+    for r in read_models.rows(agents_table):
+        by[r["status"]] = by.get(r["status"], 0) + 1
+    return {"total": sum(by.values()), "by_status": dict(sorted(by.items()))}

@@ -13,10 +13,15 @@ Every handler is O(1) per event.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
 
 #: Decisions the recent-calls ring keeps: the window ``rules check`` replays (jhrl.CHECK_WINDOW).
 RECENT_CALLS = 500
@@ -120,3 +125,29 @@ class LawsProjection(Projection):
             "digest": d["digest"], "decision": d["decision"], "why": d["why"], "forbidding": d.get("forbidding"),
             "violation": bool(d["violation"]),
         })
+
+
+# -- the queries of the Rules screens ---------------------------------------------------------------------
+
+
+def counts_by_law(read_models: ReadModels) -> dict[str, dict]:
+    return {r["law_id"]: r for r in read_models.rows(law_counts)}
+
+
+def totals(read_models: ReadModels) -> dict:
+    """The plaza-wide figures: calls decided, allowed, refused, held, default denials, violations."""
+    rows = read_models.rows(rule_totals)
+    t = dict(rows[0]) if rows else {"calls": 0, "allowed": 0, "refused": 0, "held": 0, "default_deny": 0,
+                                    "violations": 0}
+    t.pop("id", None)
+    return t
+
+
+def infraction_rows(read_models: ReadModels, limit: int) -> list[dict]:
+    """The latest violations, newest first."""
+    return read_models.rows(infractions, order_by=sa.desc(infractions.c.position), limit=limit)
+
+
+def recent(read_models: ReadModels) -> list[dict]:
+    """The last 500 recorded decisions, oldest first."""
+    return read_models.rows(recent_calls, order_by=recent_calls.c.position)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
 from .framework import Projection, Rows, append_only, metadata
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
 
 plaza_state = sa.Table(
     "rm_plaza",
@@ -81,3 +86,36 @@ class EventCounts(Projection):
             "kind": e.kind, "family": e.family, "count": (row["count"] if row else 0) + 1,
             "last_position": e.position, "last_at": e.at,
         })
+
+
+# -- the queries of the plaza's screens -------------------------------------------------------------------
+
+
+def state_view(read_models: ReadModels) -> dict:
+    """The plaza's state: running or held, since when, by whom and why ("unknown" before it is founded)."""
+    rows = read_models.rows(plaza_state)
+    if not rows:
+        return {"state": "unknown"}
+    r = rows[0]
+    return {
+        "name": r["name"],
+        "state": "held" if r["held"] else "running",
+        "held": r["held"],
+        "since": r["since"],
+        "by": r["by"],
+        "reason": r["reason"],
+        "founded_at": r["founded_at"],
+    }
+
+
+def history_rows(read_models: ReadModels, limit: int) -> list[dict]:
+    """The holds and resumes, newest first."""
+    return read_models.rows(plaza_holds, order_by=sa.desc(plaza_holds.c.position), limit=limit)
+
+
+def events_overview(read_models: ReadModels) -> dict:
+    """The overview's events line: how many in all, and by family."""
+    families: dict[str, int] = {}
+    for row in read_models.rows(event_counts):
+        families[row["family"]] = families.get(row["family"], 0) + row["count"]
+    return {"total": sum(families.values()), "by_family": dict(sorted(families.items()))}

@@ -390,3 +390,21 @@ def approvals_overview(read_models) -> dict:
         counts = dict(conn.execute(sa.select(a.c.kind, sa.func.count()).where(a.c.status == "pending")
                                    .group_by(a.c.kind)).all())
     return {"pending": sum(counts.values()), "by_kind": counts}
+
+
+def conduct_view(read_models, at: str, cid: str, limit: int) -> dict:
+    """An agent's conduct at time ``at`` (ISO): its mode and counts, its suspensions (``in_force`` the
+    ones not lifted and not yet over), and its latest ``limit`` sanctions, newest first."""
+    rows = read_models.rows(conduct, conduct.c.cid == cid)
+    base = rows[0] if rows else {"cid": cid, "mode": "autonomous", "offences": 0, "warnings": 0, "fined": 0}
+    s = suspensions
+    sus = read_models.rows(s, s.c.cid == cid, order_by=s.c.at)
+    log = read_models.rows(conduct_log, conduct_log.c.cid == cid, order_by=sa.desc(conduct_log.c.position),
+                           limit=limit)
+    return {
+        "cid": cid, "mode": base["mode"], "offences": base["offences"], "warnings": base["warnings"],
+        "fined": base["fined"],
+        "suspensions": [dict(x, in_force=not x["lifted"] and x["until"] > at) for x in sus],
+        "in_force": [x for x in sus if not x["lifted"] and x["until"] > at],
+        "sanctions": log,
+    }

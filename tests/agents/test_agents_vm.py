@@ -21,6 +21,7 @@ from agentplaza.adapters.kvm.noded import Node
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.projections.agents import agents_table
+from agentplaza.projections.agents import transcript as read_transcript
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.modelrelay import NO_GATEWAY
 from vmm.channel import Channel
@@ -116,10 +117,8 @@ def roster(hub):
 
 
 def transcript(hub, cid):
-    from agentplaza.api.routes.agents import transcript as read
-
     hub.read_models.catch_up()
-    return read(hub, cid, 0, 1000)
+    return read_transcript(hub.read_models, cid, 0, 1000)
 
 
 def guest(node, cid, script, *args, stdin=b""):

@@ -1,4 +1,5 @@
-"""One module per area of the API; each exposes ``routes(api) -> list``."""
+"""One module per area of the API; each holds its handlers at module level and a ``ROUTES`` list
+(see ``api/kit.py``)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from ..auth import SESSION_TTL_S, cookie_value, session_cookie, token_hash
 from ..errors import ApiError, Body, read_body
-from ..kit import Api
+from ..kit import Api, api_of, endpoint
 
 #: Where a used sign-in link sends the browser: the console's front page.
 AFTER_SIGN_IN = "/"
@@ -32,31 +32,35 @@ def _signed_in(api: Api, response: Response) -> Response:
     return response
 
 
-def routes(api: Api) -> list:
-    hub = api.hub
+@endpoint
+async def sign_in(request: Request) -> Response:
+    api = api_of(request)
+    body = await read_body(request, SignInBody)
+    if not hmac.compare_digest(token_hash(body.token.strip()), api.hub.owner_token_sha256):
+        raise ApiError("unauthorized", "that is not the owner token")
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=SESSION_TTL_S)
+    return _signed_in(api, JSONResponse({"signed_in": True, "expires_at": expires.isoformat(timespec="seconds")}))
 
-    async def sign_in(request: Request) -> Response:
-        body = await read_body(request, SignInBody)
-        if not hmac.compare_digest(token_hash(body.token.strip()), hub.owner_token_sha256):
-            raise ApiError("unauthorized", "that is not the owner token")
-        expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=SESSION_TTL_S)
-        return _signed_in(api, JSONResponse({"signed_in": True, "expires_at": expires.isoformat(timespec="seconds")}))
 
-    async def sign_out(request: Request) -> Response:
-        hub.sessions.close(cookie_value(request.headers.get("cookie")))
-        response = JSONResponse({"signed_in": False})
-        response.headers.append("set-cookie", session_cookie("", max_age=0))
-        return response
+@endpoint
+async def sign_out(request: Request) -> Response:
+    api_of(request).hub.sessions.close(cookie_value(request.headers.get("cookie")))
+    response = JSONResponse({"signed_in": False})
+    response.headers.append("set-cookie", session_cookie("", max_age=0))
+    return response
 
-    async def link(request: Request) -> Response:
-        if not hub.sessions.use_link_code(request.query_params.get("code")):
-            raise ApiError("sign_in_link_used", "this sign-in link was used already or has expired; "
-                                                     "sign in with the owner token")
-        return _signed_in(api, RedirectResponse(AFTER_SIGN_IN, status_code=303))
 
-    return [
-        Route("/v1/auth/session", api.endpoint(sign_in), methods=["POST"]),
-        Route("/v1/auth/session", api.endpoint(sign_out), methods=["DELETE"]),
-        Route("/v1/auth/link", api.endpoint(link), methods=["GET"]),
-    ]
+@endpoint
+async def link(request: Request) -> Response:
+    api = api_of(request)
+    if not api.hub.sessions.use_link_code(request.query_params.get("code")):
+        raise ApiError("sign_in_link_used", "this sign-in link was used already or has expired; "
+                                                 "sign in with the owner token")
+    return _signed_in(api, RedirectResponse(AFTER_SIGN_IN, status_code=303))
 
+
+ROUTES = [
+    Route("/v1/auth/session", sign_in, methods=["POST"]),
+    Route("/v1/auth/session", sign_out, methods=["DELETE"]),
+    Route("/v1/auth/link", link, methods=["GET"]),
+]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -20,25 +19,12 @@ from jhrl.catalog import risk_of
 from ...commands import conduct as cmd
 from ...projections import work as rm
 from ..errors import ApiError, Body, read_body
-from ..hub import Hub
-from ..kit import MAX_LIST_LIMIT, api_of, endpoint
+from ..kit import MAX_LIST_LIMIT, Api, api_of, endpoint
 
 
-def conduct_view(hub: Hub, cid: str, limit: int) -> dict:
-    at = hub.commands.clock().isoformat()
-    rows = hub.read_models.rows(rm.conduct, rm.conduct.c.cid == cid)
-    base = rows[0] if rows else {"cid": cid, "mode": "autonomous", "offences": 0, "warnings": 0, "fined": 0}
-    s = rm.suspensions
-    sus = hub.read_models.rows(s, s.c.cid == cid, order_by=s.c.at)
-    log = hub.read_models.rows(rm.conduct_log, rm.conduct_log.c.cid == cid, order_by=sa.desc(rm.conduct_log.c.position),
-                               limit=limit)
-    return {
-        "cid": cid, "mode": base["mode"], "offences": base["offences"], "warnings": base["warnings"],
-        "fined": base["fined"],
-        "suspensions": [dict(x, in_force=not x["lifted"] and x["until"] > at) for x in sus],
-        "in_force": [x for x in sus if not x["lifted"] and x["until"] > at],
-        "sanctions": log,
-    }
+def conduct_of(api: Api, cid: str, limit: int) -> dict:
+    """The agent's conduct as it stands now (the hub's clock)."""
+    return rm.conduct_view(api.hub.read_models, api.hub.commands.clock().isoformat(), cid, limit)
 
 
 class ModeBody(Body):
@@ -62,7 +48,7 @@ class CallBody(Body):
 async def show(request: Request) -> dict:
     api = api_of(request)
     limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
-    return await api.query(conduct_view, api.hub, request.path_params["cid"], limit)
+    return await api.query(conduct_of, api, request.path_params["cid"], limit)
 
 
 @endpoint
@@ -71,7 +57,7 @@ async def set_mode(request: Request) -> dict:
     body = await read_body(request, ModeBody)
     cid = request.path_params["cid"]
     await api.command(lambda: cmd.set_mode(api.hub.commands, api.context(request), cid, body.mode))
-    return await api.query(conduct_view, api.hub, cid, 50)
+    return await api.query(conduct_of, api, cid, 50)
 
 
 @endpoint
@@ -81,7 +67,7 @@ async def lift(request: Request) -> dict:
     cid = request.path_params["cid"]
     ctx = api.context(request, body.reason)
     await api.command(lambda: cmd.lift(api.hub.commands, ctx, cid, request.path_params["sid"]))
-    return await api.query(conduct_view, api.hub, cid, 50)
+    return await api.query(conduct_of, api, cid, 50)
 
 
 @endpoint

@@ -6,9 +6,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...commands import plaza as plaza_commands
-from .. import queries
+from ...projections import plaza as rm
 from ..errors import Body, read_body
-from ..kit import MAX_LIST_LIMIT, Api
+from ..kit import MAX_LIST_LIMIT, api_of, endpoint
 
 
 class StopBody(Body):
@@ -19,31 +19,40 @@ class ResumeBody(Body):
     reason: str | None = None
 
 
-def routes(api: Api) -> list:
-    hub = api.hub
+@endpoint
+async def state(request: Request) -> dict:
+    api = api_of(request)
+    return await api.query(rm.state_view, api.hub.read_models)
 
-    async def state(request: Request) -> dict:
-        return await api.query(queries.plaza_state_view, hub)
 
-    async def stop(request: Request) -> dict:
-        body = await read_body(request, StopBody)
-        ctx = api.context(request, body.reason)
-        await api.command(lambda: plaza_commands.stop_all(hub.commands, ctx))
-        return await api.query(queries.plaza_state_view, hub)
+@endpoint
+async def stop(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, StopBody)
+    ctx = api.context(request, body.reason)
+    await api.command(lambda: plaza_commands.stop_all(api.hub.commands, ctx))
+    return await api.query(rm.state_view, api.hub.read_models)
 
-    async def resume(request: Request) -> dict:
-        body = await read_body(request, ResumeBody)
-        ctx = api.context(request, body.reason)
-        await api.command(lambda: plaza_commands.resume(hub.commands, ctx))
-        return await api.query(queries.plaza_state_view, hub)
 
-    async def history(request: Request) -> dict:
-        limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
-        return {"history": await api.query(queries.plaza_history, hub, limit)}
+@endpoint
+async def resume(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, ResumeBody)
+    ctx = api.context(request, body.reason)
+    await api.command(lambda: plaza_commands.resume(api.hub.commands, ctx))
+    return await api.query(rm.state_view, api.hub.read_models)
 
-    return [
-        Route("/v1/plaza", api.endpoint(state)),
-        Route("/v1/plaza/stop", api.endpoint(stop), methods=["POST"]),
-        Route("/v1/plaza/resume", api.endpoint(resume), methods=["POST"]),
-        Route("/v1/plaza/history", api.endpoint(history)),
-    ]
+
+@endpoint
+async def history(request: Request) -> dict:
+    api = api_of(request)
+    limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
+    return {"history": await api.query(rm.history_rows, api.hub.read_models, limit)}
+
+
+ROUTES = [
+    Route("/v1/plaza", state),
+    Route("/v1/plaza/stop", stop, methods=["POST"]),
+    Route("/v1/plaza/resume", resume, methods=["POST"]),
+    Route("/v1/plaza/history", history),
+]

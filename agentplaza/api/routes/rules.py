@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -26,16 +25,11 @@ from ...domain.laws import (
     owner_rule_of,
     warnings_of,
 )
-from ...projections.laws import (
-    RECENT_CALLS,
-    infractions,
-    law_counts,
-    recent_calls,
-    rule_totals,
-)
+from ...projections import laws as rm
 from ..errors import ApiError, Body, read_body, status_of
 from ..hub import Hub
-from ..kit import MAX_LIST_LIMIT, Api
+from ..kit import MAX_LIST_LIMIT, Api, api_of
+from ..kit import endpoint as kit_endpoint
 
 #: Changed decisions a check lists in full (it always counts them all).
 MAX_CHECK_CHANGES_SHOWN = 200
@@ -111,31 +105,12 @@ def jhrl_refusal_response(r: JhrlRefusal) -> JSONResponse:
                         status_code=status_of(r))
 
 
-# -- queries ------------------------------------------------------------------------------
-
-
-def counts_by_law(hub: Hub) -> dict[str, dict]:
-    return {r["law_id"]: r for r in hub.read_models.rows(law_counts)}
-
-
-def totals(hub: Hub) -> dict:
-    rows = hub.read_models.rows(rule_totals)
-    t = dict(rows[0]) if rows else {"calls": 0, "allowed": 0, "refused": 0, "held": 0, "default_deny": 0,
-                                    "violations": 0}
-    t.pop("id", None)
-    return t
-
-
-def overview_counts(hub: Hub) -> dict:
-    """The Rules figures the overview shows."""
-    book = law_commands.book_in_force(hub.commands)
-    return {"laws": len(book.lawset), "owner_rules": len(book.rules()),
-            "disabled_statutes": len(book.disabled_statutes()), **totals(hub)}
+# -- the views: the law book in force beside the read models' counts ------------------------------
 
 
 def list_view(hub: Hub) -> dict:
     book = law_commands.book_in_force(hub.commands)
-    counts = counts_by_law(hub)
+    counts = rm.counts_by_law(hub.read_models)
     laws = []
     for row in jhrl.laws_overview(book):
         c = counts.get(row["id"], {})
@@ -143,12 +118,12 @@ def list_view(hub: Hub) -> dict:
                      "last_at": c.get("last_at")})
     rules = [{"id": r.id, "title": r.title, "enabled": r.enabled, "laws": [law.id for law in r.laws]}
              for r in book.rules()]
-    return {"laws": laws, "rules": rules, "disabled": book.disabled_statutes(), "totals": totals(hub)}
+    return {"laws": laws, "rules": rules, "disabled": book.disabled_statutes(), "totals": rm.totals(hub.read_models)}
 
 
 def show_view(hub: Hub, ident: str) -> dict:
     book = law_commands.book_in_force(hub.commands)
-    counts = counts_by_law(hub)
+    counts = rm.counts_by_law(hub.read_models)
     if any(r.id == ident for r in book.rules()):
         rule = book.rule(ident)
         return {"id": rule.id, "kind": "rule", "title": rule.title, "enabled": rule.enabled, "source": rule.source,
@@ -165,15 +140,6 @@ def show_view(hub: Hub, ident: str) -> dict:
     raise ApiError("rule_not_found", f"no law or owner rule {ident!r}")
 
 
-def infractions_view(hub: Hub, limit: int) -> list[dict]:
-    return hub.read_models.rows(infractions, order_by=sa.desc(infractions.c.position), limit=limit)
-
-
-def recent(hub: Hub) -> list[dict]:
-    """The last 500 recorded decisions, oldest first."""
-    return hub.read_models.rows(recent_calls, order_by=recent_calls.c.position)
-
-
 def _history(hub: Hub):
     for rec in hub.store.read():
         if rec.kind == DECIDED_KIND:
@@ -185,7 +151,7 @@ def _history(hub: Hub):
 def check_view(hub: Hub, body: CheckBody) -> dict:
     book, draft = law_commands.draft(hub.commands, body.op, rule_id=body.id, title=body.title,
                                      source=body.source, reason=body.reason)
-    rows = list(_history(hub)) if body.all else recent(hub)
+    rows = list(_history(hub)) if body.all else rm.recent(hub.read_models)
     calls = [call_from_event(r) for r in rows]
     report = book.check_all(draft, calls)
     changes = []
@@ -194,99 +160,128 @@ def check_view(hub: Hub, body: CheckBody) -> dict:
         changes.append({"position": r["position"], "at": r["at"], "agent": r["agent"], "role": r["role"],
                         "tool": r["tool"], "risk": r["risk"], "decided": r["decision"], "before": decision_view(ch.before),
                         "after": decision_view(ch.after)})
-    return {"replayed": report.replayed, "window": "all" if body.all else RECENT_CALLS,
+    return {"replayed": report.replayed, "window": "all" if body.all else rm.RECENT_CALLS,
             "changed": len(report.changes), "newly_refused": len(report.newly_refused),
             "newly_allowed": len(report.newly_allowed), "changes": changes, "warnings": warnings_of(draft)}
 
 
-def routes(api: Api) -> list:
-    hub = api.hub
-    cmds = hub.commands
+def endpoint(fn: Callable) -> Callable:
+    """``kit.endpoint``, with a law's syntax refusal answered with its line and column."""
+    async def guarded(request: Request) -> Any:
+        try:
+            return await fn(request)
+        except JhrlRefusal as r:
+            return jhrl_refusal_response(r)
 
-    def endpoint(fn: Callable) -> Callable:
-        async def guarded(request: Request) -> Any:
-            try:
-                return await fn(request)
-            except JhrlRefusal as r:
-                return jhrl_refusal_response(r)
+    guarded.__name__ = fn.__name__
+    guarded.__doc__ = fn.__doc__
+    return kit_endpoint(guarded)
 
-        guarded.__name__ = fn.__name__
-        return api.endpoint(guarded)
 
-    async def listing(request: Request) -> dict:
-        return await api.query(list_view, hub)
+@endpoint
+async def listing(request: Request) -> dict:
+    api = api_of(request)
+    return await api.query(list_view, api.hub)
 
-    async def show(request: Request) -> dict:
-        return await api.query(show_view, hub, request.path_params["ident"])
 
-    async def explain(request: Request) -> dict:
-        call = make_call(await read_body(request, CallBody))
-        book = await api.query(law_commands.book_in_force, cmds)
-        return explanation_view(jhrl.explain(book.lawset, call))
+@endpoint
+async def show(request: Request) -> dict:
+    api = api_of(request)
+    return await api.query(show_view, api.hub, request.path_params["ident"])
 
-    async def list_infractions(request: Request) -> dict:
-        limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
-        return {"infractions": await api.query(infractions_view, hub, limit)}
 
-    async def check(request: Request) -> dict:
-        body = await read_body(request, CheckBody)
-        if body.op not in CHANGES:
-            raise ApiError("invalid_request", f"op must be one of {', '.join(CHANGES)}")
-        return await api.query(check_view, hub, body)
+@endpoint
+async def explain(request: Request) -> dict:
+    api = api_of(request)
+    call = make_call(await read_body(request, CallBody))
+    book = await api.query(law_commands.book_in_force, api.hub.commands)
+    return explanation_view(jhrl.explain(book.lawset, call))
 
-    async def committed(fn: Callable[[], Done]) -> Done:
-        """Run a command; once the read models show it, its value and positions (the answer names one)."""
-        done = await api.query(fn)
-        await api.command(lambda: done)
-        return done
 
-    async def change(request: Request, op: str, reason: str | None = None, **fields: Any) -> dict:
-        ctx = api.context(request, reason)
-        done = await committed(lambda: law_commands.change(cmds, ctx, op, **fields))
-        draft, positions = done.value, done.positions
-        return {"id": draft.rule_id or fields.get("rule_id"), "done": op, "warnings": warnings_of(draft),
-                "position": positions[-1] if positions else None}
+@endpoint
+async def list_infractions(request: Request) -> dict:
+    api = api_of(request)
+    limit = api.int_param(request, "limit", 50, 1, MAX_LIST_LIMIT)
+    return {"infractions": await api.query(rm.infraction_rows, api.hub.read_models, limit)}
 
-    async def add(request: Request) -> JSONResponse:
-        body = await read_body(request, AddBody)
-        return JSONResponse(await change(request, "add", title=body.title, source=body.source), status_code=201)
 
-    async def replace(request: Request) -> dict:
-        body = await read_body(request, AddBody)
-        return await change(request, "replace", rule_id=request.path_params["ident"], title=body.title,
-                            source=body.source)
+@endpoint
+async def check(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, CheckBody)
+    if body.op not in CHANGES:
+        raise ApiError("invalid_request", f"op must be one of {', '.join(CHANGES)}")
+    return await api.query(check_view, api.hub, body)
 
-    async def disable(request: Request) -> dict:
-        body = await read_body(request, DisableBody)
-        return await change(request, "disable", body.reason, rule_id=request.path_params["ident"])
 
-    async def enable(request: Request) -> dict:
-        await read_body(request, DisableBody)
-        return await change(request, "enable", rule_id=request.path_params["ident"])
+async def committed(api: Api, fn: Callable[[], Done]) -> Done:
+    """Run a command; once the read models show it, its value and positions (the answer names one)."""
+    done = await api.query(fn)
+    await api.command(lambda: done)
+    return done
 
-    async def delete(request: Request) -> dict:
-        return await change(request, "delete", rule_id=request.path_params["ident"])
 
-    async def decide(request: Request) -> dict:
-        body = await read_body(request, DecideBody)
-        call = make_call(body)
-        ctx = api.context(request)
-        done = await committed(lambda: law_commands.decide_call(cmds, call, body.agent, ctx))
-        d = done.value
-        return {"decision": decision_view(d.decision), "digest": d.digest, "call_id": d.call_id,
-                "position": done.positions[-1], "lawbook_version": d.lawbook_version}
+async def change(request: Request, op: str, reason: str | None = None, **fields: Any) -> dict:
+    api = api_of(request)
+    ctx = api.context(request, reason)
+    done = await committed(api, lambda: law_commands.change(api.hub.commands, ctx, op, **fields))
+    draft, positions = done.value, done.positions
+    return {"id": draft.rule_id or fields.get("rule_id"), "done": op, "warnings": warnings_of(draft),
+            "position": positions[-1] if positions else None}
 
-    return [
-        Route("/v1/rules", endpoint(listing)),
-        Route("/v1/rules", endpoint(add), methods=["POST"]),
-        Route("/v1/rules/infractions", endpoint(list_infractions)),
-        Route("/v1/rules/explain", endpoint(explain), methods=["POST"]),
-        Route("/v1/rules/check", endpoint(check), methods=["POST"]),
-        Route("/v1/rules/decide", endpoint(decide), methods=["POST"]),
-        Route("/v1/rules/{ident}", endpoint(show)),
-        Route("/v1/rules/{ident}", endpoint(replace), methods=["PUT"]),
-        Route("/v1/rules/{ident}", endpoint(delete), methods=["DELETE"]),
-        Route("/v1/rules/{ident}/disable", endpoint(disable), methods=["POST"]),
-        Route("/v1/rules/{ident}/enable", endpoint(enable), methods=["POST"]),
-    ]
 
+@endpoint
+async def add(request: Request) -> JSONResponse:
+    body = await read_body(request, AddBody)
+    return JSONResponse(await change(request, "add", title=body.title, source=body.source), status_code=201)
+
+
+@endpoint
+async def replace(request: Request) -> dict:
+    body = await read_body(request, AddBody)
+    return await change(request, "replace", rule_id=request.path_params["ident"], title=body.title,
+                        source=body.source)
+
+
+@endpoint
+async def disable(request: Request) -> dict:
+    body = await read_body(request, DisableBody)
+    return await change(request, "disable", body.reason, rule_id=request.path_params["ident"])
+
+
+@endpoint
+async def enable(request: Request) -> dict:
+    await read_body(request, DisableBody)
+    return await change(request, "enable", rule_id=request.path_params["ident"])
+
+
+@endpoint
+async def delete(request: Request) -> dict:
+    return await change(request, "delete", rule_id=request.path_params["ident"])
+
+
+@endpoint
+async def decide(request: Request) -> dict:
+    api = api_of(request)
+    body = await read_body(request, DecideBody)
+    call = make_call(body)
+    ctx = api.context(request)
+    done = await committed(api, lambda: law_commands.decide_call(api.hub.commands, call, body.agent, ctx))
+    d = done.value
+    return {"decision": decision_view(d.decision), "digest": d.digest, "call_id": d.call_id,
+            "position": done.positions[-1], "lawbook_version": d.lawbook_version}
+
+
+ROUTES = [
+    Route("/v1/rules", listing),
+    Route("/v1/rules", add, methods=["POST"]),
+    Route("/v1/rules/infractions", list_infractions),
+    Route("/v1/rules/explain", explain, methods=["POST"]),
+    Route("/v1/rules/check", check, methods=["POST"]),
+    Route("/v1/rules/decide", decide, methods=["POST"]),
+    Route("/v1/rules/{ident}", show),
+    Route("/v1/rules/{ident}", replace, methods=["PUT"]),
+    Route("/v1/rules/{ident}", delete, methods=["DELETE"]),
+    Route("/v1/rules/{ident}/disable", disable, methods=["POST"]),
+    Route("/v1/rules/{ident}/enable", enable, methods=["POST"]),
+]

@@ -18,7 +18,6 @@ from ...projections import vault as rm
 from ...vault.service import VaultService
 from ...wire import AUDIT_MAX_LIMIT
 from ..errors import Body, read_body
-from ..hub import Hub
 from ..kit import Api, api_of, endpoint
 
 
@@ -71,14 +70,6 @@ class RekeyBody(Body):
 class SlotBody(Body):
     kind: Literal["passphrase", "keyfile"]
     passphrase: str | None = None
-
-
-def vault_overview(hub: Hub) -> dict:
-    """The overview's vault line: state and entry count."""
-    if hub.vault is None:
-        return {"state": "absent", "entries": 0}
-    s = hub.vault.status()
-    return {"state": s["state"], "entries": s["entries"], "slots": len(s["slots"])}
 
 
 def vault_of(api: Api) -> VaultService:
