@@ -11,7 +11,7 @@ import getpass
 import sys
 from pathlib import Path
 
-from ...wire import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING
+from ...wire import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING, VAULT_PLAZA_SCOPE
 from ...wire import VAULT_KINDS as KINDS
 from .. import offline
 from ..actions import Action, Area, arg, one_of
@@ -169,7 +169,7 @@ AREA = Area("vault", "the vault: status, unseal, seal, secrets, import, audit, r
         arg("name", metavar="NAME"),
         arg("--kind", choices=KINDS, default=DEFAULT_KIND),
         arg("--label", metavar="TEXT"),
-        one_of(arg("--scope", choices=["plaza"], help="every node of the plaza (the default)"),
+        one_of(arg("--scope", choices=[VAULT_PLAZA_SCOPE], help="every node of the plaza (the default)"),
                arg("--nodes", metavar="n1,n2", help="only these nodes")),
         arg("--bind", action="append", default=[], metavar="B", help="a consumer that may read it (repeat, or a,b)"))),
     Action("rm", "delete an entry (its name is not imported again)", "DELETE", "/v1/vault/secrets/{id}",
