@@ -40,3 +40,7 @@ PAYMENT_STATUSES = ("pending", "approved", "denied", "all")
 #: What usage may be split on ("agent" is the caller's CID), and its buckets.
 USAGE_SPLITS = ("model", "agent", "role", "provider", "route")
 USAGE_BUCKETS = ("hour", "day")
+
+# -- the CLI areas models, vault, audit, events, nodes, replay, society, templates ----------
+#: A vault entry's scope when it is for every node of the plaza (else it names its nodes).
+VAULT_PLAZA_SCOPE = "plaza"

@@ -40,6 +40,33 @@ def arg(*flags: str, **options: Any) -> Arg:
     return Arg(flags, options)
 
 
+def one_of(*args: Arg) -> Arg:
+    """Arguments of which at most one may be given (argparse's mutually exclusive group)."""
+    return Arg((), {"one_of": args})
+
+
+def choose(dest: str, **choices: tuple[Arg, ...]) -> Arg:
+    """A second word after the action (``models policy show | set ...``), each with its own arguments;
+    the word given lands in ``dest`` (None when there is none)."""
+    return Arg((), {"choose": (dest, choices)})
+
+
+def _add(parser: Any, a: Arg) -> None:
+    if "choose" in a.options:
+        dest, choices = a.options["choose"]
+        sub = parser.add_subparsers(dest=dest, metavar="ACTION")
+        for name, args in choices.items():
+            cp = sub.add_parser(name)
+            for x in args:
+                _add(cp, x)
+    elif "one_of" in a.options:
+        group = parser.add_mutually_exclusive_group()
+        for x in a.options["one_of"]:
+            group.add_argument(*x.flags, **x.options)
+    else:
+        parser.add_argument(*a.flags, **a.options)
+
+
 #: The flag that answers an action's question in advance.
 YES = arg("--yes", action="store_true", help="do not ask to confirm")
 
@@ -99,12 +126,12 @@ class Area:
     def register(self, sub: Any) -> None:
         p = sub.add_parser(self.name, help=self.help)
         for a in self.top:
-            p.add_argument(*a.flags, **a.options)
+            _add(p, a)
         s = p.add_subparsers(dest="action", metavar="ACTION")
         for action in self.actions:
             ap = s.add_parser(action.name, help=action.help, aliases=list(action.aliases))
             for a in action.args:
-                ap.add_argument(*a.flags, **a.options)
+                _add(ap, a)
             if action.confirm is not None and "--yes" not in ap._option_string_actions:
                 ap.add_argument(*YES.flags, **YES.options)
 
@@ -116,4 +143,7 @@ class Area:
 
     def run(self, env: Env) -> int:
         env.area = self.name
-        return self.action(getattr(env.args, "action", None)).call(env)
+        name = getattr(env.args, "action", None)
+        if name is None and not any(a.default for a in self.actions):
+            return refuse(f"{self.name} wants an action: {' or '.join(a.name for a in self.actions)}")
+        return self.action(name).call(env)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..wire import DEFAULT_KIND, VAULT_KINDS
+from ..wire import DEFAULT_KIND, VAULT_KINDS, VAULT_PLAZA_SCOPE
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
 VAULT_ID = fixed_id("vault")
@@ -38,8 +38,8 @@ KINDS = VAULT_KINDS
 MAX_LABEL_CHARS = 200
 #: The longest value the vault keeps, in characters.
 MAX_VALUE_CHARS = 16 * 1024
-#: Scope: every node of the plaza, or a list of nodes.
-PLAZA = "plaza"
+#: Scope: every node of the plaza (its name is the wire's), or a list of nodes.
+PLAZA = VAULT_PLAZA_SCOPE
 NODES = "nodes"
 NODE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 MAX_NODES = 256

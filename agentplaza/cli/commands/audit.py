@@ -11,24 +11,13 @@ from __future__ import annotations
 import sys
 
 from .. import offline
+from ..actions import Action, Area, arg
 from ..env import Env
-from ..output import refuse
 
-NAME = "audit"
 #: The exit status of a verify that finds the log broken.
 BROKEN_EXIT = 1
 #: The exit status of a malformed command line (as argparse's own).
 USAGE_EXIT = 2
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="check the event log")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    v = s.add_parser("verify", help="walk the hash chain of every stored event, against its signed checkpoint")
-    v.add_argument("--anchor", metavar="HASH@POSITION", help="also check against a head kept elsewhere (audit anchor)")
-    v.add_argument("--offline", action="store_true", help="read the store directly, not through the hub")
-    a = s.add_parser("anchor", help="print the chain's head as HASH@POSITION, to keep elsewhere")
-    a.add_argument("--offline", action="store_true", help="read the store directly, not through the hub")
 
 
 def render(v: dict) -> str:
@@ -43,13 +32,13 @@ def _anchor_name(a: dict) -> str:
     return "the anchor given" if a["source"] == "given" else f"the signed checkpoint of {a['at']}"
 
 
-def run(env: Env) -> int:
+def anchor(env: Env) -> int:
+    return offline.through_hub_or_store(env, lambda c: c.get("/v1/audit/anchor"), offline.anchor,
+                                        lambda d: d["anchor"])
+
+
+def verify(env: Env) -> int:
     args = env.args
-    if args.action == "anchor":
-        return offline.through_hub_or_store(env, lambda c: c.get("/v1/audit/anchor"), offline.anchor,
-                                            lambda d: d["anchor"])
-    if args.action != "verify":
-        return refuse("audit wants an action: verify or anchor")
     params = {}
     if args.anchor is not None:
         try:
@@ -64,3 +53,13 @@ def run(env: Env) -> int:
         env, lambda c: c.get("/v1/audit/verify", **params), lambda: offline.verify(given), render,
         status=lambda v: 0 if v["intact"] else BROKEN_EXIT,
     )
+
+
+OFFLINE = arg("--offline", action="store_true", help="read the store directly, not through the hub")
+
+AREA = Area("audit", "check the event log", (
+    Action("verify", "walk the hash chain of every stored event, against its signed checkpoint", run=verify,
+           args=(arg("--anchor", metavar="HASH@POSITION",
+                     help="also check against a head kept elsewhere (audit anchor)"), OFFLINE)),
+    Action("anchor", "print the chain's head as HASH@POSITION, to keep elsewhere", run=anchor, args=(OFFLINE,)),
+))

@@ -6,19 +6,14 @@ import json
 import sys
 import time
 
+from ...wire import CLOSE_IDLE
+from ...wire import WS_SUBPROTOCOL as SUBPROTOCOL
+from ..actions import Action, Area, arg
 from ..env import Env
 
-NAME = "events"
 #: After a lost connection: wait 1 s, doubling up to 30 s.
 RECONNECT_FIRST_S = 1.0
 RECONNECT_MAX_S = 30.0
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="stream the plaza's live events")
-    p.add_argument("--kinds", help="only these kinds, comma separated (e.g. agent,approval)")
-    p.add_argument("--agent", help="only events about this agent's cid")
-    p.add_argument("--once", action="store_true", help="stop after the first event")
 
 
 def next_wait(wait: float) -> float:
@@ -34,9 +29,6 @@ def line(msg: dict) -> str:
 def run(env: Env) -> int:
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
     from websockets.sync.client import connect
-
-    from ...wire import CLOSE_IDLE
-    from ...wire import WS_SUBPROTOCOL as SUBPROTOCOL
 
     args, client = env.args, env.client
     url = client.ws_url("/v1/ws") + (f"?kinds={args.kinds}" if args.kinds else "")
@@ -62,3 +54,12 @@ def run(env: Env) -> int:
             print(f"agentplaza: live events lost ({e}); reconnecting in {wait:g} s", file=sys.stderr)
         time.sleep(wait)
         wait = next_wait(wait)
+
+
+AREA = Area("events", "stream the plaza's live events", (
+    Action("stream", "stream the live events, reconnecting by itself", run=run, default=True),
+), top=(
+    arg("--kinds", help="only these kinds, comma separated (e.g. agent,approval)"),
+    arg("--agent", help="only events about this agent's cid"),
+    arg("--once", action="store_true", help="stop after the first event"),
+))

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from ..env import Env
-from ..output import pairs, refuse, table
-
-NAME = "nodes"
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="the machines that run agents")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    s.add_parser("list", help="every node, its CID range and its agents")
-    sh = s.add_parser("show", help="one node with its machine facts")
-    sh.add_argument("name")
+from ..actions import Action, Area, arg
+from ..output import pairs, table
 
 
 def _row(n: dict) -> dict:
@@ -33,11 +23,10 @@ def _show(d: dict) -> str:
                   if egress else "-"})
 
 
-def run(env: Env) -> int:
-    a, c = env.args, env.client
-    if a.action in (None, "list"):
-        return env.show(c.get("/v1/nodes"), lambda d: table([_row(n) for n in d["nodes"]],
-                                                             ["name", "online", "cids", "agents", "backend", "accel"]))
-    if a.action == "show":
-        return env.show(c.get(f"/v1/nodes/{a.name}"), _show)
-    return refuse(f"unknown nodes action {a.action}")
+NODE_COLUMNS = ["name", "online", "cids", "agents", "backend", "accel"]
+
+AREA = Area("nodes", "the machines that run agents", (
+    Action("list", "every node, its CID range and its agents", "GET", "/v1/nodes",
+           render=lambda d: table([_row(n) for n in d["nodes"]], NODE_COLUMNS), default=True),
+    Action("show", "one node with its machine facts", "GET", "/v1/nodes/{name}", args=(arg("name"),), render=_show),
+))

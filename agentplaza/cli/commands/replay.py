@@ -5,19 +5,9 @@ from __future__ import annotations
 from ... import gate
 from ...when import parse_when
 from .. import offline
+from ..actions import Action, Area, arg
 from ..env import Env
 from ..output import refuse, table
-
-NAME = "replay"
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="rebuild read models, or show them as they were")
-    p.add_argument("--rebuild", nargs="?", const="", metavar="NAME", help="drop and rebuild one read model, or all")
-    p.add_argument("--at", metavar="TIMESTAMP", help="show the read models as they were at this UTC time")
-    p.add_argument("--upto", type=int, metavar="POSITION", help="show the read models as they were after this event")
-    p.add_argument("--name", help="only this read model")
-    p.add_argument("--offline", action="store_true", help="read the store directly, not through the hub")
 
 
 def render(d: dict) -> str:
@@ -53,3 +43,14 @@ def run(env: Env) -> int:
     return offline.through_hub_or_store(
         env, lambda c: c.get("/v1/replay", at=at, upto=args.upto, name=args.name),
         lambda: offline.replay(at, args.upto, args.name), render)
+
+
+AREA = Area("replay", "rebuild read models, or show them as they were", (
+    Action("show", "rebuild, or show the read models as they were", run=run, default=True),
+), top=(
+    arg("--rebuild", nargs="?", const="", metavar="NAME", help="drop and rebuild one read model, or all"),
+    arg("--at", metavar="TIMESTAMP", help="show the read models as they were at this UTC time"),
+    arg("--upto", type=int, metavar="POSITION", help="show the read models as they were after this event"),
+    arg("--name", help="only this read model"),
+    arg("--offline", action="store_true", help="read the store directly, not through the hub"),
+))

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from ..env import Env
-from ..output import refuse, table
+from ..actions import Action, Area
+from ..output import table
 
-NAME = "society"
+ROLE_COLUMNS = ["role", "tier", "group", "what"]
 
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="the society: roles")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    s.add_parser("roles", help="every role an agent can be started with")
-
-
-def run(env: Env) -> int:
-    if env.args.action != "roles":
-        return refuse("society wants an action: roles")
-    return env.show(env.client.get("/v1/society/roles"), lambda d: table(d["roles"], ["role", "tier", "group", "what"]))
+AREA = Area("society", "the society: roles", (
+    Action("roles", "every role an agent can be started with", "GET", "/v1/society/roles",
+           render=lambda d: table(d["roles"], ROLE_COLUMNS)),
+))

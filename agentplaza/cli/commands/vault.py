@@ -11,49 +11,12 @@ import getpass
 import sys
 from pathlib import Path
 
-from ...wire import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING
+from ...wire import AUDIT_MAX_LIMIT, DEFAULT_KIND, DOTENV_WARNING, VAULT_PLAZA_SCOPE
 from ...wire import VAULT_KINDS as KINDS
 from .. import offline
+from ..actions import Action, Area, arg, one_of
 from ..env import Env
 from ..output import pairs, refuse, table
-from .plaza import confirm
-
-NAME = "vault"
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="the vault: status, unseal, seal, secrets, import, audit, recovery, rekey")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    s.add_parser("status", help="the vault's state, slots, entry count and nodes")
-    u = s.add_parser("unseal", help="unseal the vault (asks for the passphrase)")
-    how = u.add_mutually_exclusive_group()
-    how.add_argument("--recovery", action="store_true", help="unseal with the recovery code")
-    how.add_argument("--keyfile", action="store_true", help="unseal with the key file (the hub reads it)")
-    s.add_parser("seal", help="seal the vault: nothing can be read until the next unseal")
-    s.add_parser("list", help="names, kinds, scopes, bindings, versions and use; never a value")
-    st = s.add_parser("set", help="add a secret; the value comes from standard input or a hidden prompt")
-    st.add_argument("name", metavar="NAME")
-    st.add_argument("--kind", choices=KINDS, default=DEFAULT_KIND)
-    st.add_argument("--label", metavar="TEXT")
-    where = st.add_mutually_exclusive_group()
-    where.add_argument("--scope", choices=["plaza"], help="every node of the plaza (the default)")
-    where.add_argument("--nodes", metavar="n1,n2", help="only these nodes")
-    st.add_argument("--bind", action="append", default=[], metavar="B", help="a consumer that may read it (repeat, or a,b)")
-    rm = s.add_parser("rm", help="delete an entry (its name is not imported again)")
-    rm.add_argument("id", metavar="ID")
-    rm.add_argument("--yes", action="store_true", help="do not ask to confirm")
-    im = s.add_parser("import", help="import a .env file (discouraged)")
-    im.add_argument("file", metavar="FILE")
-    im.add_argument("--nodes", metavar="n1,n2", help="only these nodes (default: plaza-wide)")
-    im.add_argument("--bind", action="append", default=[], metavar="NAME=B", help="bind a key to a consumer")
-    im.add_argument("--shred", action="store_true", help="zero and delete the file when every key was imported")
-    au = s.add_parser("audit", help="read the audit log")
-    au.add_argument("--verify", action="store_true", help="check the MAC chain (exits 1 when it is broken)")
-    au.add_argument("--offline", action="store_true", help="with --verify: read the file directly, not through the hub")
-    au.add_argument("--after", type=int, default=0, metavar="N", help="lines after line N")
-    au.add_argument("--limit", type=int, default=100, metavar="N", help=f"at most N lines (1 to {AUDIT_MAX_LIMIT})")
-    s.add_parser("recovery", help="make a new recovery code and show it once")
-    s.add_parser("rekey", help="replace the master key (asks for each slot's secret but the key file's)")
 
 
 def secret_input(prompt: str, whole: bool = False) -> str:
@@ -115,67 +78,56 @@ def render_import(d: dict) -> str:
     return "\n".join(out)
 
 
-def run(env: Env) -> int:
-    args, c = env.args, env.client
-    a = args.action
-    if a in (None, "status"):
-        return env.show(c.get("/v1/vault"), render_status)
-    if a == "unseal":
-        if args.keyfile:
-            body = {"method": "keyfile"}
-        elif args.recovery:
-            body = {"method": "recovery", "code": secret_input("Recovery code: ")}
-        else:
-            body = {"method": "passphrase", "passphrase": secret_input("Passphrase: ")}
-        return env.show(c.post("/v1/vault/unseal", body), render_status)
-    if a == "seal":
-        return env.show(c.post("/v1/vault/seal"), render_status)
-    if a == "list":
-        return env.show(c.get("/v1/vault/secrets"), render_list)
-    if a == "set":
-        value = secret_input(f"Value for {args.name}: ", whole=True)
-        body = {"name": args.name, "value": value, "kind": args.kind, "bindings": args.bind}
-        if args.label is not None:
-            body["label"] = args.label
-        if args.nodes:
-            body["nodes"] = [n for n in args.nodes.split(",") if n.strip()]
-        elif args.scope:
-            body["scope"] = args.scope
-        return env.show(c.post("/v1/vault/secrets", body), render_entry)
-    if a == "rm":
-        if not args.yes and not confirm(f"Delete vault entry {args.id}? Its values are destroyed."):
-            return refuse("vault rm not confirmed; pass --yes to skip the question", "not_confirmed")
-        return env.show(c.request("DELETE", f"/v1/vault/secrets/{args.id}"),
-                        lambda d: f"deleted {d['deleted']} (versions {', '.join(map(str, d['destroyed_versions']))} destroyed)")
-    if a == "import":
-        return _import(env)
-    if a == "audit":
-        if not 1 <= args.limit <= AUDIT_MAX_LIMIT:
-            return refuse(f"--limit is 1 to {AUDIT_MAX_LIMIT}", "invalid_request")
-        if args.verify:
-            return offline.through_hub_or_store(env, lambda c: c.get("/v1/vault/audit/verify"),
-                                                offline.vault_audit_verify, render_audit,
-                                                status=lambda d: 0 if d["intact"] else 1)
-        if args.offline:
-            return refuse("--offline goes with --verify", "invalid_request")
-        return env.show(c.get("/v1/vault/audit", after=args.after, limit=args.limit), render_audit)
-    if a == "recovery":
-        return env.show(c.post("/v1/vault/recovery"),
-                        lambda d: f"recovery code (shown once; a new code replaces the old one):\n\n  {d['code']}\n")
-    if a == "rekey":
-        status = c.get("/v1/vault")
-        kinds = {s["kind"] for s in status["slots"]}
-        body = {}
-        if "passphrase" in kinds:
-            body["passphrase"] = secret_input("Passphrase of the passphrase slot: ")
-        if "recovery" in kinds:
-            body["recovery"] = secret_input("Recovery code: ")
-        return env.show(c.post("/v1/vault/rekey", body),
-                        lambda d: f"rekeyed: generation {d['generation']}, {len(d['slots'])} slots locked again")
-    return refuse(f"unknown vault action {a}")
+def unseal(env: Env) -> int:
+    args = env.args
+    if args.keyfile:
+        body = {"method": "keyfile"}
+    elif args.recovery:
+        body = {"method": "recovery", "code": secret_input("Recovery code: ")}
+    else:
+        body = {"method": "passphrase", "passphrase": secret_input("Passphrase: ")}
+    return env.show(env.client.post("/v1/vault/unseal", body), render_status)
 
 
-def _import(env: Env) -> int:
+def set_secret(env: Env) -> int:
+    args = env.args
+    value = secret_input(f"Value for {args.name}: ", whole=True)
+    body = {"name": args.name, "value": value, "kind": args.kind, "bindings": args.bind}
+    if args.label is not None:
+        body["label"] = args.label
+    if args.nodes:
+        body["nodes"] = [n for n in args.nodes.split(",") if n.strip()]
+    elif args.scope:
+        body["scope"] = args.scope
+    return env.show(env.client.post("/v1/vault/secrets", body), render_entry)
+
+
+def audit(env: Env) -> int:
+    args = env.args
+    if not 1 <= args.limit <= AUDIT_MAX_LIMIT:
+        return refuse(f"--limit is 1 to {AUDIT_MAX_LIMIT}", "invalid_request")
+    if args.verify:
+        return offline.through_hub_or_store(env, lambda c: c.get("/v1/vault/audit/verify"),
+                                            offline.vault_audit_verify, render_audit,
+                                            status=lambda d: 0 if d["intact"] else 1)
+    if args.offline:
+        return refuse("--offline goes with --verify", "invalid_request")
+    return env.show(env.client.get("/v1/vault/audit", after=args.after, limit=args.limit), render_audit)
+
+
+def rekey(env: Env) -> int:
+    c = env.client
+    kinds = {s["kind"] for s in c.get("/v1/vault")["slots"]}
+    body = {}
+    if "passphrase" in kinds:
+        body["passphrase"] = secret_input("Passphrase of the passphrase slot: ")
+    if "recovery" in kinds:
+        body["recovery"] = secret_input("Recovery code: ")
+    return env.show(c.post("/v1/vault/rekey", body),
+                    lambda d: f"rekeyed: generation {d['generation']}, {len(d['slots'])} slots locked again")
+
+
+def import_file(env: Env) -> int:
     args, c = env.args, env.client
     print(f"agentplaza: {DOTENV_WARNING}", file=sys.stderr)
     path = Path(args.file)
@@ -201,3 +153,41 @@ def _import(env: Env) -> int:
         else:
             print(f"agentplaza: {path} kept: not every key was imported", file=sys.stderr)
     return 0
+
+
+AREA = Area("vault", "the vault: status, unseal, seal, secrets, import, audit, recovery, rekey", (
+    Action("status", "the vault's state, slots, entry count and nodes", "GET", "/v1/vault", render=render_status,
+           default=True),
+    Action("unseal", "unseal the vault (asks for the passphrase)", run=unseal, args=(one_of(
+        arg("--recovery", action="store_true", help="unseal with the recovery code"),
+        arg("--keyfile", action="store_true", help="unseal with the key file (the hub reads it)")),)),
+    Action("seal", "seal the vault: nothing can be read until the next unseal", "POST", "/v1/vault/seal",
+           render=render_status),
+    Action("list", "names, kinds, scopes, bindings, versions and use; never a value", "GET", "/v1/vault/secrets",
+           render=render_list),
+    Action("set", "add a secret; the value comes from standard input or a hidden prompt", run=set_secret, args=(
+        arg("name", metavar="NAME"),
+        arg("--kind", choices=KINDS, default=DEFAULT_KIND),
+        arg("--label", metavar="TEXT"),
+        one_of(arg("--scope", choices=[VAULT_PLAZA_SCOPE], help="every node of the plaza (the default)"),
+               arg("--nodes", metavar="n1,n2", help="only these nodes")),
+        arg("--bind", action="append", default=[], metavar="B", help="a consumer that may read it (repeat, or a,b)"))),
+    Action("rm", "delete an entry (its name is not imported again)", "DELETE", "/v1/vault/secrets/{id}",
+           args=(arg("id", metavar="ID"),),
+           confirm=lambda a: f"Delete vault entry {a.id}? Its values are destroyed.",
+           render=lambda d: f"deleted {d['deleted']} "
+                            f"(versions {', '.join(map(str, d['destroyed_versions']))} destroyed)"),
+    Action("import", "import a .env file (discouraged)", run=import_file, args=(
+        arg("file", metavar="FILE"),
+        arg("--nodes", metavar="n1,n2", help="only these nodes (default: plaza-wide)"),
+        arg("--bind", action="append", default=[], metavar="NAME=B", help="bind a key to a consumer"),
+        arg("--shred", action="store_true", help="zero and delete the file when every key was imported"))),
+    Action("audit", "read the audit log", run=audit, args=(
+        arg("--verify", action="store_true", help="check the MAC chain (exits 1 when it is broken)"),
+        arg("--offline", action="store_true", help="with --verify: read the file directly, not through the hub"),
+        arg("--after", type=int, default=0, metavar="N", help="lines after line N"),
+        arg("--limit", type=int, default=100, metavar="N", help=f"at most N lines (1 to {AUDIT_MAX_LIMIT})"))),
+    Action("recovery", "make a new recovery code and show it once", "POST", "/v1/vault/recovery",
+           render=lambda d: f"recovery code (shown once; a new code replaces the old one):\n\n  {d['code']}\n"),
+    Action("rekey", "replace the master key (asks for each slot's secret but the key file's)", run=rekey),
+))
