@@ -40,3 +40,16 @@ PAYMENT_STATUSES = ("pending", "approved", "denied", "all")
 #: What usage may be split on ("agent" is the caller's CID), and its buckets.
 USAGE_SPLITS = ("model", "agent", "role", "provider", "route")
 USAGE_BUCKETS = ("hour", "day")
+
+# -- plaza, approvals, tasks, agents, conduct, rules, overview, hub (house-cli-a) ---------------
+#: A task's states: what ``tasks list --state`` takes and ``GET /v1/tasks?state=`` checks.
+TASK_STATES = ("open", "claimed", "done", "failed", "withdrawn")
+#: What an approval decides, and where it stands (``approvals list`` also takes "all": no filter).
+APPROVAL_KINDS = ("call", "payment", "sanction", "agent", "project", "motion", "tool_version")
+APPROVAL_STATUSES = ("pending", "approved", "denied")
+#: An agent's permission mode, a call's risk class and an agent's tier, as ``rules explain``,
+#: ``agents mode`` and ``conduct mode`` take them. The rule language (``jhrl.call``, a part that
+#: imports nothing of the plaza) names the same; tests/test_wire_cli_areas.py holds them equal.
+PERMISSION_MODES = ("autonomous", "ask", "read-only")
+RISKS = ("read", "write", "irreversible")
+AGENT_TIERS = ("orchestrator", "worker")
