@@ -40,6 +40,25 @@ def arg(*flags: str, **options: Any) -> Arg:
     return Arg(flags, options)
 
 
+@dataclass(frozen=True)
+class OneOf:
+    """Arguments of which at most one may be given (argparse's mutually exclusive group)."""
+    args: tuple[Arg, ...]
+
+
+def one_of(*args: Arg) -> OneOf:
+    return OneOf(args)
+
+
+def _add(parser: Any, a: Arg | OneOf) -> None:
+    if isinstance(a, OneOf):
+        group = parser.add_mutually_exclusive_group()
+        for x in a.args:
+            group.add_argument(*x.flags, **x.options)
+    else:
+        parser.add_argument(*a.flags, **a.options)
+
+
 #: The flag that answers an action's question in advance.
 YES = arg("--yes", action="store_true", help="do not ask to confirm")
 
@@ -60,7 +79,7 @@ class Action:
     help: str
     method: str | None = None  # the route it calls: GET, POST, PUT, PATCH, DELETE
     path: str | None = None  # formatted with the arguments: "/v1/approvals/{id}"
-    args: tuple[Arg, ...] = ()
+    args: tuple[Arg | OneOf, ...] = ()
     query: Callable[[Args], dict] | None = None  # a GET's parameters (None values are left out)
     body: Callable[[Args], dict] | None = None  # a write's JSON body
     render: Callable[[Any], str] = str
@@ -104,7 +123,7 @@ class Area:
         for action in self.actions:
             ap = s.add_parser(action.name, help=action.help, aliases=list(action.aliases))
             for a in action.args:
-                ap.add_argument(*a.flags, **a.options)
+                _add(ap, a)
             if action.confirm is not None and "--yes" not in ap._option_string_actions:
                 ap.add_argument(*YES.flags, **YES.options)
 
