@@ -81,6 +81,11 @@ def rollback(env: Env) -> int:
                     lambda d: f"agent {a.cid} is back at {a.name} (undo: agents rollback {a.cid} {d['safety']})")
 
 
+def delete(env: Env) -> int:
+    """``DELETE /v1/agents/CID``, with no body."""
+    return env.show(env.client.request("DELETE", f"/v1/agents/{env.args.cid}"), lambda d: f"deleted agent {d['deleted']}")
+
+
 def checkpoint_delete(env: Env) -> int:
     a = env.args
     return env.show(env.client.request("DELETE", f"/v1/agents/{a.cid}/checkpoints/{a.name}"),
@@ -111,7 +116,7 @@ AREA = Area("agents", "spawn, list and drive agents", (
            render=lambda d: f"told agent {d['agent']['cid']} (item {d['item']}, {d['agent']['status']})"),
     *(asking(name, method="POST", path=f"/v1/agents/{{cid}}/{name}", body=reason, render=render_run)
       for name in ("stop", "restart", "wipe", "retire")),
-    asking("delete", method="DELETE", path="/v1/agents/{cid}", render=lambda d: f"deleted agent {d['deleted']}"),
+    asking("delete", run=delete),
     napping("sleep", "put the agent to sleep (VM saved and stopped)"),
     napping("wake", "wake it where it was"),
     Action("checkpoint", "save the agent's whole machine under a name", "POST", "/v1/agents/{cid}/checkpoint",
