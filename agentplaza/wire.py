@@ -44,3 +44,16 @@ USAGE_BUCKETS = ("hour", "day")
 # -- the CLI areas models, vault, audit, events, nodes, replay, society, templates ----------
 #: A vault entry's scope when it is for every node of the plaza (else it names its nodes).
 VAULT_PLAZA_SCOPE = "plaza"
+
+# -- plaza, approvals, tasks, agents, conduct, rules, overview, hub (house-cli-a) ---------------
+#: A task's states: what ``tasks list --state`` takes and ``GET /v1/tasks?state=`` checks.
+TASK_STATES = ("open", "claimed", "done", "failed", "withdrawn")
+#: What an approval decides, and where it stands (``approvals list`` also takes "all": no filter).
+APPROVAL_KINDS = ("call", "payment", "sanction", "agent", "project", "motion", "tool_version")
+APPROVAL_STATUSES = ("pending", "approved", "denied")
+#: An agent's permission mode, a call's risk class and an agent's tier, as ``rules explain``,
+#: ``agents mode`` and ``conduct mode`` take them. The rule language (``jhrl.call``, a part that
+#: imports nothing of the plaza) names the same; tests/test_wire_cli_areas.py holds them equal.
+PERMISSION_MODES = ("autonomous", "ask", "read-only")
+RISKS = ("read", "write", "irreversible")
+AGENT_TIERS = ("orchestrator", "worker")

@@ -16,20 +16,22 @@ import re
 import uuid
 from typing import Any
 
+from ..wire import APPROVAL_KINDS, APPROVAL_STATUSES
 from .agents import check_count, check_model
 from .base import Context, PlazaAggregate, Refusal, _validator_for, fixed_id
 from .names import known_role
 
-KINDS = {
-    "call": "a call from an agent in ask mode",
-    "payment": "a payment above the threshold",
-    "sanction": "a sanction step that needs you",
-    "agent": "a new agent the orchestrator proposes",
-    "project": "a project marked for your approval",
-    "motion": "a council motion given to you",
-    "tool_version": "a new version of a library tool",
-}
-STATUSES = ("pending", "approved", "denied")
+#: Each kind (named in ``wire``) with what it is.
+KINDS = dict(zip(APPROVAL_KINDS, (
+    "a call from an agent in ask mode",
+    "a payment above the threshold",
+    "a sanction step that needs you",
+    "a new agent the orchestrator proposes",
+    "a project marked for your approval",
+    "a council motion given to you",
+    "a new version of a library tool",
+), strict=True))
+STATUSES = APPROVAL_STATUSES
 MAX_TITLE_CHARS = 300
 #: A payment's id in an approval's ``detail.payment``: its UUID in hex.
 PAYMENT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")

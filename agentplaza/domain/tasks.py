@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import uuid
 
+from ..wire import TASK_STATES
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 from .names import known_role, known_role_or_none
 
-STATES = ("open", "claimed", "done", "failed", "withdrawn")
+STATES = TASK_STATES
 ENDED = frozenset({"done", "failed", "withdrawn"})
 PHASES = ("working", "review", "reviewing")
 #: The role of the agents that review finished work.

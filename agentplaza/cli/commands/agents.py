@@ -6,12 +6,13 @@ Stop, restart, wipe, retire, delete, rollback and checkpoint-delete ask first un
 
 from __future__ import annotations
 
+from ...wire import PERMISSION_MODES
+from ..actions import Action, Area, arg
 from ..env import Env
-from ..output import pairs, refuse, table
-from .plaza import confirm
+from ..output import pairs, table
 
-NAME = "agents"
 ROSTER = ["cid", "name", "role", "status", "run", "model", "permission_mode", "queue"]
+CHECKPOINT_COLUMNS = ["name", "label", "created_at", "bytes"]
 #: The actions that ask first, with the question they ask.
 ASKS = {
     "stop": "Stop agent {cid}? Its VM shuts down; its workspace is kept.",
@@ -20,64 +21,7 @@ ASKS = {
     "retire": "Retire agent {cid}? It stops for good; its record stays.",
     "delete": "Delete agent {cid}? It stops and its VM run is deleted.",
 }
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="spawn, list and drive agents")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    c = s.add_parser("create", help="start 1 to 16 agents of a role")
-    c.add_argument("--role", required=True)
-    c.add_argument("--count", type=int, default=1)
-    c.add_argument("--model", help="provider/model; default: the role's model or the plaza's default")
-    ls = s.add_parser("list", help="the roster")
-    ls.add_argument("--role")
-    for name in ("show", "logs"):
-        x = s.add_parser(name, help="the agent page" if name == "show" else "the agent's transcript")
-        x.add_argument("cid", type=int)
-        if name == "logs":
-            x.add_argument("--after", type=int, default=0, help="entries after this number")
-            x.add_argument("--limit", type=int, default=200)
-    t = s.add_parser("tell", help="send the agent a message (work for it)")
-    t.add_argument("cid", type=int)
-    t.add_argument("--text", required=True)
-    for name, question in ASKS.items():
-        x = s.add_parser(name, help=question.format(cid="CID").split("?")[0].lower())
-        x.add_argument("cid", type=int)
-        x.add_argument("--reason")
-        x.add_argument("--yes", action="store_true", help="do not ask to confirm")
-    for name in ("sleep", "wake"):
-        x = s.add_parser(name, help="put the agent to sleep (VM saved and stopped)" if name == "sleep" else "wake it where it was")
-        x.add_argument("cid", type=int)
-    ck = s.add_parser("checkpoint", help="save the agent's whole machine under a name")
-    ck.add_argument("cid", type=int)
-    ck.add_argument("--name")
-    ck.add_argument("--label")
-    cks = s.add_parser("checkpoints", help="the agent's checkpoints")
-    cks.add_argument("cid", type=int)
-    rb = s.add_parser("rollback", help="put the agent's machine back in a checkpoint (a safety checkpoint first)")
-    rb.add_argument("cid", type=int)
-    rb.add_argument("name")
-    rb.add_argument("--yes", action="store_true", help="do not ask to confirm")
-    cd = s.add_parser("checkpoint-delete", help="delete one of the agent's checkpoints")
-    cd.add_argument("cid", type=int)
-    cd.add_argument("name")
-    cd.add_argument("--yes", action="store_true", help="do not ask to confirm")
-    cn = s.add_parser("cancel", help="cancel the work item the agent runs now")
-    cn.add_argument("cid", type=int)
-    cn.add_argument("--reason")
-    fk = s.add_parser("fork", help="start copies of the agent (same role, names of their own) from a checkpoint")
-    fk.add_argument("cid", type=int)
-    fk.add_argument("--n", type=int, default=1, help="how many copies, 1 to 16")
-    fk.add_argument("--checkpoint", help="the checkpoint to start from; default: one taken now")
-    m = s.add_parser("model", help="set the agent's model, or `default` to use its role's")
-    m.add_argument("cid", type=int)
-    m.add_argument("model")
-    mo = s.add_parser("mode", help="set the permission mode: autonomous, ask or read-only")
-    mo.add_argument("cid", type=int)
-    mo.add_argument("mode", choices=["autonomous", "ask", "read-only"])
-    rn = s.add_parser("rename", help="give the agent a new name")
-    rn.add_argument("cid", type=int)
-    rn.add_argument("name")
+CID = arg("cid", type=int)
 
 
 def render_page(d: dict) -> str:
@@ -115,63 +59,94 @@ def render_transcript(entries: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(env: Env) -> int:
-    a, c = env.args, env.client
-    if a.action in (None, "list"):
-        return env.show(c.get("/v1/agents", role=getattr(a, "role", None)), lambda d: table(d["agents"], ROSTER))
-    if a.action == "create":
-        body = {"role": a.role, "count": a.count}
-        if a.model:
-            body["model"] = a.model
-        return env.show(c.post("/v1/agents", body), lambda d: table(d["agents"], ROSTER))
-    if a.action == "show":
-        return env.show(c.get(f"/v1/agents/{a.cid}"), render_page)
-    if a.action == "logs":
-        return env.show(c.get(f"/v1/agents/{a.cid}/logs", after=a.after, limit=a.limit),
-                        lambda d: render_transcript(d["transcript"]))
-    if a.action == "tell":
-        return env.show(c.post(f"/v1/agents/{a.cid}/tell", {"text": a.text}),
-                        lambda d: f"told agent {d['agent']['cid']} (item {d['item']}, {d['agent']['status']})")
-    if a.action in ASKS:
-        if not a.yes and not confirm(ASKS[a.action].format(cid=a.cid)):
-            return refuse(f"agents {a.action} not confirmed; pass --yes to skip the question", "not_confirmed")
-        if a.action == "delete":
-            return env.show(c.request("DELETE", f"/v1/agents/{a.cid}"), lambda d: f"deleted agent {d['deleted']}")
-        body = {"reason": a.reason} if a.reason else {}
-        return env.show(c.post(f"/v1/agents/{a.cid}/{a.action}", body),
-                        lambda d: f"agent {d['agent']['cid']}: {d['agent']['run']}, {d['agent']['status']}")
-    if a.action in ("sleep", "wake"):
-        return env.show(c.post(f"/v1/agents/{a.cid}/{a.action}", {}),
-                        lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
-    if a.action == "checkpoint":
-        body = {k: v for k, v in (("name", a.name), ("label", a.label)) if v}
-        return env.show(c.post(f"/v1/agents/{a.cid}/checkpoint", body), lambda d: f"checkpoint {d['name']} saved")
-    if a.action == "checkpoints":
-        return env.show(c.get(f"/v1/agents/{a.cid}/checkpoints"),
-                        lambda d: table(d["checkpoints"], ["name", "label", "created_at", "bytes"]))
-    if a.action == "rollback":
-        if not a.yes and not confirm(f"Roll agent {a.cid} back to {a.name}? Its running work item is cancelled."):
-            return refuse("agents rollback not confirmed; pass --yes to skip the question", "not_confirmed")
-        return env.show(c.post(f"/v1/agents/{a.cid}/rollback", {"name": a.name}),
-                        lambda d: f"agent {a.cid} is back at {a.name} (undo: agents rollback {a.cid} {d['safety']})")
-    if a.action == "checkpoint-delete":
-        if not a.yes and not confirm(f"Delete checkpoint {a.name} of agent {a.cid}? It cannot be restored after."):
-            return refuse("agents checkpoint-delete not confirmed; pass --yes to skip the question", "not_confirmed")
-        return env.show(c.request("DELETE", f"/v1/agents/{a.cid}/checkpoints/{a.name}"),
-                        lambda d: f"checkpoint {a.name} deleted")
-    if a.action == "cancel":
-        body = {"reason": a.reason} if a.reason else {}
-        return env.show(c.post(f"/v1/agents/{a.cid}/cancel", body),
-                        lambda d: f"agent {d['agent']['cid']}: work item {d['cancelled']} cancelled")
-    if a.action == "fork":
-        body = {"n": a.n, **({"checkpoint": a.checkpoint} if a.checkpoint else {})}
-        return env.show(c.post(f"/v1/agents/{a.cid}/fork", body),
-                        lambda d: f"agent {d['source']} forked at {d['checkpoint']}:\n" + table(d["forks"], ROSTER))
-    if a.action == "model":
-        model = None if a.model == "default" else a.model
-        return env.show(c.request("PATCH", f"/v1/agents/{a.cid}", json={"model": model}), render_page)
-    if a.action == "mode":
-        return env.show(c.request("PATCH", f"/v1/agents/{a.cid}", json={"permission_mode": a.mode}), render_page)
-    if a.action == "rename":
-        return env.show(c.request("PATCH", f"/v1/agents/{a.cid}", json={"name": a.name}), render_page)
-    return refuse(f"unknown agents action {a.action}")
+def render_run(d: dict) -> str:
+    return f"agent {d['agent']['cid']}: {d['agent']['run']}, {d['agent']['status']}"
+
+
+def reason(a) -> dict:
+    return {"reason": a.reason} if a.reason else {}
+
+
+def asking(name: str, **route) -> Action:
+    """One of the actions that ask first (ASKS): ``stop CID [--reason R] [--yes]`` and the like."""
+    question = ASKS[name]
+    return Action(name, question.format(cid="CID").split("?")[0].lower(), args=(CID, arg("--reason")),
+                  confirm=lambda a: question.format(cid=a.cid), **route)
+
+
+def rollback(env: Env) -> int:
+    """``POST /v1/agents/CID/rollback``; what it prints names the checkpoint and how to undo it."""
+    a = env.args
+    return env.show(env.client.post(f"/v1/agents/{a.cid}/rollback", {"name": a.name}),
+                    lambda d: f"agent {a.cid} is back at {a.name} (undo: agents rollback {a.cid} {d['safety']})")
+
+
+def delete(env: Env) -> int:
+    """``DELETE /v1/agents/CID``, with no body."""
+    return env.show(env.client.request("DELETE", f"/v1/agents/{env.args.cid}"), lambda d: f"deleted agent {d['deleted']}")
+
+
+def checkpoint_delete(env: Env) -> int:
+    a = env.args
+    return env.show(env.client.request("DELETE", f"/v1/agents/{a.cid}/checkpoints/{a.name}"),
+                    lambda d: f"checkpoint {a.name} deleted")
+
+
+def napping(name: str, text: str) -> Action:
+    return Action(name, text, "POST", f"/v1/agents/{{cid}}/{name}", args=(CID,),
+                  render=lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
+
+
+AREA = Area("agents", "spawn, list and drive agents", (
+    Action("create", "start 1 to 16 agents of a role", "POST", "/v1/agents",
+           args=(arg("--role", required=True), arg("--count", type=int, default=1),
+                 arg("--model", help="provider/model; default: the role's model or the plaza's default")),
+           body=lambda a: {"role": a.role, "count": a.count, **({"model": a.model} if a.model else {})},
+           render=lambda d: table(d["agents"], ROSTER)),
+    Action("list", "the roster", "GET", "/v1/agents", args=(arg("--role"),),
+           query=lambda a: {"role": getattr(a, "role", None)}, render=lambda d: table(d["agents"], ROSTER),
+           default=True),
+    Action("show", "the agent page", "GET", "/v1/agents/{cid}", args=(CID,), render=render_page),
+    Action("logs", "the agent's transcript", "GET", "/v1/agents/{cid}/logs",
+           args=(CID, arg("--after", type=int, default=0, help="entries after this number"),
+                 arg("--limit", type=int, default=200)),
+           query=lambda a: {"after": a.after, "limit": a.limit}, render=lambda d: render_transcript(d["transcript"])),
+    Action("tell", "send the agent a message (work for it)", "POST", "/v1/agents/{cid}/tell",
+           args=(CID, arg("--text", required=True)), body=lambda a: {"text": a.text},
+           render=lambda d: f"told agent {d['agent']['cid']} (item {d['item']}, {d['agent']['status']})"),
+    *(asking(name, method="POST", path=f"/v1/agents/{{cid}}/{name}", body=reason, render=render_run)
+      for name in ("stop", "restart", "wipe", "retire")),
+    asking("delete", run=delete),
+    napping("sleep", "put the agent to sleep (VM saved and stopped)"),
+    napping("wake", "wake it where it was"),
+    Action("checkpoint", "save the agent's whole machine under a name", "POST", "/v1/agents/{cid}/checkpoint",
+           args=(CID, arg("--name"), arg("--label")),
+           body=lambda a: {k: v for k, v in (("name", a.name), ("label", a.label)) if v},
+           render=lambda d: f"checkpoint {d['name']} saved"),
+    Action("checkpoints", "the agent's checkpoints", "GET", "/v1/agents/{cid}/checkpoints", args=(CID,),
+           render=lambda d: table(d["checkpoints"], CHECKPOINT_COLUMNS)),
+    Action("rollback", "put the agent's machine back in a checkpoint (a safety checkpoint first)",
+           args=(CID, arg("name")),
+           confirm=lambda a: f"Roll agent {a.cid} back to {a.name}? Its running work item is cancelled.",
+           run=rollback),
+    Action("checkpoint-delete", "delete one of the agent's checkpoints", args=(CID, arg("name")),
+           confirm=lambda a: f"Delete checkpoint {a.name} of agent {a.cid}? It cannot be restored after.",
+           run=checkpoint_delete),
+    Action("cancel", "cancel the work item the agent runs now", "POST", "/v1/agents/{cid}/cancel",
+           args=(CID, arg("--reason")), body=reason,
+           render=lambda d: f"agent {d['agent']['cid']}: work item {d['cancelled']} cancelled"),
+    Action("fork", "start copies of the agent (same role, names of their own) from a checkpoint", "POST",
+           "/v1/agents/{cid}/fork",
+           args=(CID, arg("--n", type=int, default=1, help="how many copies, 1 to 16"),
+                 arg("--checkpoint", help="the checkpoint to start from; default: one taken now")),
+           body=lambda a: {"n": a.n, **({"checkpoint": a.checkpoint} if a.checkpoint else {})},
+           render=lambda d: f"agent {d['source']} forked at {d['checkpoint']}:\n" + table(d["forks"], ROSTER)),
+    Action("model", "set the agent's model, or `default` to use its role's", "PATCH", "/v1/agents/{cid}",
+           args=(CID, arg("model")), body=lambda a: {"model": None if a.model == "default" else a.model},
+           render=render_page),
+    Action("mode", "set the permission mode: autonomous, ask or read-only", "PATCH", "/v1/agents/{cid}",
+           args=(CID, arg("mode", choices=PERMISSION_MODES)), body=lambda a: {"permission_mode": a.mode},
+           render=render_page),
+    Action("rename", "give the agent a new name", "PATCH", "/v1/agents/{cid}",
+           args=(CID, arg("name")), body=lambda a: {"name": a.name}, render=render_page),
+))

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from ..env import Env
+from ...wire import APPROVAL_KINDS, APPROVAL_STATUSES
+from ..actions import Action, Area, arg
 from ..output import pairs, table
 
-NAME = "approvals"
-KINDS = ("call", "payment", "sanction", "agent", "project", "motion", "tool_version")
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="the decisions that wait for you: list, show, approve, deny")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    ls = s.add_parser("list", help="the queue, pending first in the order they came")
-    ls.add_argument("--pending", action="store_true", help="only those waiting for you")
-    ls.add_argument("--status", choices=["pending", "approved", "denied", "all"])
-    ls.add_argument("--kind", choices=KINDS)
-    ls.add_argument("--agent", metavar="CID")
-    ls.add_argument("--limit", type=int, default=100)
-    sh = s.add_parser("show", help="one approval: what it decides, in full")
-    sh.add_argument("id", metavar="ID")
-    for name, text in (("approve", "approve it (a decision is final)"), ("deny", "deny it (a decision is final)")):
-        x = s.add_parser(name, help=text)
-        x.add_argument("id", metavar="ID")
-        x.add_argument("--reason", help="why (kept with the decision)")
+LIST_COLUMNS = ["id", "kind", "title", "agent", "status", "requested_at"]
 
 
 def render(a: dict) -> str:
@@ -36,15 +19,29 @@ def render(a: dict) -> str:
     })
 
 
-def run(env: Env) -> int:
-    args, c = env.args, env.client
-    a = args.action
-    if a in (None, "list"):
-        status = getattr(args, "status", None) or ("pending" if getattr(args, "pending", False) else None)
-        d = c.get("/v1/approvals", status=status, kind=getattr(args, "kind", None), agent=getattr(args, "agent", None),
-                  limit=getattr(args, "limit", 100))
-        return env.show(d, lambda d: table(d["approvals"], ["id", "kind", "title", "agent", "status", "requested_at"]))
-    if a == "show":
-        return env.show(c.get(f"/v1/approvals/{args.id}"), render)
-    body = {"reason": args.reason} if args.reason else {}
-    return env.show(c.post(f"/v1/approvals/{args.id}/{a}", body), lambda d: render(d["approval"]))
+def list_query(a) -> dict:
+    """The queue's filters; ``approvals`` alone lists everything (its flags are not parsed then)."""
+    status = getattr(a, "status", None) or ("pending" if getattr(a, "pending", False) else None)
+    return {"status": status, "kind": getattr(a, "kind", None), "agent": getattr(a, "agent", None),
+            "limit": getattr(a, "limit", 100)}
+
+
+def decision(name: str, text: str) -> Action:
+    return Action(name, text, "POST", f"/v1/approvals/{{id}}/{name}",
+                  args=(arg("id", metavar="ID"), arg("--reason", help="why (kept with the decision)")),
+                  body=lambda a: {"reason": a.reason} if a.reason else {}, render=lambda d: render(d["approval"]))
+
+
+AREA = Area("approvals", "the decisions that wait for you: list, show, approve, deny", (
+    Action("list", "the queue, pending first in the order they came", "GET", "/v1/approvals",
+           args=(arg("--pending", action="store_true", help="only those waiting for you"),
+                 arg("--status", choices=[*APPROVAL_STATUSES, "all"]),
+                 arg("--kind", choices=APPROVAL_KINDS),
+                 arg("--agent", metavar="CID"),
+                 arg("--limit", type=int, default=100)),
+           query=list_query, render=lambda d: table(d["approvals"], LIST_COLUMNS), default=True),
+    Action("show", "one approval: what it decides, in full", "GET", "/v1/approvals/{id}",
+           args=(arg("id", metavar="ID"),), render=render),
+    decision("approve", "approve it (a decision is final)"),
+    decision("deny", "deny it (a decision is final)"),
+))

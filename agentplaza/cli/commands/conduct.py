@@ -1,31 +1,15 @@
 """agentplaza conduct show CID | mode CID autonomous|ask|read-only | lift CID SUSPENSION.
 
-The agent's permission mode and conduct.  These live under ``conduct`` until the agents area
-lands ``agentplaza agents``; it may add ``agents mode CID MODE`` calling the same routes.
+The agent's permission mode and conduct (``agents mode CID MODE`` calls the same hub as ``mode``).
 """
 
 from __future__ import annotations
 
-from ..env import Env
+from ...wire import PERMISSION_MODES
+from ..actions import Action, Area, arg
 from ..output import pairs, table
 
-NAME = "conduct"
-MODES = ("autonomous", "ask", "read-only")
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="an agent's permission mode, suspensions and sanctions")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    sh = s.add_parser("show", help="the mode, the suspensions in force, the sanctions received")
-    sh.add_argument("cid", metavar="CID")
-    sh.add_argument("--limit", type=int, default=50)
-    m = s.add_parser("mode", help="set the agent's permission mode")
-    m.add_argument("cid", metavar="CID")
-    m.add_argument("mode", choices=MODES)
-    lf = s.add_parser("lift", help="lift a suspension in force")
-    lf.add_argument("cid", metavar="CID")
-    lf.add_argument("suspension", metavar="SUSPENSION", help="its id, s1, s2 ...")
-    lf.add_argument("--reason")
+CID = arg("cid", metavar="CID")
 
 
 def render(d: dict) -> str:
@@ -36,11 +20,13 @@ def render(d: dict) -> str:
     return f"{head}\n\nsuspensions in force\n{inforce}\n\nsanctions\n{log}"
 
 
-def run(env: Env) -> int:
-    args, c = env.args, env.client
-    if args.action in (None, "show"):
-        return env.show(c.get(f"/v1/conduct/{args.cid}", limit=args.limit), render)
-    if args.action == "mode":
-        return env.show(c.post(f"/v1/conduct/{args.cid}/mode", {"mode": args.mode}), render)
-    body = {"reason": args.reason} if args.reason else {}
-    return env.show(c.post(f"/v1/conduct/{args.cid}/suspensions/{args.suspension}/lift", body), render)
+AREA = Area("conduct", "an agent's permission mode, suspensions and sanctions", (
+    Action("show", "the mode, the suspensions in force, the sanctions received", "GET", "/v1/conduct/{cid}",
+           args=(CID, arg("--limit", type=int, default=50)), query=lambda a: {"limit": a.limit}, render=render,
+           default=True),
+    Action("mode", "set the agent's permission mode", "POST", "/v1/conduct/{cid}/mode",
+           args=(CID, arg("mode", choices=PERMISSION_MODES)), body=lambda a: {"mode": a.mode}, render=render),
+    Action("lift", "lift a suspension in force", "POST", "/v1/conduct/{cid}/suspensions/{suspension}/lift",
+           args=(CID, arg("suspension", metavar="SUSPENSION", help="its id, s1, s2 ..."), arg("--reason")),
+           body=lambda a: {"reason": a.reason} if a.reason else {}, render=render),
+))

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from ..env import Env
+from ..actions import Action, Area
 from ..output import pairs, table
-
-NAME = "overview"
-
-
-def register(sub) -> None:
-    sub.add_parser(NAME, help="the plaza at a glance: hub, plaza, events")
 
 
 def plaza_line(s: dict) -> str:
@@ -43,5 +37,7 @@ def render(d: dict) -> str:
     return "\n".join(lines)
 
 
-def run(env: Env) -> int:
-    return env.show(env.client.get("/v1/overview"), render)
+#: ``agentplaza overview`` is the whole area: its one action is what it does with none named.
+AREA = Area("overview", "the plaza at a glance: hub, plaza, events", (
+    Action("show", "the plaza at a glance", "GET", "/v1/overview", render=render, default=True),
+))

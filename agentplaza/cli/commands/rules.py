@@ -5,52 +5,13 @@ from __future__ import annotations
 import sys
 from urllib.parse import quote
 
+from ...wire import AGENT_TIERS, PERMISSION_MODES, RISKS
+from ..actions import YES, Action, Area, arg, confirm, one_of
 from ..env import Env
 from ..output import pairs, refuse, table
-from .plaza import confirm
 
-NAME = "rules"
-
-
-def register(sub) -> None:
-    p = sub.add_parser(NAME, help="the laws and your rules: list, show, explain, infractions, check, add ...")
-    s = p.add_subparsers(dest="action", metavar="ACTION")
-    s.add_parser("list", help="every law, built-in and yours, with how often each refused a call")
-    show = s.add_parser("show", help="one law (C-002a, S-006d, your law's id) or one of your rules (R3)")
-    show.add_argument("id")
-    ex = s.add_parser("explain", help="why a call would be allowed, held or refused (and why not)")
-    ex.add_argument("--role", required=True)
-    ex.add_argument("--tool", required=True)
-    ex.add_argument("--risk", choices=("read", "write", "irreversible"), help="default: the tool's own")
-    ex.add_argument("--tier", choices=("orchestrator", "worker"), help="default: the role's")
-    ex.add_argument("--mode", choices=("autonomous", "ask", "read-only"), default="autonomous")
-    ex.add_argument("--arg", action="append", default=[], metavar="K=V",
-                    help="one argument of the call (true/false and whole numbers are read as such)")
-    ex.add_argument("--approved", action="store_true", help="as if the owner approved this exact call")
-    inf = s.add_parser("infractions", help="the latest acts a law stopped or recorded, newest first")
-    inf.add_argument("--limit", type=int, default=20)
-    chk = s.add_parser("check", help="which recent decisions a change would change (nothing is saved)")
-    what = chk.add_mutually_exclusive_group()
-    what.add_argument("--file", help="a rule to add, in JHRL (default: read it from stdin)")
-    what.add_argument("--disable", metavar="ID", help="check disabling a rule or a statute")
-    what.add_argument("--enable", metavar="ID", help="check enabling a rule or a statute")
-    what.add_argument("--rm", metavar="ID", help="check deleting a rule")
-    chk.add_argument("--replace", metavar="ID", help="with --file: check replacing rule ID's source")
-    chk.add_argument("--title", default="draft", help="the draft rule's title")
-    chk.add_argument("--reason", help="with --disable of a statute")
-    chk.add_argument("--all", action="store_true", help="replay the whole history, not only the last 500 calls")
-    add = s.add_parser("add", help="add a rule: a title and its JHRL source (from --file or stdin)")
-    add.add_argument("--title", required=True)
-    add.add_argument("--file", help="the JHRL source (default: stdin)")
-    dis = s.add_parser("disable", help="disable a rule, or a built-in statute (needs --reason)")
-    dis.add_argument("id")
-    dis.add_argument("--reason", help="why (required for a built-in statute; kept beside it)")
-    en = s.add_parser("enable", help="enable a rule or a statute again")
-    en.add_argument("id")
-    rm = s.add_parser("rm", help="delete one of your rules")
-    rm.add_argument("id")
-    rm.add_argument("--yes", action="store_true", help="do not ask to confirm")
-
+INFRACTION_COLUMNS = ["position", "at", "agent", "role", "tool", "law_id", "severity", "enforcement", "decision"]
+ID = arg("id")
 
 def _value(text: str):
     if text in ("true", "false"):
@@ -116,51 +77,96 @@ def render_saved(d: dict) -> str:
     return "\n".join(lines)
 
 
-def run(env: Env) -> int:
-    args, c = env.args, env.client
-    action = args.action or "list"
-    if action == "list":
-        return env.show(c.get("/v1/rules"), render_list)
-    if action == "show":
-        return env.show(c.get(f"/v1/rules/{quote(args.id, safe='')}"), render_show)
-    if action == "explain":
-        try:
-            call_args = _args(args.arg)
-        except ValueError as e:
-            return refuse(str(e), "invalid_request")
-        body = {"role": args.role, "tool": args.tool, "mode": args.mode, "args": call_args, "approved": args.approved}
-        if args.risk:
-            body["risk"] = args.risk
-        if args.tier:
-            body["tier"] = args.tier
-        return env.show(c.post("/v1/rules/explain", body), lambda d: "\n".join(d["lines"]))
-    if action == "infractions":
-        return env.show(c.get("/v1/rules/infractions", limit=args.limit),
-                        lambda d: table(d["infractions"], ["position", "at", "agent", "role", "tool", "law_id",
-                                                           "severity", "enforcement", "decision"]))
-    if action == "check":
-        body: dict = {"all": args.all}
-        for op in ("disable", "enable", "rm"):
-            if getattr(args, op):
-                body.update(op="delete" if op == "rm" else op, id=getattr(args, op))
-                if args.reason:
-                    body["reason"] = args.reason
-                break
-        else:
-            body.update(op="replace" if args.replace else "add", title=args.title, source=_source(args.file))
-            if args.replace:
-                body["id"] = args.replace
-        return env.show(c.post("/v1/rules/check", body), render_check)
-    if action == "add":
-        return env.show(c.post("/v1/rules", {"title": args.title, "source": _source(args.file)}), render_saved)
-    if action == "disable":
-        return env.show(c.post(f"/v1/rules/{quote(args.id, safe='')}/disable", {"reason": args.reason} if args.reason else {}),
-                        render_saved)
-    if action == "enable":
-        return env.show(c.post(f"/v1/rules/{quote(args.id, safe='')}/enable"), render_saved)
-    if action == "rm":
-        if not args.yes and not confirm(f"Delete rule {args.id}?"):
-            return refuse(f"rules rm {args.id} not confirmed; pass --yes to skip the question", "not_confirmed")
-        return env.show(c.request("DELETE", f"/v1/rules/{quote(args.id, safe='')}"), render_saved)
-    return refuse(f"unknown rules action {action}")
+def path_of(ident: str, tail: str = "") -> str:
+    """A law's or a rule's route: its id is quoted whole (a law id may hold any character)."""
+    return f"/v1/rules/{quote(ident, safe='')}{tail}"
 
+
+def show(env: Env) -> int:
+    return env.show(env.client.get(path_of(env.args.id)), render_show)
+
+
+def explain(env: Env) -> int:
+    args = env.args
+    try:
+        call_args = _args(args.arg)
+    except ValueError as e:
+        return refuse(str(e), "invalid_request")
+    body = {"role": args.role, "tool": args.tool, "mode": args.mode, "args": call_args, "approved": args.approved}
+    if args.risk:
+        body["risk"] = args.risk
+    if args.tier:
+        body["tier"] = args.tier
+    return env.show(env.client.post("/v1/rules/explain", body), lambda d: "\n".join(d["lines"]))
+
+
+def check(env: Env) -> int:
+    args = env.args
+    body: dict = {"all": args.all}
+    for op in ("disable", "enable", "rm"):
+        if getattr(args, op):
+            body.update(op="delete" if op == "rm" else op, id=getattr(args, op))
+            if args.reason:
+                body["reason"] = args.reason
+            break
+    else:
+        body.update(op="replace" if args.replace else "add", title=args.title, source=_source(args.file))
+        if args.replace:
+            body["id"] = args.replace
+    return env.show(env.client.post("/v1/rules/check", body), render_check)
+
+
+def add(env: Env) -> int:
+    return env.show(env.client.post("/v1/rules", {"title": env.args.title, "source": _source(env.args.file)}),
+                    render_saved)
+
+
+def disable(env: Env) -> int:
+    body = {"reason": env.args.reason} if env.args.reason else {}
+    return env.show(env.client.post(path_of(env.args.id, "/disable"), body), render_saved)
+
+
+def enable(env: Env) -> int:
+    return env.show(env.client.post(path_of(env.args.id, "/enable")), render_saved)
+
+
+def rm(env: Env) -> int:
+    """It asks itself (not through the action's ``confirm``): its refusal names the rule."""
+    args = env.args
+    if not args.yes and not confirm(f"Delete rule {args.id}?"):
+        return refuse(f"rules rm {args.id} not confirmed; pass --yes to skip the question", "not_confirmed")
+    return env.show(env.client.request("DELETE", path_of(args.id)), render_saved)
+
+
+AREA = Area("rules", "the laws and your rules: list, show, explain, infractions, check, add ...", (
+    Action("list", "every law, built-in and yours, with how often each refused a call", "GET", "/v1/rules",
+           render=render_list, default=True),
+    Action("show", "one law (C-002a, S-006d, your law's id) or one of your rules (R3)", args=(ID,), run=show),
+    Action("explain", "why a call would be allowed, held or refused (and why not)", run=explain, args=(
+        arg("--role", required=True),
+        arg("--tool", required=True),
+        arg("--risk", choices=RISKS, help="default: the tool's own"),
+        arg("--tier", choices=AGENT_TIERS, help="default: the role's"),
+        arg("--mode", choices=PERMISSION_MODES, default="autonomous"),
+        arg("--arg", action="append", default=[], metavar="K=V",
+            help="one argument of the call (true/false and whole numbers are read as such)"),
+        arg("--approved", action="store_true", help="as if the owner approved this exact call"))),
+    Action("infractions", "the latest acts a law stopped or recorded, newest first", "GET",
+           "/v1/rules/infractions", args=(arg("--limit", type=int, default=20),),
+           query=lambda a: {"limit": a.limit}, render=lambda d: table(d["infractions"], INFRACTION_COLUMNS)),
+    Action("check", "which recent decisions a change would change (nothing is saved)", run=check, args=(
+        one_of(arg("--file", help="a rule to add, in JHRL (default: read it from stdin)"),
+               arg("--disable", metavar="ID", help="check disabling a rule or a statute"),
+               arg("--enable", metavar="ID", help="check enabling a rule or a statute"),
+               arg("--rm", metavar="ID", help="check deleting a rule")),
+        arg("--replace", metavar="ID", help="with --file: check replacing rule ID's source"),
+        arg("--title", default="draft", help="the draft rule's title"),
+        arg("--reason", help="with --disable of a statute"),
+        arg("--all", action="store_true", help="replay the whole history, not only the last 500 calls"))),
+    Action("add", "add a rule: a title and its JHRL source (from --file or stdin)", run=add,
+           args=(arg("--title", required=True), arg("--file", help="the JHRL source (default: stdin)"))),
+    Action("disable", "disable a rule, or a built-in statute (needs --reason)", run=disable,
+           args=(ID, arg("--reason", help="why (required for a built-in statute; kept beside it)"))),
+    Action("enable", "enable a rule or a statute again", args=(ID,), run=enable),
+    Action("rm", "delete one of your rules", args=(ID, YES), run=rm),
+))
