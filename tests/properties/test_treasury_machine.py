@@ -136,7 +136,7 @@ class TreasuryMachine(RuleBasedStateMachine):
         if not self.pending:
             return
         pid = data.draw(st.sampled_from(self.pending))
-        fn = tc.approve_payment if approve else tc.deny_payment
+        fn = payments.approve_payment if approve else payments.deny_payment
         if self.attempt(fn, self.ctx(), pid) is not None:
             self.pending.remove(pid)
 

@@ -7,6 +7,7 @@ import time
 
 import httpx
 
+from agentplaza.commands import payments
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import treasury as tc
 from agentplaza.commands.unit import Commands, Done
@@ -157,7 +158,7 @@ class Teller:
     def pay(self, payer, payee, amount: int, memo: str, task: str | None = None,
             approve_over: int = t.DEFAULT_APPROVE_OVER) -> dict:
         payer, payee = str(payer), str(payee)
-        return self._shown(tc.pay(self.cmds, self.ctx(f"agent:{payer}"), payer, payee, amount, memo, task,
+        return self._shown(payments.pay(self.cmds, self.ctx(f"agent:{payer}"), payer, payee, amount, memo, task,
                                   approve_over))
 
     def earn(self, cid, amount: int, task: str) -> None:
