@@ -33,7 +33,6 @@ from ..domain.conduct import conduct_id
 from ..domain.names import APPROVAL_PREFIX, approval_number
 from ..domain.tasks import Sequence
 from . import agents, treasury
-from .books import outcome
 from .unit import Commands, Done, Unit
 
 
@@ -141,7 +140,7 @@ def decide_in(unit: Unit, cmds: Commands, ctx: Context, number: str, approve: bo
         if s is not None and not s["lifted"] and s["until"] > ctx.at.isoformat():
             conduct.lift(ctx, s["id"], how="denied")
             unit.add(conduct)
-    out = outcome(unit, books, payment, approval=view(a))
+    out = treasury.booked(unit, books, payment, approval=view(a))
     if spawned:
         out.detail["spawned"] = spawned
     return out

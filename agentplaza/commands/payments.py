@@ -8,7 +8,6 @@ from __future__ import annotations
 from ..domain import treasury as t
 from ..domain.base import Context
 from . import approvals, treasury
-from .books import outcome
 from .unit import Commands, Done, Unit
 
 
@@ -21,7 +20,7 @@ def pay(cmds: Commands, ctx: Context, payer: str, payee: str, amount: int, memo:
         result = t.pay(books, treasury.plaza_in(unit), payer, payee, amount, memo, task, approve_over)
         if result.status == "held":
             approvals.Maker(unit, ctx).payment(result.payment)
-        return outcome(unit, books, result)
+        return treasury.booked(unit, books, result)
 
     return cmds.run(decide)
 
@@ -37,7 +36,7 @@ def approve_payment(cmds: Commands, ctx: Context, payment_id: str) -> Done[treas
         books = treasury.books(unit, ctx, [t.wallet_key(p.payer), t.wallet_key(p.payee)] if p else [],
                                     [p.task] if p else [])
         t.approve_payment(books, treasury.plaza_in(unit), p)
-        return outcome(unit, books, p)
+        return treasury.booked(unit, books, p)
 
     return cmds.run(decide)
 
@@ -50,6 +49,6 @@ def deny_payment(cmds: Commands, ctx: Context, payment_id: str) -> Done[treasury
 
     def decide(unit: Unit) -> treasury.Outcome:
         books = t.Books(ctx, {})
-        return outcome(unit, books, t.deny_payment(books, treasury.payment_of(cmds, payment_id)))
+        return treasury.booked(unit, books, t.deny_payment(books, treasury.payment_of(cmds, payment_id)))
 
     return cmds.run(decide)

@@ -19,7 +19,6 @@ from ..domain.names import TASK_PREFIX, check_cid, known_role, known_role_or_non
 from ..domain.plaza import require_running
 from ..domain.tasks import ENDED, Sequence, Task, Worker, task_id, worker_id
 from . import treasury
-from .books import outcome
 from .unit import Commands, Done, Unit
 
 
@@ -197,7 +196,7 @@ def give_up(cmds: Commands, ctx: Context, number: str, cid: str, notes: str = ""
         books = treasury.books(unit, ctx, [t.BUDGET], [task.number])
         t.refund_task(books, task.number, "failed")
         unit.add(task, *_release_all(unit, ctx, task, holders))
-        return outcome(unit, books)
+        return treasury.booked(unit, books)
 
     return cmds.run(decide)
 
@@ -246,7 +245,7 @@ def review(cmds: Commands, ctx: Context, number: str, reviewer: str, passed: boo
         else:
             t.refund_task(books, task.number, "failed")
         unit.add(task, *_release_all(unit, ctx, task, [reviewer]))
-        return outcome(unit, books)
+        return treasury.booked(unit, books)
 
     return cmds.run(decide)
 
@@ -264,7 +263,7 @@ def withdraw(cmds: Commands, ctx: Context, number: str, *, tier: str | None = No
         books = treasury.books(unit, ctx, [t.BUDGET], [task.number])
         t.refund_task(books, task.number, "withdrawn")
         unit.add(task, *_release_all(unit, ctx, task, holders))
-        return outcome(unit, books)
+        return treasury.booked(unit, books)
 
     return cmds.run(decide)
 
@@ -317,7 +316,7 @@ def worker_offline(cmds: Commands, ctx: Context, cid: str) -> Done[treasury.Outc
                 task.release_review(ctx)
                 books.add(task)
         unit.add(w)
-        return outcome(unit, books)
+        return treasury.booked(unit, books)
 
     return cmds.run(decide)
 

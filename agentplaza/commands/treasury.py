@@ -99,10 +99,12 @@ def books(unit: Unit, ctx: Context, keys: Iterable[str], tasks: Iterable[str | N
     return t.Books(ctx, accounts)
 
 
-def booked(unit: Unit, books: t.Books, result: Any = None) -> Outcome:
-    """What ``books`` changed goes into the unit; the outcome of the decision."""
+def booked(unit: Unit, books: t.Books, result: Any = None, **detail: Any) -> Outcome:
+    """What ``books`` changed goes into the unit; the outcome of the decision (with ``detail``)."""
     unit.add(*books.changed())
-    return outcome_of(books, result)
+    out = outcome_of(books, result)
+    out.detail.update(detail)
+    return out
 
 
 def plaza_in(unit: Unit) -> Any:
