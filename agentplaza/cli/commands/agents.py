@@ -21,7 +21,7 @@ ASKS = {
     "retire": "Retire agent {cid}? It stops for good; its record stays.",
     "delete": "Delete agent {cid}? It stops and its VM run is deleted.",
 }
-CID = arg("cid", type=int)
+CID_ARG = arg("cid", type=int)
 
 
 def render_page(d: dict) -> str:
@@ -70,7 +70,7 @@ def reason(a) -> dict:
 def asking(name: str, **route) -> Action:
     """One of the actions that ask first (ASKS): ``stop CID [--reason R] [--yes]`` and the like."""
     question = ASKS[name]
-    return Action(name, question.format(cid="CID").split("?")[0].lower(), args=(CID, arg("--reason")),
+    return Action(name, question.format(cid="CID").split("?")[0].lower(), args=(CID_ARG, arg("--reason")),
                   confirm=lambda a: question.format(cid=a.cid), **route)
 
 
@@ -93,7 +93,7 @@ def checkpoint_delete(env: Env) -> int:
 
 
 def napping(name: str, text: str) -> Action:
-    return Action(name, text, "POST", f"/v1/agents/{{cid}}/{name}", args=(CID,),
+    return Action(name, text, "POST", f"/v1/agents/{{cid}}/{name}", args=(CID_ARG,),
                   render=lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
 
 
@@ -106,13 +106,13 @@ AREA = Area("agents", "spawn, list and drive agents", (
     Action("list", "the roster", "GET", "/v1/agents", args=(arg("--role"),),
            query=lambda a: {"role": getattr(a, "role", None)}, render=lambda d: table(d["agents"], ROSTER),
            default=True),
-    Action("show", "the agent page", "GET", "/v1/agents/{cid}", args=(CID,), render=render_page),
+    Action("show", "the agent page", "GET", "/v1/agents/{cid}", args=(CID_ARG,), render=render_page),
     Action("logs", "the agent's transcript", "GET", "/v1/agents/{cid}/logs",
-           args=(CID, arg("--after", type=int, default=0, help="entries after this number"),
+           args=(CID_ARG, arg("--after", type=int, default=0, help="entries after this number"),
                  arg("--limit", type=int, default=200)),
            query=lambda a: {"after": a.after, "limit": a.limit}, render=lambda d: render_transcript(d["transcript"])),
     Action("tell", "send the agent a message (work for it)", "POST", "/v1/agents/{cid}/tell",
-           args=(CID, arg("--text", required=True)), body=lambda a: {"text": a.text},
+           args=(CID_ARG, arg("--text", required=True)), body=lambda a: {"text": a.text},
            render=lambda d: f"told agent {d['agent']['cid']} (item {d['item']}, {d['agent']['status']})"),
     *(asking(name, method="POST", path=f"/v1/agents/{{cid}}/{name}", body=reason, render=render_run)
       for name in ("stop", "restart", "wipe", "retire")),
@@ -120,33 +120,33 @@ AREA = Area("agents", "spawn, list and drive agents", (
     napping("sleep", "put the agent to sleep (VM saved and stopped)"),
     napping("wake", "wake it where it was"),
     Action("checkpoint", "save the agent's whole machine under a name", "POST", "/v1/agents/{cid}/checkpoint",
-           args=(CID, arg("--name"), arg("--label")),
+           args=(CID_ARG, arg("--name"), arg("--label")),
            body=lambda a: {k: v for k, v in (("name", a.name), ("label", a.label)) if v},
            render=lambda d: f"checkpoint {d['name']} saved"),
-    Action("checkpoints", "the agent's checkpoints", "GET", "/v1/agents/{cid}/checkpoints", args=(CID,),
+    Action("checkpoints", "the agent's checkpoints", "GET", "/v1/agents/{cid}/checkpoints", args=(CID_ARG,),
            render=lambda d: table(d["checkpoints"], CHECKPOINT_COLUMNS)),
     Action("rollback", "put the agent's machine back in a checkpoint (a safety checkpoint first)",
-           args=(CID, arg("name")),
+           args=(CID_ARG, arg("name")),
            confirm=lambda a: f"Roll agent {a.cid} back to {a.name}? Its running work item is cancelled.",
            run=rollback),
-    Action("checkpoint-delete", "delete one of the agent's checkpoints", args=(CID, arg("name")),
+    Action("checkpoint-delete", "delete one of the agent's checkpoints", args=(CID_ARG, arg("name")),
            confirm=lambda a: f"Delete checkpoint {a.name} of agent {a.cid}? It cannot be restored after.",
            run=checkpoint_delete),
     Action("cancel", "cancel the work item the agent runs now", "POST", "/v1/agents/{cid}/cancel",
-           args=(CID, arg("--reason")), body=reason,
+           args=(CID_ARG, arg("--reason")), body=reason,
            render=lambda d: f"agent {d['agent']['cid']}: work item {d['cancelled']} cancelled"),
     Action("fork", "start copies of the agent (same role, names of their own) from a checkpoint", "POST",
            "/v1/agents/{cid}/fork",
-           args=(CID, arg("--n", type=int, default=1, help="how many copies, 1 to 16"),
+           args=(CID_ARG, arg("--n", type=int, default=1, help="how many copies, 1 to 16"),
                  arg("--checkpoint", help="the checkpoint to start from; default: one taken now")),
            body=lambda a: {"n": a.n, **({"checkpoint": a.checkpoint} if a.checkpoint else {})},
            render=lambda d: f"agent {d['source']} forked at {d['checkpoint']}:\n" + table(d["forks"], ROSTER)),
     Action("model", "set the agent's model, or `default` to use its role's", "PATCH", "/v1/agents/{cid}",
-           args=(CID, arg("model")), body=lambda a: {"model": None if a.model == "default" else a.model},
+           args=(CID_ARG, arg("model")), body=lambda a: {"model": None if a.model == "default" else a.model},
            render=render_page),
     Action("mode", "set the permission mode: autonomous, ask or read-only", "PATCH", "/v1/agents/{cid}",
-           args=(CID, arg("mode", choices=PERMISSION_MODES)), body=lambda a: {"permission_mode": a.mode},
+           args=(CID_ARG, arg("mode", choices=PERMISSION_MODES)), body=lambda a: {"permission_mode": a.mode},
            render=render_page),
     Action("rename", "give the agent a new name", "PATCH", "/v1/agents/{cid}",
-           args=(CID, arg("name")), body=lambda a: {"name": a.name}, render=render_page),
+           args=(CID_ARG, arg("name")), body=lambda a: {"name": a.name}, render=render_page),
 ))

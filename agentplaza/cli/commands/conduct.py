@@ -9,7 +9,7 @@ from ...wire import PERMISSION_MODES
 from ..actions import Action, Area, arg
 from ..output import pairs, table
 
-CID = arg("cid", metavar="CID")
+CID_ARG = arg("cid", metavar="CID")
 
 
 def render(d: dict) -> str:
@@ -22,11 +22,11 @@ def render(d: dict) -> str:
 
 AREA = Area("conduct", "an agent's permission mode, suspensions and sanctions", (
     Action("show", "the mode, the suspensions in force, the sanctions received", "GET", "/v1/conduct/{cid}",
-           args=(CID, arg("--limit", type=int, default=50)), query=lambda a: {"limit": a.limit}, render=render,
+           args=(CID_ARG, arg("--limit", type=int, default=50)), query=lambda a: {"limit": a.limit}, render=render,
            default=True),
     Action("mode", "set the agent's permission mode", "POST", "/v1/conduct/{cid}/mode",
-           args=(CID, arg("mode", choices=PERMISSION_MODES)), body=lambda a: {"mode": a.mode}, render=render),
+           args=(CID_ARG, arg("mode", choices=PERMISSION_MODES)), body=lambda a: {"mode": a.mode}, render=render),
     Action("lift", "lift a suspension in force", "POST", "/v1/conduct/{cid}/suspensions/{suspension}/lift",
-           args=(CID, arg("suspension", metavar="SUSPENSION", help="its id, s1, s2 ..."), arg("--reason")),
+           args=(CID_ARG, arg("suspension", metavar="SUSPENSION", help="its id, s1, s2 ..."), arg("--reason")),
            body=lambda a: {"reason": a.reason} if a.reason else {}, render=render),
 ))
