@@ -15,6 +15,7 @@ import httpx
 import pytest
 from support.hubproc import HubProcess, cli
 
+from agentplaza.api.errors import status_of
 from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain.idempotency import IN_FLIGHT, NEW, REPLAY, WINDOW, IdempotencyKey, KeyTaken
 from agentplaza.events.store import EventStore, riding
@@ -175,7 +176,7 @@ def test_a_claimed_key_is_in_flight_then_lost_then_free_after_the_window():
     assert k.verdict("fp", NOW + IN_FLIGHT) == REPLAY
     with pytest.raises(Refusal) as reused:
         k.verdict("another", NOW)
-    assert reused.value.code == "idempotency_key_reused" and reused.value.status == 422
+    assert reused.value.code == "idempotency_key_reused" and status_of(reused.value) == 422
     assert k.verdict("another", NOW + WINDOW) == NEW
     with pytest.raises(KeyTaken):
         IdempotencyKey.claim(ctx(NOW + WINDOW / 2), k, SHA, "fp", "POST", "/v1/tasks")
