@@ -221,7 +221,7 @@ def test_fail_closed_nothing_reaches_a_provider(hub, upstream):
         a2.messages.create(model="echo", max_tokens=8, messages=[{"role": "user", "content": "x"}])
     assert len(upstream.requests) == before
     with hub.client() as c:
-        assert c.get("/v1/usage/calls").json()["calls"] == []  # a refusal changes nothing
+        assert c.get("/v1/usage/calls", params={"settled": 1}).json()["calls"] == []  # a refusal records nothing
 
 
 def test_identity_comes_from_the_token_and_the_key_is_the_placeholder(hub):

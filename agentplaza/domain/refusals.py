@@ -93,7 +93,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "node_error",
     ),
     Kind.UNAVAILABLE: (
-        "not_anchored", "vault_absent",
+        "not_anchored", "vault_absent", "calls_not_settled",
     ),
     Kind.NOT_BUILT: (
         "not_available",
