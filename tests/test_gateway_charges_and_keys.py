@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 
 import anthropic
 import httpx
 import openai
 import pytest
+from support.deadline import until
 from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess
 from support.treasury import Teller
@@ -60,30 +60,24 @@ def ask(o: openai.OpenAI, usd: str) -> str:
 def recorded(h: HubProcess, n: int, **params) -> list[dict]:
     """The last ``n`` calls, oldest first, once the hub has recorded them."""
     with h.client() as c:
-        for _ in range(200):
-            got = c.get("/v1/usage/calls", params=params).json()["calls"]
-            if len(got) >= n:
-                return list(reversed(got[:n]))
-            time.sleep(0.05)
-    raise AssertionError(f"fewer than {n} calls recorded")
+        got = until(f"{n} calls recorded",
+                    lambda: (got := c.get("/v1/usage/calls", params=params).json()["calls"]) and len(got) >= n and got)
+        return list(reversed(got[:n]))
 
 
 def balance(h: HubProcess, account: str) -> int:
     with h.client() as c:
-        for _ in range(100):
-            r = c.get(f"/v1/treasury/accounts/{account}/explain")
-            if r.status_code == 200:
-                return r.json()["balance"]
-            time.sleep(0.05)
-    raise AssertionError(r.text)
+        r = until(f"account {account} known", lambda: (r := c.get(f"/v1/treasury/accounts/{account}/explain"))
+                  .status_code == 200 and r)
+        return r.json()["balance"]
 
 
 def settled(h: HubProcess, account: str, expected: int) -> bool:
-    for _ in range(100):
-        if balance(h, account) == expected:
-            return True
-        time.sleep(0.05)
-    return False
+    """The account's balance reaches ``expected`` (the recorder charges a moment after each call)."""
+    try:
+        return until(f"account {account} at {expected}", lambda: balance(h, account) == expected, timeout=5)
+    except AssertionError:
+        return False
 
 
 def fund_task(h: HubProcess, task: str, amount: int) -> None:
