@@ -233,7 +233,7 @@ def _decide(m: Model, approve: bool) -> list[Effect]:
         return []
     word = "approve" if approve else "deny"
     return _ask(m, f"{word.capitalize()} {a['id']} ({a.get('title') or a.get('kind')})? y/n",
-                Send("POST", f"/v1/approvals/{a['id']}/{word}", {}, f"{a['id']} {word}d", ("approvals", "overview")))
+                Send("POST", f"/v1/approvals/{a['id']}/{word}", {}, f"{a['id']} {'approved' if approve else 'denied'}", ("approvals", "overview")))
 
 
 def _stop_or_resume(m: Model) -> list[Effect]:

@@ -8,12 +8,15 @@ styles (what a test reads). Without colours every mark that a colour carries is 
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from .model import NOT_BUILT, TABS, Model
 
 #: The smallest terminal the screen draws in; a smaller one gets one clear message instead.
 MIN_WIDTH, MIN_HEIGHT = 60, 16
+#: The most lines the hold's banner takes.
+BANNER_LINES = 3
 #: The most transcript entries an agent's detail shows.
 DETAIL_ENTRIES = 8
 
@@ -72,7 +75,8 @@ def tab_bar(m: Model, width: int, colour: bool) -> Line:
             if i == m.tab:
                 parts.append(("class:tab.current", f"[{t.key} {title}]"))
             else:
-                parts.append(("class:tab", f" {t.key} {title} "))
+                parts.append(("class:tab", f"{t.key} {title}"))
+            parts.append(("", " "))
         if sum(len(x) for _, x in parts) <= width:
             break
     return _clip(parts, width)
@@ -95,8 +99,9 @@ def banner(m: Model, width: int) -> list[Line]:
         return []
     p = m.plaza
     why = p.get("reason") or "no reason given"
-    text = f" PLAZA HELD (STOP ALL) since {_when(p.get('since'))} by {p.get('by')}; s resumes. Why: {why} "
-    return [[("class:banner", _fit(text, width).ljust(width))]]
+    text = f"PLAZA HELD (STOP ALL) since {_when(p.get('since'))} by {p.get('by')}; s resumes. Why: {why}"
+    lines = textwrap.wrap(_fit(text, 1000), width - 2)[:BANNER_LINES]
+    return [[("class:banner", f" {_fit(t, width - 2)} ".ljust(width))] for t in lines]
 
 
 def _when(at: Any) -> str:
