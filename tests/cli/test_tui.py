@@ -9,7 +9,7 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from support.deadline import until
-from support.hubproc import HubProcess, ok
+from support.hubproc import HubProcess, cli, ok
 
 from agentplaza.cli.client import Client
 from agentplaza.cli.tui.app import Screen
@@ -198,3 +198,8 @@ def test_agents_detail_and_a_message_with_t(hub, person):
     person.press("never sent")
     person.press(ESC)
     person.sees("message not sent")
+
+
+def test_without_a_terminal_the_command_says_so(hub):
+    r = cli(hub, "tui")
+    assert r.returncode == 1 and "(not_a_terminal)" in r.stderr and "agentplaza overview --json" in r.stderr
