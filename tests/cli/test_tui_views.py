@@ -56,8 +56,9 @@ def test_tabs_not_built_say_so_in_one_line():
 def test_a_terminal_too_small_gets_one_clear_message():
     m = state.Model()
     screen = drawn(m, width=40, height=10)
-    assert screen.startswith("The terminal is too small for agentplaza tui: 40x10; it needs at least 60x16")
-    assert len(screen.splitlines()) == 1
+    assert " ".join(screen.split()).startswith("The terminal is too small for agentplaza tui: 40x10; it needs at "
+                                               "least 60x16. Make the window larger")
+    assert all(len(line) <= 40 for line in screen.splitlines()) and "[1 Floor]" not in screen
 
 
 def test_without_colours_every_fragment_is_plain_and_the_marks_stay():

@@ -260,8 +260,10 @@ def status_line(m: Model, width: int, colour: bool) -> Line:
 
 
 def too_small(width: int, height: int) -> list[Line]:
-    return [[("", f"The terminal is too small for agentplaza tui: {width}x{height}; it needs at least "
-                  f"{MIN_WIDTH}x{MIN_HEIGHT}. Make the window larger (q quits).")]]
+    """One message, wrapped to the terminal's width."""
+    message = (f"The terminal is too small for agentplaza tui: {width}x{height}; it needs at least "
+               f"{MIN_WIDTH}x{MIN_HEIGHT}. Make the window larger (q quits).")
+    return [[("", line)] for line in textwrap.wrap(message, max(width, 1))[: max(height, 1)]]
 
 
 def screen(m: Model, width: int, height: int, colour: bool = True) -> list[Line]:
