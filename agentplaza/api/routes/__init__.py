@@ -8,6 +8,7 @@ from . import (
     approvals,
     auth,
     conduct,
+    decide,
     gateway,
     log,
     models,
@@ -16,9 +17,10 @@ from . import (
     system,
     tasks,
     treasury,
+    unfurl,
     usage,
     vault,
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents]
+         agents, decide, unfurl]

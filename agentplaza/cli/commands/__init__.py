@@ -8,6 +8,7 @@ from . import (
     approvals,
     audit,
     conduct,
+    decide,
     events,
     hub,
     log,
@@ -21,6 +22,8 @@ from . import (
     tasks,
     templates,
     treasury,
+    tui,
+    unfurl,
     usage,
     vault,
 )
@@ -28,5 +31,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates)
+              models, usage, agents, society, nodes, templates, decide, unfurl, tui)
 }
