@@ -8,6 +8,7 @@ from . import (
     approvals,
     auth,
     conduct,
+    console,
     gateway,
     log,
     models,
@@ -21,4 +22,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents]
+         agents, console]
