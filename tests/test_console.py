@@ -13,7 +13,7 @@ from fnmatch import fnmatch
 import pytest
 from support.hubproc import ROOT, HubProcess
 
-from agentplaza.api.routes.console import CONSOLE_CSP, CONSOLE_DIR, MEDIA_TYPES
+from agentplaza.api.routes.console import CONSOLE_CSP, CONSOLE_DIR, IMMUTABLE, MEDIA_TYPES, digest
 
 FILES = sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file())
 SCRIPTS = [p for p in FILES if p.suffix == ".js"]
@@ -54,6 +54,22 @@ def test_the_front_page_and_its_files_are_served_open_with_a_strict_policy(locke
             assert r.status_code == 200, path
             assert r.headers["content-type"] == MEDIA_TYPES[path.suffix], path
             assert r.content == path.read_bytes()
+
+
+def test_the_front_page_names_each_file_under_the_digest_of_all_of_them(locked_hub):
+    """A file at /console/<digest>/... is kept by the browser; a new install is a new digest, so an old page's
+    address (or none) is never kept."""
+    with locked_hub.client() as c:
+        page = c.get("/").text
+        assert page.count('rel="modulepreload"') == len(SCRIPTS)
+        named = re.findall(r'(?:href|src)="(/console/[^"]+)"', page)
+        assert named and all(u.startswith(f"/console/{digest()}/") for u in named), named
+        for url in named:
+            r = c.get(url)
+            assert r.status_code == 200 and r.headers["cache-control"] == IMMUTABLE, url
+        old = c.get("/console/0123456789abcdef/js/main.js")
+        assert old.status_code == 200 and old.headers["cache-control"] == "no-store"
+        assert c.get("/").headers["cache-control"] == "no-store"
 
 
 @pytest.mark.parametrize("path", ["/console/../routes/console.py", "/console/%2e%2e/routes/console.py",

@@ -13,6 +13,7 @@ inline script, no ``eval``), requests and the socket to this origin only, images
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from starlette.requests import Request
@@ -49,20 +50,69 @@ def _file(relative: str) -> Path | None:
     return path
 
 
-def _serve(path: Path) -> Response:
-    return Response(path.read_bytes(), media_type=MEDIA_TYPES[path.suffix],
-                    headers={"content-security-policy": CONSOLE_CSP})
+#: A console file asked for under the digest of all of them (``/console/<digest>/js/main.js``) never
+#: changes at that address: the browser keeps it.  The front page itself, and a file asked for under no
+#: digest or an old one, are not kept (the edge's ``no-store``).
+IMMUTABLE = "public, max-age=31536000, immutable"
+DIGEST_CHARS = 16
+
+#: The front page's marker where the hub lists every module as a modulepreload link, so the browser
+#: fetches them all at once instead of import by import (a screen's module included).
+PRELOAD_MARKER = "<!-- the hub lists every module here as a modulepreload link (routes/console.py) -->"
+_cache: dict[Path, tuple[float, bytes]] = {}
+
+
+def _read(path: Path) -> bytes:
+    """A console file's bytes, kept while its modification time stays (the files change only on an upgrade)."""
+    mtime = path.stat().st_mtime
+    kept = _cache.get(path)
+    if kept is None or kept[0] != mtime:
+        kept = _cache[path] = (mtime, path.read_bytes())
+    return kept[1]
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file() and p.suffix in MEDIA_TYPES)
+
+
+def digest() -> str:
+    """The digest of every console file as installed: a new install, a new address for each file."""
+    h = hashlib.sha256()
+    for p in _files():
+        h.update(p.relative_to(CONSOLE_DIR).as_posix().encode() + b"\0" + _read(p) + b"\0")
+    return h.hexdigest()[:DIGEST_CHARS]
+
+
+def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> Response:
+    headers = {"content-security-policy": CONSOLE_CSP}
+    if cache:
+        headers["cache-control"] = cache
+    return Response(_read(path) if body is None else body, media_type=MEDIA_TYPES[path.suffix], headers=headers)
+
+
+def _front_page() -> bytes:
+    """index.html with every file under the current digest, and every module as a modulepreload link."""
+    prefix = f"{ASSETS_PREFIX}{digest()}/"
+    modules = sorted(p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js"))
+    links = "\n".join(f'<link rel="modulepreload" href="{prefix}{m}">' for m in modules)
+    page = _read(CONSOLE_DIR / "index.html").replace(f'"{ASSETS_PREFIX}'.encode(), f'"{prefix}'.encode())
+    return page.replace(PRELOAD_MARKER.encode(), links.encode())
 
 
 async def front_page(request: Request) -> Response:
-    return _serve(CONSOLE_DIR / "index.html")
+    return _serve(CONSOLE_DIR / "index.html", _front_page())
 
 
 async def asset(request: Request) -> Response:
-    path = _file(request.path_params["path"])
+    relative = request.path_params["path"]
+    first, _, rest = relative.partition("/")
+    cache = None
+    if len(first) == DIGEST_CHARS and all(c in "0123456789abcdef" for c in first) and rest:
+        relative, cache = rest, (IMMUTABLE if first == digest() else None)
+    path = _file(relative)
     if path is None:
         return error_response(404, "not_found", f"no console file {request.url.path}")
-    return _serve(path)
+    return _serve(path, cache=cache)
 
 
 ROUTES = [

@@ -16,6 +16,11 @@ const heldWatchers = new Set();
 let stopSwitch, banner, main, nav;
 let teardown = [];
 
+function screenOf(hash) {
+  const [id = "overview", ...rest] = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  return Object.assign({}, SCREENS.find((s) => s.id === id) || SCREENS[0], {rest});
+}
+
 export function buildFrame(root) {
   const conn = h("span", {class: "conn", role: "status", "aria-live": "polite"});
   onStatus((s) => {
@@ -42,9 +47,9 @@ export function buildFrame(root) {
     h("div", {class: "body"}, nav, main));
   listen(["plaza"], () => refreshPlaza());
   listen(["*"], (m) => { if (m === null) refreshPlaza(); });
-  refreshPlaza();
   window.addEventListener("hashchange", route);
   route();
+  return refreshPlaza();
 }
 
 export function onHeld(fn) {
@@ -52,15 +57,17 @@ export function onHeld(fn) {
   return () => heldWatchers.delete(fn);
 }
 
+// The plaza's state, read again; true when the hub answered it.
 export async function refreshPlaza() {
   try {
     plaza = await get("/v1/plaza");
   } catch (err) {
     fill(stopSwitch, errorBox(err));
-    return;
+    return false;
   }
   drawSwitch();
   for (const fn of heldWatchers) fn(plaza);
+  return true;
 }
 
 function drawSwitch() {
@@ -88,8 +95,8 @@ function drawSwitch() {
 async function route() {
   for (const fn of teardown) fn();
   teardown = [];
-  const [id = "overview", ...rest] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const screen = SCREENS.find((s) => s.id === id) || SCREENS[0];
+  const screen = screenOf(location.hash);
+  const rest = screen.rest;
   for (const a of nav.querySelectorAll("a")) {
     if (a.dataset.screen === screen.id) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");

@@ -1,28 +1,12 @@
-// The console starts here: is the caller the owner (loopback, a session cookie)? Then the frame and the
-// live stream; else the sign-in page.
+// The console starts here. The frame and the screen start at once; the first answer of 401 (the plaza's
+// state or a screen's data) means this browser is not the owner's: the sign-in page takes the frame's
+// place. The live stream opens once the hub has answered the plaza's state.
 
-import {ApiError, SIGNED_OUT, get} from "./api.js";
+import {SIGNED_OUT} from "./api.js";
 import {buildFrame} from "./frame.js";
 import {connect} from "./live.js";
 import {signInPage} from "./signin.js";
-import {errorBox, fill} from "./ui.js";
 
 const root = document.getElementById("app");
-
-async function start() {
-  try {
-    await get("/v1/hub");
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 401) {
-      signInPage(root);
-      return;
-    }
-    fill(root, errorBox(err));
-    return;
-  }
-  window.addEventListener(SIGNED_OUT, () => signInPage(root), {once: true});
-  buildFrame(root);
-  connect();
-}
-
-start();
+window.addEventListener(SIGNED_OUT, () => signInPage(root), {once: true});
+buildFrame(root).then((answered) => { if (answered) connect(); });
