@@ -212,6 +212,13 @@ def test_an_owner_session_in_the_console(browser, console_hub, tmp_path):
         page.get_by_role("button", name="Spawn agents").click()
         page.get_by_role("button", name="5. Review and spawn").click()
         expect(page.get_by_test_id("no-node")).to_contain_text("No node can boot microVMs")
+        # Spawned anyway, the agent waits offline: the roster shows it live, and its page opens.
+        page.get_by_role("button", name="Spawn 1 builder").click()
+        roster = page.get_by_role("table", name="The roster")
+        expect(roster).to_contain_text("builder")
+        roster.get_by_role("link").first.click()
+        expect(page.get_by_role("region", name="Profile")).to_contain_text("Where the model comes from")
+        expect(page.get_by_role("toolbar", name="Agent actions")).to_contain_text("Checkpoint")
 
         # Every screen: a screenshot, and axe-core finds no serious or critical violation.
         found = []

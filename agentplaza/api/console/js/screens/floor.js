@@ -35,7 +35,8 @@ function robot(species) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("viewBox", "0 0 64 64");
-  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `a robot: ${NAMES[species]}`);
   const p = document.createElementNS(ns, "path");
   p.setAttribute("d", SHAPES[species]);
   p.setAttribute("fill", species === ORCHESTRATOR_SPECIES ? "#b35c00" : "#0b5fcc");
@@ -48,8 +49,7 @@ export async function render(view, ctx) {
     const {agents} = await get("/v1/agents");
     if (!agents.length) return h("p", {class: "empty"}, "The floor is empty. Spawn agents on the Agents screen.");
     const species = deal(agents);
-    return h("div", {class: "floor"}, agents.map((a) => h("a", {class: `robot robot-${a.status}`, href: `#/agents/${a.cid}`,
-      "aria-label": `${a.name || "Agent " + a.cid}, ${a.role}, ${a.status}, drawn as ${NAMES[species.get(a.cid)]}`},
+    return h("div", {class: "floor"}, agents.map((a) => h("a", {class: `robot robot-${a.status}`, href: `#/agents/${a.cid}`},
     robot(species.get(a.cid)), h("div", {}, a.name || `Agent ${a.cid}`), h("small", {}, a.role), h("div", {}, badge(a.status)))));
   }, {label: "The floor"}));
 }
