@@ -8,6 +8,7 @@ from . import (
     approvals,
     auth,
     conduct,
+    console,
     decide,
     gateway,
     log,
@@ -23,4 +24,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, decide, unfurl]
+         agents, decide, unfurl, console]
