@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from support.hubproc import stop_left_over  # noqa: E402
 from support.pg import TempPostgres  # noqa: E402
 
 os.environ.setdefault("POSTGRES_PASSWORD", "")
@@ -36,6 +37,14 @@ class _Pg:
             conn.execute(f'CREATE DATABASE "{name}"')
         base = self.admin_url.rsplit("/", 1)[0]
         return f"{base}/{name}"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_hub_left_running():
+    """Every hub process a module's tests started is gone when the module ends (a restarted hub in a
+    kill -9 test, a hub a test forgot): left running, each polls the log for the rest of the run."""
+    yield
+    stop_left_over()
 
 
 @pytest.fixture(scope="session")

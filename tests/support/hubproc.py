@@ -21,6 +21,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Every hub started and not yet stopped: a test that forgets one (or one that a kill -9 test restarts)
+#: must not leave it polling the log for the rest of the run; ``stop_left_over`` ends them.
+_LIVE: set[HubProcess] = set()
+
+
+def stop_left_over() -> int:
+    """Stop every hub a test left running; how many there were."""
+    left = [h for h in _LIVE if h.proc is not None and h.proc.poll() is None]
+    for h in left:
+        h.stop()
+    _LIVE.clear()
+    return len(left)
+
+
 class HubProcess:
     def __init__(self, folders, database_url: str | None = None, port: int | None = None, args: tuple = ()):
         self.folders = folders
@@ -43,6 +57,7 @@ class HubProcess:
             [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
+        _LIVE.add(self)
         deadline = time.time() + timeout
         lines = []
         while time.time() < deadline:
@@ -64,6 +79,7 @@ class HubProcess:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+        _LIVE.discard(self)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -74,6 +90,7 @@ class HubProcess:
                 self.kill()
         if self.proc and self.proc.stdout:
             self.output += self.proc.stdout.read() or ""
+        _LIVE.discard(self)
 
 
 def cli(h: HubProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
