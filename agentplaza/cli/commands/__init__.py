@@ -8,6 +8,7 @@ from . import (
     approvals,
     audit,
     conduct,
+    doctor,
     events,
     hub,
     log,
@@ -28,5 +29,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates)
+              models, usage, agents, society, nodes, templates, doctor)
 }
