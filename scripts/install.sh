@@ -35,8 +35,11 @@ else
 fi
 
 # 2. The plaza itself, in .venv.
+missing=0
+[ -n "$need" ] && missing=1
 if [ "$check" = 1 ]; then
-  if [ -x .venv/bin/apid ]; then say "the plaza is installed in .venv"; else say "not installed yet: .venv/bin/apid is missing"; fi
+  if [ -x .venv/bin/apid ]; then say "the plaza is installed in .venv"
+  else say "the plaza is not installed yet (install.sh makes .venv)"; missing=1; fi
 else
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check -e .
@@ -47,22 +50,21 @@ fi
 if PYTHONPATH=. python3 -m vmm.image show "${images[@]}" >/dev/null 2>&1; then
   say "the guest image is built"
 elif [ "$check" = 1 ]; then
-  say "the guest image is not built yet (install.sh builds it, a few minutes, once)"
+  say "the guest image is not built yet (install.sh builds it once, in a few minutes)"; missing=1
 else
   say "building the guest image (once; a few minutes)"
   .venv/bin/python -m vmm.image build "${images[@]}"
 fi
 
-# 4. What would still stop an agent's microVM from booting, then the hub.
-if [ "$check" = 1 ]; then
-  if blockers=$(PYTHONPATH=. python3 -m vmm.readiness check); then
-    if [ -z "$need" ]; then say "ready: an agent's microVM can boot here"; exit 0; fi
-    exit 1
-  fi
+# 4. What would still stop an agent's microVM from booting; then the hub.
+if ! blockers=$(PYTHONPATH=. python3 -m vmm.readiness check "${images[@]/--data-dir/--images-dir}"); then
   say "an agent's microVM cannot boot here yet:"
   echo "$blockers" | sed 's/^/  /'
+  missing=1
+fi
+if [ "$check" = 1 ]; then
+  if [ "$missing" = 0 ]; then say "ready: nothing to install; install.sh would start the hub"; exit 0; fi
   exit 1
 fi
-PYTHONPATH=. python3 -m vmm.readiness check | sed 's/^/install.sh: agents cannot boot yet: /' || true
 say "starting the hub (Ctrl-C stops it); then: .venv/bin/agentplaza agents create --role researcher --count 1"
 exec .venv/bin/apid "$@"
