@@ -167,3 +167,18 @@ def test_a_command_loads_only_what_it_needs(folders, words):
 def test_events_all_asks_for_the_console_lines():
     args = cli_main.parse(["events", "--all", "--kinds", "agent"])[1]
     assert args.all and args.kinds == "agent"
+
+
+def test_docs_cli_lists_every_command_a_line_each():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    missing = []
+    for n, area in AREAS.items():
+        actions = getattr(area, "actions", None)
+        if actions is None:  # an area module of its own shape: its name alone
+            names = [n]
+        else:
+            names = [n if (a.default and len(actions) == 1) else f"{n} {a.name}" for a in actions]
+        missing += [f"| `agentplaza {name}` | ... |" for name in names if f"| `agentplaza {name}` |" not in doc]
+    assert not missing, "add these lines to docs/cli.md, 'Every command':\n" + "\n".join(missing)
