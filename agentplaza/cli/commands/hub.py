@@ -8,6 +8,7 @@ printed back.
 from __future__ import annotations
 
 import getpass
+import os
 import sys
 from urllib.parse import urlparse
 
@@ -40,7 +41,7 @@ def _token(env: Env, url: str) -> str | None:
     """The token to save: ``--token -`` reads standard input, ``--token T`` (or APZ_TOKEN) is taken as
     given, otherwise a hidden prompt on a terminal; a hub on this machine needs none (its owner-token
     file is read at each command)."""
-    given = env.args.token
+    given = env.args.token or os.environ.get("APZ_TOKEN")
     if given == FROM_STDIN:
         token = sys.stdin.readline().strip()
         if not token:
@@ -62,16 +63,17 @@ def login(env: Env) -> int:
     from ..client import Client
 
     args = env.args
-    url = config.normal_url(args.url or args.hub or DEFAULT_HUB)
-    name = config.check_name(args.name or urlparse(url).netloc)
+    saved = config.load()
+    given = args.url or args.hub or os.environ.get("APZ_HUB") or DEFAULT_HUB
+    url = saved.hubs[given].url if given in saved.hubs else config.normal_url(given)  # a saved name: log in again
+    name = config.check_name(args.name or (given if given in saved.hubs else urlparse(url).netloc))
     token = _token(env, url)
-    pin = args.pin
+    pin = args.pin or os.environ.get("APZ_PIN")
     if pin is not None:
         from ..pin import normal_pin
 
         pin = normal_pin(pin)
     answer = Client(url, token, pin=pin).get("/v1/hub")  # the hub answers (and the pin holds) before it is saved
-    saved = config.load()
     saved.hubs[name] = config.SavedHub(name=name, url=url, token=token, pin=pin)
     saved.current = name
     config.store(saved)
