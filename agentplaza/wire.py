@@ -57,3 +57,10 @@ APPROVAL_STATUSES = ("pending", "approved", "denied")
 PERMISSION_MODES = ("autonomous", "ask", "read-only")
 RISKS = ("read", "write", "irreversible")
 AGENT_TIERS = ("orchestrator", "worker")
+
+# -- the VM console on the live bus (``agentplaza events --all``) ---------------------------
+#: The bus family of a line a VM wrote to its serial console. It is not a stored event: it reaches only
+#: a socket that asks for it (``/v1/ws?all=1``, or ``console`` among its ``kinds``).
+CONSOLE_FAMILY = "console"
+#: The longest console line carried; the rest of a longer one is cut.
+CONSOLE_LINE_MAX_CHARS = 2000

@@ -56,6 +56,7 @@ class Follower:
             self.kick = anyio.Event()
             records = await anyio.to_thread.run_sync(self.hub.read_models.catch_up)
             self.hub.bus.publish(records)
+            self.hub.bus.publish(self.hub.bus.take_console())  # the VMs' console lines (events --all)
             done, self.caught_up = self.caught_up, anyio.Event()
             done.set()
             anchors = self.hub.anchors

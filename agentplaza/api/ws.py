@@ -31,6 +31,7 @@ def endpoint(bus: Bus):
             await websocket.close(code=4400, reason=f"use the subprotocol {SUBPROTOCOL}")
             return
         families = [k for k in (websocket.query_params.get("kinds") or "").split(",") if k] or None
+        console = websocket.query_params.get("all") in ("1", "true")  # the VMs' console lines too
         state: dict = {"wake": anyio.Event(), "close": None}
 
         def wake() -> None:
@@ -38,7 +39,7 @@ def endpoint(bus: Bus):
 
         address = websocket.client.host if websocket.client else "?"
         try:
-            sub = bus.subscribe(address, families, wake)
+            sub = bus.subscribe(address, families, wake, console)
         except BusFull as e:
             await websocket.close(code=CLOSE_FULL, reason=str(e))
             return

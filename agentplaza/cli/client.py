@@ -1,4 +1,6 @@
-"""The command line's only way to the hub: HTTP with httpx (and the live bus over WebSocket).
+"""The command line's only way to the hub: HTTP (and the live bus over WebSocket).
+
+It is the standard library's HTTP (``cli.http``): a command starts fast.
 
 Every write (POST, PUT, PATCH, DELETE) carries an ``Idempotency-Key``: one
 random prefix per invocation and the request's number within it, so two
@@ -9,16 +11,18 @@ docs/operations.md, "Retries and Idempotency-Key").
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
-
 from ..config import DEFAULT_HUB, OWNER_TOKEN_FILE, folders
+from .errors import HubError, Unreachable
+from .http import ConnectFailed, Dropped, Http
+from .pin import pinned_context
+
+__all__ = ["Client", "HubError", "Unreachable", "local_token"]
 
 TIMEOUT_S = 30.0
 #: A request whose connection dropped is sent again this many times, with the same Idempotency-Key.
@@ -27,19 +31,6 @@ RETRIES = 1
 RETRY_PAUSE_S = 0.5
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-#: What a connection dropped mid-request raises.  A refused connection is not retried (nothing was sent, and
-#: the offline paths wait for no one), nor a timeout (the hub may still be working on it).
-DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
-
-
-class HubError(Exception):
-    def __init__(self, message: str, code: str | None = None, status: int | None = None):
-        super().__init__(message)
-        self.message, self.code, self.status = message, code, status
-
-
-class Unreachable(HubError):
-    pass
 
 
 def local_token(state_dir: Path) -> str | None:
@@ -49,17 +40,24 @@ def local_token(state_dir: Path) -> str | None:
         return None
 
 
+#: The hosts that are this machine: a hub there is the local one, whose owner-token file the command reads.
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 class Client:
-    def __init__(self, hub: str | None = None, token: str | None = None):
-        self.hub = (hub or os.environ.get("APZ_HUB") or DEFAULT_HUB).rstrip("/")
+    """A hub's address, its token and, with ``pin``, the one certificate it must present
+    (``cli.config.resolve`` says which hub, token and pin a command uses)."""
+
+    def __init__(self, hub: str | None = None, token: str | None = None, *, pin: str | None = None):
+        self.hub = (hub or DEFAULT_HUB).rstrip("/")
         if "://" not in self.hub:
             self.hub = "http://" + self.hub
         host = urlparse(self.hub).hostname or ""
-        self.token = token or os.environ.get("APZ_TOKEN") or (
-            local_token(folders().state) if host in ("127.0.0.1", "localhost", "::1") else None
-        )
+        self.token = token or (local_token(folders().state) if host in LOOPBACK else None)
+        #: The TLS context of a pinned hub (checked before anything is sent), for HTTP and the live bus.
+        self.ssl_context = pinned_context(self.hub, pin) if pin else None
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        self.http = httpx.Client(base_url=self.hub, headers=headers, timeout=TIMEOUT_S)
+        self.http = Http(self.hub, headers, TIMEOUT_S, self.ssl_context)
         self.invocation = uuid.uuid4().hex
         self.writes = 0
 
@@ -69,17 +67,20 @@ class Client:
         return f"apz-cli-{self.invocation}-{self.writes}"
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request. A connection dropped mid-request (``http.Dropped``) is sent again with the same key;
+        a refused connection is not (nothing was sent, and the offline paths wait for no one), nor a
+        timeout (the hub may still be working on it)."""
         if method.upper() in WRITE_METHODS:
             kwargs["headers"] = {IDEMPOTENCY_HEADER: self.idempotency_key(), **(kwargs.get("headers") or {})}
         for attempt in range(RETRIES + 1):
             try:
                 r = self.http.request(method, path, **kwargs)
                 break
-            except DROPPED as e:
+            except Dropped as e:
                 if attempt == RETRIES:
                     raise Unreachable(f"cannot reach the hub at {self.hub}: {e}") from None
                 time.sleep(RETRY_PAUSE_S)
-            except httpx.TransportError as e:
+            except ConnectFailed as e:
                 raise Unreachable(f"cannot reach the hub at {self.hub}: {e}") from None
         try:
             data = r.json()

@@ -1,14 +1,17 @@
-"""What a command needs: a client for the hub, and how to print."""
+"""What a command needs: the hub it talks to, a client for it, and how to print."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .client import Client
+from .config import Target, resolve
 from .output import emit
+
+if TYPE_CHECKING:  # the client loads HTTP: only a command that talks to a hub makes one
+    from .client import Client
 
 
 @dataclass
@@ -17,6 +20,15 @@ class Env:
     make_client: Callable[[], Client]
     _client: Client | None = None
     area: str = ""  # the area being run (its name, for messages)
+    _target: Target | None = None
+
+    @property
+    def target(self) -> Target:
+        """The hub this command talks to (flags, environment, cli.json), worked out once."""
+        if self._target is None:
+            a = self.args
+            self._target = resolve(getattr(a, "hub", None), getattr(a, "token", None), getattr(a, "pin", None))
+        return self._target
 
     @property
     def client(self) -> Client:

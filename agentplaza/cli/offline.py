@@ -3,22 +3,45 @@ straight against the store and files, without a hub.
 
 The event store is opened read-only and no checkpoint or key is written; only
 ``replay --rebuild`` writes, and it writes read models, never events.
+
+Every command module imports this one, so it loads nothing heavy itself: the store, the
+projections and the vault's files are imported by the function that uses them, and a command that
+talks to a hub never loads them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..config import database_url, folders
-from ..events import anchor as anchors
-from ..events.anchor import AnchorSyntax, parse_anchor
-from ..events.chain import Anchor
-from ..events.store import EventStore
-from ..projections.registry import all_projections
-from ..projections.runner import ReadModels, make_engine, read_model_url
-from ..vault.files import shred
+
+if TYPE_CHECKING:
+    from ..events.chain import Anchor
+    from ..events.store import EventStore
+    from ..projections.runner import ReadModels
 
 #: What the command line takes from here besides the store: an anchor's syntax (``audit verify
-#: --anchor``) and shredding a local file (``vault import --shred``).
+#: --anchor``) and shredding a local file (``vault import --shred``), each loaded when first used.
 __all__ = ["AnchorSyntax", "parse_anchor", "shred", "NoStore", "open_store", "verify", "through_hub_or_store"]
+
+
+class AnchorSyntax(ValueError):
+    """An anchor (``HASH@POSITION``) that does not parse."""
+
+
+def parse_anchor(text: str) -> Anchor:
+    from ..events import anchor
+
+    try:
+        return anchor.parse_anchor(text)
+    except anchor.AnchorSyntax as e:
+        raise AnchorSyntax(str(e)) from None
+
+
+def shred(path: Any) -> None:
+    from ..vault.files import shred as zero_and_delete
+
+    zero_and_delete(path)
 
 
 class NoStore(Exception):
@@ -26,6 +49,8 @@ class NoStore(Exception):
 
 
 def open_store() -> EventStore:
+    from ..events.store import EventStore
+
     f = folders()
     url = database_url()
     if not url and not (f.state / "plaza.sqlite").exists():
@@ -38,6 +63,8 @@ class Refused(Exception):
 
 
 def verify(given: Anchor | None = None) -> dict:
+    from ..events import anchor as anchors
+
     f = folders()
     store = open_store()
     try:
@@ -47,6 +74,8 @@ def verify(given: Anchor | None = None) -> dict:
 
 
 def anchor() -> dict:
+    from ..events import anchor as anchors
+
     f = folders()
     store = open_store()
     try:
@@ -70,6 +99,9 @@ def vault_audit_verify() -> dict:
 
 
 def _read_models(store: EventStore) -> ReadModels:
+    from ..projections.registry import all_projections
+    from ..projections.runner import ReadModels, make_engine, read_model_url
+
     f = folders()
     engine = make_engine(read_model_url(state_dir=f.state, database_url=database_url()))
     return ReadModels(engine, store, all_projections())

@@ -52,8 +52,8 @@ class Plaza(PlazaAggregate):
         return cls.start(ctx, id=PLAZA_ID, name=name)
 
     def stop_all(self, ctx: Context) -> None:
-        if not ctx.reason or not ctx.reason.strip():
-            raise Refusal("reason_required", "STOP ALL needs a reason")
+        if ctx.reason is not None and not ctx.reason.strip():  # none is fine; a blank one is a slip
+            raise Refusal("reason_required", "a reason for STOP ALL, when given, is not blank")
         if self.held:
             raise Refusal("plaza_held", f"the plaza is already held since {self.held_since:%Y-%m-%d %H:%M:%S} UTC by {self.held_by}")
         self.record(self.Held, ctx)

@@ -100,6 +100,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",
+        # cli (the first start)
+        "node_cannot_boot",
     ),
     Kind.NOT_BUILT: (
         "not_available",

@@ -12,15 +12,32 @@ Read-only.  The limits, each beside its rule below:
   client) is idle; ``Bus.idle_for`` says how long it may still wait before it is closed with ``CLOSE_IDLE``.
 
 The clock is injected (``Bus(clock=...)``) so the rules can be checked without waiting.
+
+Besides the stored events, the bus carries what the VMs write to their serial consoles
+(``ConsoleLine``, family ``console``), to a subscriber that asks for it only (``agentplaza events
+--all``). A line is not an event: it is never stored, and it has no position. The runtime hands
+lines in from its own thread (``Bus.console``); the follower publishes them on the hub's loop with
+the events it reads (``Bus.take_console``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from ..wire import CLOSE_BEHIND, CLOSE_FULL, CLOSE_IDLE, CLOSE_YIELDED, WS_SUBPROTOCOL  # noqa: F401 - the bus's wire
+from ..wire import (  # noqa: F401 - the bus's wire
+    CLOSE_BEHIND,
+    CLOSE_FULL,
+    CLOSE_IDLE,
+    CLOSE_YIELDED,
+    CONSOLE_FAMILY,
+    CONSOLE_LINE_MAX_CHARS,
+    WS_SUBPROTOCOL,
+)
 from .records import EventRecord
 
 MAX_PER_ADDRESS = 8
@@ -30,6 +47,24 @@ MAX_BEHIND = 1024
 #: (the CLI reconnects at once on ``CLOSE_IDLE``).
 IDLE_S = 15 * 60.0
 SUBPROTOCOL = WS_SUBPROTOCOL
+#: Console lines waiting for the follower's next turn; past this many the oldest are let go.
+CONSOLE_PENDING_MAX = 4096
+
+
+@dataclass(frozen=True)
+class ConsoleLine:
+    """One line a VM wrote to its serial console, as the bus carries it (never stored)."""
+
+    cid: int
+    text: str
+    at: str
+    actor: str
+    family: str = CONSOLE_FAMILY
+
+    def as_message(self) -> dict[str, Any]:
+        return {"event": CONSOLE_FAMILY, "data": {"kind": "console", "position": None, "at": self.at,
+                                                  "actor": self.actor, "reason": None, "cid": self.cid,
+                                                  "text": self.text}}
 
 
 class BusFull(Exception):
@@ -37,9 +72,12 @@ class BusFull(Exception):
 
 
 class Subscriber:
-    def __init__(self, address: str, families: frozenset[str] | None, wake: Callable[[], None], now: float):
+    def __init__(self, address: str, families: frozenset[str] | None, wake: Callable[[], None], now: float,
+                 console: bool = False):
         self.address = address
         self.families = families
+        #: Whether the VMs' console lines reach it: asked for (``all``), or ``console`` among its families.
+        self.console = console or (families is not None and CONSOLE_FAMILY in families)
         self.queue: deque[EventRecord] = deque()
         self.dropped = False
         self.yielded = False  # a newer socket from the same address took this one's place
@@ -47,7 +85,8 @@ class Subscriber:
         self.active_at = now  # when something last passed over the socket, either way
 
     def offer(self, records: list[EventRecord]) -> None:
-        wanted = [r for r in records if self.families is None or r.family in self.families]
+        wanted = [r for r in records if (self.console if r.family == CONSOLE_FAMILY
+                                         else self.families is None or r.family in self.families)]
         if not wanted:
             return
         if len(self.queue) + len(wanted) > MAX_BEHIND:
@@ -62,8 +101,10 @@ class Bus:
     def __init__(self, clock: Callable[[], float] = time.monotonic, idle_s: float = IDLE_S) -> None:
         self.subscribers: list[Subscriber] = []
         self.clock, self.idle_s = clock, idle_s
+        self.console_pending: deque[ConsoleLine] = deque(maxlen=CONSOLE_PENDING_MAX)
 
-    def subscribe(self, address: str, families: Iterable[str] | None, wake: Callable[[], None]) -> Subscriber:
+    def subscribe(self, address: str, families: Iterable[str] | None, wake: Callable[[], None],
+                  console: bool = False) -> Subscriber:
         if len(self.subscribers) >= MAX_TOTAL:
             raise BusFull(f"the hub accepts at most {MAX_TOTAL} sockets")
         same = [s for s in self.subscribers if s.address == address]
@@ -72,7 +113,7 @@ class Bus:
             oldest.yielded = True
             self.unsubscribe(oldest)
             oldest.wake()
-        sub = Subscriber(address, frozenset(families) if families else None, wake, self.clock())
+        sub = Subscriber(address, frozenset(families) if families else None, wake, self.clock(), console)
         self.subscribers.append(sub)
         return sub
 
@@ -92,3 +133,16 @@ class Bus:
         if records:
             for sub in list(self.subscribers):
                 sub.offer(records)
+
+    def console(self, cid: int, text: str, actor: str) -> None:
+        """A VM's console line, from any thread; it goes out with the follower's next publish. Nothing is
+        kept while no subscriber wants console lines."""
+        if any(s.console for s in list(self.subscribers)):
+            at = dt.datetime.now(dt.UTC).isoformat()
+            self.console_pending.append(ConsoleLine(cid, text[:CONSOLE_LINE_MAX_CHARS], at, actor))
+
+    def take_console(self) -> list[ConsoleLine]:
+        out = []
+        while self.console_pending:
+            out.append(self.console_pending.popleft())
+        return out

@@ -153,6 +153,15 @@ class AgentRuntime:
     def kick(self) -> None:
         self._kick.set()
 
+    def boot_blockers(self) -> list[str]:
+        """Why node n0 cannot boot a microVM now (empty: it can), asked of the node afresh: the owner may
+        have installed QEMU or built the guest image since the hub started."""
+        try:
+            self.facts = self.link.request("facts", timeout=NODE_QUERY_TIMEOUT_S)["facts"]
+        except NodeError as e:
+            return [f"node n0 does not answer ({e})"]
+        return list(self.facts.get("blockers") or [])
+
     def work_for(self, cid: int) -> None:
         with self._work:
             self._work.notify_all()
@@ -404,6 +413,8 @@ class AgentRuntime:
                 self.kick()
             elif ev.get("event") == "harness_exited":
                 self._safely(ac.disconnected, self.ctx_node(), cid, "the harness exited")
+            elif ev.get("event") == "console" and isinstance(cid, int):  # the live bus's, for events --all
+                self.hub.bus.console(cid, str(ev.get("text") or ""), f"node:{LOCAL_NODE}")
 
     # -- helpers ----------------------------------------------------------------------------------
     @property

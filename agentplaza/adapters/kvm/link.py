@@ -106,7 +106,7 @@ def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = N
             "--vms", str(Path(data_dir) / "vms"), "--exit-with-parent"]
     if images_dir:
         argv += ["--images", images_dir]
-    log = open(Path(state_dir) / "noded.log", "ab")
+    log = os.fdopen(os.open(Path(state_dir) / "noded.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             env=dict(os.environ), start_new_session=True)
     log.close()

@@ -46,6 +46,9 @@ from vmm import (
 )
 from vmm.guest.contract import SERVICES, error
 from vmm.image.build import Image, ensure_image
+from vmm.readiness import blockers
+
+from .console import ConsoleTail
 
 log = logging.getLogger("noded")
 
@@ -107,13 +110,27 @@ class Run:
         self.harness_log = Path(machine.dir) / "harness.log"
         self.stopping = False
         self.sleeping = False
+        self.console: ConsoleTail | None = None
 
     def start(self) -> None:
+        self._tail_console()
         self.machine.boot(timeout=BOOT_TIMEOUT_S)
         self._attach()
 
+    def _tail_console(self) -> None:
+        """The serial console's lines to the hub, for ``agentplaza events --all`` (one tail per run)."""
+        path = getattr(self.machine, "console_log", None)
+        if path is not None and self.console is None:
+            self.console = ConsoleTail(path, lambda text: self.node.event(
+                {"cid": self.cid, "event": "console", "text": text})).start(f"console-{self.cid}")
+
+    def end_console(self) -> None:
+        if self.console is not None:
+            self.console.stop()
+
     def _attach(self) -> None:
         """Carry the (new) channel's guest streams, run the harness, watch the process."""
+        self._tail_console()
         threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
         self._start_harness()
         threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
@@ -258,6 +275,7 @@ class Node:
         with self.lock:
             if self.runs.get(cid) is run:
                 del self.runs[cid]
+        run.end_console()
 
     # -- requests from the hub -------------------------------------------------------------------
     def handle(self, st) -> None:
@@ -277,7 +295,9 @@ class Node:
             pass
 
     def op_facts(self, meta: dict) -> dict:
-        return {"node": self.name, "facts": machine_facts(self.backend.platform)}
+        # ``blockers``: why a microVM cannot boot here now (no QEMU; no guest image and no way to build one).
+        return {"node": self.name, "facts": {**machine_facts(self.backend.platform),
+                                             "blockers": blockers(self._images_dir)}}
 
     def op_list(self, meta: dict) -> dict:
         with self.lock:
@@ -367,6 +387,7 @@ class Node:
         if run is None:
             return {"running": False}
         run.stopping = True
+        run.end_console()
         rc = run.machine.stop(timeout=float(meta.get("timeout") or 20))
         return {"exit": rc}
 

@@ -78,11 +78,24 @@ def page_of(api: Api, cid: int) -> dict:
     return rm.agent_page(api.hub.read_models, api.hub.commands.clock().isoformat(), cid)
 
 
+async def refuse_unbootable(hub) -> None:
+    """An agent is not made on a node that cannot boot its microVM: the owner hears why at once, not
+    from an agent that never starts. A hub run with no node (``--node off``) makes agents for a later one."""
+    rt = hub.runtime
+    if rt is None or rt.link is None:
+        return
+    found = await anyio.to_thread.run_sync(rt.boot_blockers)
+    if found:
+        raise ApiError("node_cannot_boot", "this machine cannot boot an agent's microVM: " + "; ".join(found)
+                       + " (bash scripts/install.sh installs what is missing; agentplaza doctor checks)")
+
+
 @endpoint
 async def create(request: Request) -> dict:
     api = api_of(request)
     hub = api.hub
     body = await read_body(request, SpawnBody)
+    await refuse_unbootable(hub)
     ctx = api.context(request, f"spawn {body.count} {body.role}")
     cids = await api.command(lambda: agent_commands.spawn(hub.commands, ctx, body.role, body.count, body.model))
     kick(hub)

@@ -12,7 +12,7 @@ from ..kit import MAX_LIST_LIMIT, api_of, endpoint
 
 
 class StopBody(Body):
-    reason: str
+    reason: str | None = None  # the hold records none when none is given (``plaza stop --yes``)
 
 
 class ResumeBody(Body):

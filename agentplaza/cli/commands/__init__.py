@@ -9,6 +9,7 @@ from . import (
     audit,
     conduct,
     decide,
+    doctor,
     events,
     hub,
     log,
@@ -31,5 +32,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates, decide, unfurl, tui)
+              models, usage, agents, society, nodes, templates, decide, unfurl, tui, doctor)
 }

@@ -1,12 +1,16 @@
-"""agentplaza events [--kinds a,b] [--agent CID]: the live bus, reconnecting by itself."""
+"""agentplaza events [--kinds a,b] [--agent CID] [--all]: the live bus, reconnecting by itself.
+
+``--all`` adds what the VMs write to their serial consoles (family ``console``, never stored).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from urllib.parse import urlencode
 
-from ...wire import CLOSE_IDLE
+from ...wire import CLOSE_IDLE, CONSOLE_FAMILY
 from ...wire import WS_SUBPROTOCOL as SUBPROTOCOL
 from ..actions import Action, Area, arg
 from ..env import Env
@@ -22,6 +26,8 @@ def next_wait(wait: float) -> float:
 
 def line(msg: dict) -> str:
     d = msg["data"]
+    if msg["event"] == CONSOLE_FAMILY:
+        return f"{d['at']}  cid {d['cid']:<6} {CONSOLE_FAMILY:<10} {d['text']}"
     why = f"  ({d['reason']})" if d.get("reason") else ""
     return f"{d['at']}  #{d['position']}  {msg['event']:<10} {d['kind']:<24} {d['actor']}{why}"
 
@@ -31,12 +37,15 @@ def run(env: Env) -> int:
     from websockets.sync.client import connect
 
     args, client = env.args, env.client
-    url = client.ws_url("/v1/ws") + (f"?kinds={args.kinds}" if args.kinds else "")
+    query = {k: v for k, v in (("kinds", args.kinds), ("all", "1" if args.all else None)) if v}
+    url = client.ws_url("/v1/ws") + (f"?{urlencode(query, safe=',')}" if query else "")
     headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+    tls = {"ssl": client.ssl_context} if client.ssl_context is not None else {}  # a pinned hub's one certificate
     wait = RECONNECT_FIRST_S
     while True:
         try:
-            with connect(url, subprotocols=[SUBPROTOCOL], additional_headers=headers, open_timeout=10) as ws:
+            with connect(url, subprotocols=[SUBPROTOCOL], additional_headers=headers, open_timeout=10,
+                         **tls) as ws:
                 wait = RECONNECT_FIRST_S
                 for raw in ws:
                     msg = json.loads(raw)
@@ -62,4 +71,5 @@ AREA = Area("events", "stream the plaza's live events", (
     arg("--kinds", help="only these kinds, comma separated (e.g. agent,approval)"),
     arg("--agent", help="only events about this agent's cid"),
     arg("--once", action="store_true", help="stop after the first event"),
+    arg("--all", action="store_true", help="the VMs' console output too"),
 ))

@@ -1,4 +1,4 @@
-"""agentplaza plaza state | stop --reason R [--yes] | resume | history."""
+"""agentplaza plaza state | stop [--reason R] [--yes] | resume | history."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ def render(s: dict) -> str:
 AREA = Area("plaza", "the plaza's state, STOP ALL and resume", (
     Action("state", "held or running, since when, by whom, why", "GET", "/v1/plaza", render=render, default=True),
     Action("stop", "STOP ALL: hold the whole plaza", "POST", "/v1/plaza/stop",
-           args=(arg("--reason", required=True, help="why you hold it (shown in the banner)"),),
-           body=lambda a: {"reason": a.reason},
+           args=(arg("--reason", help="why you hold it (shown in the banner; the hold records none without it)"),),
+           body=lambda a: {"reason": a.reason} if a.reason is not None else {},
            confirm=lambda a: "STOP ALL holds the whole plaza. Continue?", render=render),
     Action("resume", "release the hold", "POST", "/v1/plaza/resume",
            args=(arg("--reason", help="why you resume"),),
