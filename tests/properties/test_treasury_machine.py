@@ -214,9 +214,10 @@ class TreasuryMachine(RuleBasedStateMachine):
     def time_passes(self, hours):
         self.clock.advance(hours=hours)
 
-    @rule(stop=st.booleans())
-    def stop_or_resume(self, stop):
-        if stop:
+    @rule(toss=st.integers(0, 3))
+    def stop_or_resume(self, toss):
+        """STOP ALL now and then (a quarter of the tosses), resume otherwise."""
+        if toss == 0:
             self.run(self.m.stop_all, plaza_commands.stop_all, self.ctx("owner", "a look at the books"))
         else:
             self.run(self.m.resume, plaza_commands.resume, self.ctx())

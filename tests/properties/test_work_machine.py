@@ -43,6 +43,7 @@ from agentplaza.commands import tasks as tk  # noqa: E402
 from agentplaza.commands import treasury as tc  # noqa: E402
 from agentplaza.commands.unit import Commands  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
+from agentplaza.domain.plaza import PLAZA_ID  # noqa: E402
 from agentplaza.events.store import EventStore  # noqa: E402
 
 BUILDERS = ["1", "2", "3"]
@@ -51,7 +52,8 @@ AGENTS = BUILDERS + REVIEWERS
 ROLE = {c: "builder" if c in BUILDERS else "reviewer" for c in AGENTS}
 agents = st.sampled_from(AGENTS)
 builders = st.sampled_from(BUILDERS)
-numbers = st.integers(min_value=1, max_value=8).map(lambda n: f"t{n}")
+#: A task number: mostly one that exists (see ``WorkMachine.number``), sometimes one that does not.
+numbers = st.integers(min_value=-1, max_value=30)
 
 
 class WorkMachine(RuleBasedStateMachine):
@@ -74,6 +76,8 @@ class WorkMachine(RuleBasedStateMachine):
             self.books.open_wallet(cid)
             tc.open_wallet(self.p.cmds, self.ctx(), cid, f"agent {cid}", ROLE[cid])
             tk.worker_available(self.p.cmds, self.ctx(f"agent:{cid}"), cid, ROLE[cid])
+        for role in (None, "builder", None):  # work to do from the first step
+            self.create(2000, role, False)
 
     def teardown(self):
         if hasattr(self, "p"):
@@ -87,6 +91,13 @@ class WorkMachine(RuleBasedStateMachine):
 
     def ctx(self, actor="owner", reason=None):
         return self.cmds.context(actor, reason)
+
+    def number(self, i: int) -> str:
+        """The ``i``-th task the model knows of (round the list), or one that does not exist (-1)."""
+        made = sorted(self.m.tasks, key=lambda n: int(n[1:]))
+        if i < 0 or not made:
+            return f"t{len(made) + 1}"
+        return made[i % len(made)]
 
     def run(self, model_says, fn, *args, **kw):
         return check(model_says, lambda: fn(self.cmds, *args, **kw), self.p.store)
@@ -104,45 +115,55 @@ class WorkMachine(RuleBasedStateMachine):
 
     @rule(n=numbers, cid=agents)
     def assign(self, n, cid):
+        n = self.number(n)
         self.run(lambda: self.m.claim(n, cid, ROLE[cid]), tk.assign, self.ctx(), n, cid)
 
     @rule(n=numbers, cid=builders)
     def claim(self, n, cid):
+        n = self.number(n)
         self.run(lambda: self.m.claim(n, cid, "builder"), tk.claim, self.ctx(f"agent:{cid}"), n, cid, "builder")
 
     @rule(n=numbers, cid=builders, price=st.sampled_from([0, 1, 100, 500, 501, 2000, 2001]))
     def bid(self, n, cid, price):
+        n = self.number(n)
         self.run(lambda: self.m.bid(n, cid, "builder", price), tk.bid, self.ctx(f"agent:{cid}"), n, cid, "builder",
                  price)
 
     @rule(n=numbers, cid=builders)
     def award(self, n, cid):
+        n = self.number(n)
         self.run(lambda: self.m.award(n, cid), tk.award, self.ctx(), n, cid)
 
     @rule(n=numbers, cid=agents, cost=st.integers(min_value=0, max_value=3000))
     def charge(self, n, cid, cost):
+        n = self.number(n)
         self.run(lambda: self.books.charge_gateway(cid, n, cost), tc.charge_gateway, self.ctx(f"agent:{cid}"), cid,
                  n, reported_cost=cost)
 
     @rule(n=numbers, cid=agents)
     def report(self, n, cid):
+        n = self.number(n)
         self.run(lambda: self.m.report(n, cid), tk.report_done, self.ctx(f"agent:{cid}"), n, cid, "did it",
                  ["a.py"], "ran the tests")
 
     @rule(n=numbers, cid=agents)
     def take_review(self, n, cid):
+        n = self.number(n)
         self.run(lambda: self.m.take_review(n, cid), tk.take_review, self.ctx(f"agent:{cid}"), n, cid, ROLE[cid])
 
     @rule(n=numbers, cid=agents, passed=st.booleans())
     def review(self, n, cid, passed):
+        n = self.number(n)
         self.run(lambda: self.m.review(n, cid, passed), tk.review, self.ctx(f"agent:{cid}"), n, cid, passed, "notes")
 
     @rule(n=numbers, cid=agents)
     def give_up(self, n, cid):
+        n = self.number(n)
         self.run(lambda: self.m.give_up(n, cid), tk.give_up, self.ctx(f"agent:{cid}"), n, cid, "stuck")
 
     @rule(n=numbers, who=st.sampled_from(["owner", "orchestrator", "worker"]))
     def withdraw(self, n, who):
+        n = self.number(n)
         if who == "owner":
             self.run(lambda: self.m.withdraw(n, True), tk.withdraw, self.ctx(), n)
         else:
@@ -158,12 +179,16 @@ class WorkMachine(RuleBasedStateMachine):
         else:
             self.run(lambda: self.m.offline(cid), tk.worker_offline, self.ctx(), cid)
 
-    @rule(stop=st.booleans())
-    def stop_or_resume(self, stop):
-        if stop:
+    @rule(toss=st.integers(0, 3))
+    def stop_or_resume(self, toss):
+        """STOP ALL now and then (a quarter of the tosses), resume otherwise."""
+        if toss == 0:
             self.run(self.books.stop_all, plaza_commands.stop_all, self.ctx("owner", "hold"))
         else:
             self.run(self.books.resume, plaza_commands.resume, self.ctx())
+        for cmds in self.writers:  # each writer reads the plaza afresh (see the treasury machine)
+            with cmds.store.fresh():
+                cmds.store.get(PLAZA_ID)
 
     @rule(hours=st.sampled_from([1, 7, 24 * 8]))
     def time_passes(self, hours):
@@ -201,7 +226,7 @@ class WorkMachine(RuleBasedStateMachine):
         tasks = {r["number"]: (r["state"], r["phase"], r["worker"], r["reviewer"], r["budget"])
                  for r in live["work"]["rm_tasks"]}
         assert tasks == {n: (x.state, x.phase, x.worker, x.reviewer, x.budget) for n, x in self.m.tasks.items()}
-        bids = {(r["task"], r["worker"]): r["price"] for r in live["work"]["rm_bids"]}
+        bids = {(r["task"], r["worker"]): r["price"] for r in live["work"]["rm_task_bids"]}
         assert bids == {(n, c): p for n, x in self.m.tasks.items() for c, p in x.bids.items()}
         workers = {r["cid"]: (r["status"], r["task"]) for r in live["work"]["rm_workers"]}
         assert workers == {c: (w.status, w.task) for c, w in self.m.workers.items()}
