@@ -113,6 +113,18 @@ class WorkMachine(RuleBasedStateMachine):
         if out is not None:
             assert out["id"] == made[0]
 
+    @rule(worker=builders, reviewer=agents, cost=st.integers(min_value=0, max_value=2500), passed=st.booleans())
+    def whole_task(self, worker, reviewer, cost, passed):
+        """A new task taken the whole way: created, claimed, charged, reported, reviewed (each step as
+        the model says: a busy worker or a held plaza stops it where the model says)."""
+        self.create(2000, None, False)
+        i = len(self.m.tasks) - 1
+        self.claim(i, worker)
+        self.charge(i, worker, cost)
+        self.report(i, worker)
+        self.take_review(i, reviewer)
+        self.review(i, reviewer, passed)
+
     @rule(n=numbers, cid=agents)
     def assign(self, n, cid):
         n = self.number(n)
