@@ -353,7 +353,7 @@ class LawsMachine(RuleBasedStateMachine):
 
 
 #: Examples per backend: a few tens of seconds each here; APZ_PROPERTY_EXAMPLES for a longer run.
-EXAMPLES = int(os.environ.get("APZ_PROPERTY_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("APZ_PROPERTY_EXAMPLES", "10"))
 SETTINGS = settings(max_examples=EXAMPLES, stateful_step_count=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
