@@ -43,6 +43,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "mint_whole_units", "no_bid", "no_key_needed", "no_price", "passphrase_too_short",
         "reason_required", "reason_too_long", "rekey_needs_secret", "same_wallet", "unknown_role",
         "unstorable_event", "value_too_long", "worker_required",
+        # the board and conversations
+        "invalid_project", "invalid_file", "message_to_self", "invalid_format",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -64,6 +66,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_preset", "no_provider", "no_suspension", "no_task", "no_wallet", "no_worker",
         "rule_not_found", "secret_unavailable", "unknown_agent", "unknown_checkpoint", "unknown_node",
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
+        # the board and conversations
+        "no_post", "no_conversation",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from .agents import AgentsProjection, TranscriptProjection
+from .board import BoardProjection
+from .conversations import ConversationsProjection
 from .framework import Projection
 from .laws import LawsProjection
 from .log import UnreadableEvents
@@ -16,4 +18,4 @@ from .work import WorkProjection
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
-            UnreadableEvents()]
+            UnreadableEvents(), BoardProjection(), ConversationsProjection()]

@@ -7,7 +7,9 @@ from . import (
     agents,
     approvals,
     auth,
+    board,
     conduct,
+    conversations,
     gateway,
     log,
     models,
@@ -21,4 +23,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents]
+         agents, board, conversations]
