@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..domain.base import Context
 from ..domain.conversations import Conversation, check_message, conversation_id, conversation_key, party
 from .agents import agent_in, transcript_in
+from .society import interacted_in
 from .unit import Commands, Done, Unit
 
 
@@ -35,6 +36,8 @@ def send(cmds: Commands, ctx: Context, to: int, text: str, file: str | None = No
         c = unit.get(conversation_id(sender, recipient)) or Conversation.open(ctx, sender, recipient)
         n = c.send(ctx, sender, recipient, text, file, item)
         unit.add(a, tr, c)
+        if sender.isdigit():  # two agents talked: an interaction of their bond
+            interacted_in(unit, ctx, int(sender), to, f"{key}:{n}")
         return {"sent": True, "item": item, "conversation": key, "message": n}
 
     return cmds.run(decide)

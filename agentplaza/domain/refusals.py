@@ -45,6 +45,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unstorable_event", "value_too_long", "worker_required",
         # the board and conversations
         "invalid_project", "invalid_file", "message_to_self", "invalid_format",
+        # the society
+        "invalid_rating",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -83,6 +85,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "secret_exists", "secret_not_bound", "stale_draft", "suspension_over", "task_closed",
         "task_ended", "task_not_claimed", "task_not_open", "too_many_rules", "vault_unsealed",
         "wallet_exists", "weekly_fine_cap", "worker_busy", "worker_holds_task", "worker_offline",
+        # the society
+        "nothing_to_rate",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

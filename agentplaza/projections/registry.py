@@ -10,6 +10,7 @@ from .laws import LawsProjection
 from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
+from .society import SocietyProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 from .work import WorkProjection
@@ -18,4 +19,5 @@ from .work import WorkProjection
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
-            UnreadableEvents(), BoardProjection(), ConversationsProjection()]
+            UnreadableEvents(), BoardProjection(), ConversationsProjection(),
+            SocietyProjection()]

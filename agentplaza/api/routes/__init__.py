@@ -15,6 +15,7 @@ from . import (
     models,
     plaza,
     rules,
+    society,
     system,
     tasks,
     treasury,
@@ -23,4 +24,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, board, conversations]
+         agents, board, conversations, society]
