@@ -37,7 +37,7 @@ OWNER_WEIGHT = 12.0
 #: Confidence n / (n + K): with K = 3, three pieces of evidence make an opinion half sure.
 CONFIDENCE_K = 3.0
 #: Weighed evidence below this leaves an agent "unrated".
-EVIDENCE_THRESHOLD = 3.0
+EVIDENCE_THRESHOLD = 2.5
 #: Refinements of the standing (the trust of trusted agents) per computation.
 ITERATIONS = 8
 UNRATED = "unrated"
