@@ -13,8 +13,8 @@ import pytest
 
 from agentplaza.domain import reputation as rep
 from agentplaza.domain.base import Context, Refusal
-from agentplaza.domain.society import RATING_WINDOW_DAYS, RING_LIMIT, SCORES, Bond, Society
 from agentplaza.domain.reputation import Fact
+from agentplaza.domain.society import RATING_WINDOW_DAYS, RING_LIMIT, SCORES, Bond, Society
 
 T0 = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 #: What a ring of five rating each other "great" as often as it can for 30 days may gain over an honest
