@@ -64,8 +64,8 @@ class Bond(PlazaAggregate):
         b: int
 
     class Interacted(PlazaAggregate.Event):
-        ref: str  # what it was: a conversation message (c:3~5:7), a task (t3)
-        kind: str
+        ref: str  # what it was: a conversation message (3~5:7), a task (t3)
+        via: str  # message or work (not "kind": the bus's message names the event's kind so)
         worker: int | None = None  # work: who did it (the other reviewed it)
         passed: bool | None = None  # work: the review's verdict
 
@@ -101,7 +101,7 @@ class Bond(PlazaAggregate):
                    passed: bool | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown interaction kind {kind!r}")
-        self.record(self.Interacted, ctx, ref=ref, kind=kind, worker=worker, passed=passed)
+        self.record(self.Interacted, ctx, ref=ref, via=kind, worker=worker, passed=passed)
 
     def rate(self, ctx: Context, rater: int, ratee: int, score: str, ref: str | None = None) -> dict:
         """Rate the other agent for one interaction; what was recorded (``counts`` false: ring damping)."""

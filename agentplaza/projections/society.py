@@ -58,7 +58,7 @@ class SocietyProjection(Projection):
         d, bond = e.data, rows.get("rm_society_bonds", e.originator_id)
         if bond is None:
             return
-        if d["kind"] == "work":
+        if d["via"] == "work":
             worker = d["worker"]
             reviewer = bond["b"] if worker == bond["a"] else bond["a"]
             self._fact(e, rows, kind="work", a=worker, b=reviewer, ref=d["ref"], passed=d["passed"])
@@ -85,20 +85,25 @@ def fact_of(row: dict) -> rep.Fact:
     return rep.Fact(row["kind"], _when(row["at"]), row["a"], row["b"], value, row["passed"])
 
 
+def facts_of(rows: list[dict], now: dt.datetime) -> list[rep.Fact]:
+    """The facts of these rows up to ``now`` that count (a damped rating is kept, and does not)."""
+    ordered = sorted((r for r in rows if r["counts"]), key=lambda r: r["position"])
+    return [f for f in map(fact_of, ordered) if f.at <= now]
+
+
 def all_facts(read_models, now: dt.datetime) -> list[rep.Fact]:
-    """The facts up to ``now`` that count (a damped rating is kept, and does not)."""
-    rows = read_models.rows(facts, facts.c.counts.is_(True), order_by=facts.c.position)
-    return [f for f in map(fact_of, rows) if f.at <= now]
-
-
-def _roster(read_models) -> list[dict]:
-    return read_models.rows(agents_table, order_by=agents_table.c.cid)
+    return facts_of(read_models.rows(facts, facts.c.counts.is_(True)), now)
 
 
 def reputation_rows(read_models, now: dt.datetime) -> list[dict]:
     """Every agent with its reputation now: a score 0-100 or "unrated", and the weighed evidence."""
-    roster = _roster(read_models)
-    scores = rep.reputation(all_facts(read_models, now), now, [r["cid"] for r in roster])
+    return reputation_from(read_models.rows(facts), read_models.rows(agents_table), now)
+
+
+def reputation_from(fact_rows: list[dict], roster: list[dict], now: dt.datetime) -> list[dict]:
+    """The same from rows as given (a replay's, or the live tables'), by CID."""
+    roster = sorted(roster, key=lambda r: r["cid"])
+    scores = rep.reputation(facts_of(fact_rows, now), now, [r["cid"] for r in roster])
     out = []
     for r in roster:
         s = scores.get(r["cid"], {"score": None, "evidence": 0.0})
