@@ -132,9 +132,10 @@ def reputation(facts: Iterable[Fact], now: dt.datetime, agents: Iterable[int] = 
     """Each agent's score (0 to 100, or None while unrated) and the weighed evidence behind it."""
     opinions, plaza, owner = gather(facts, now)
     everyone = set(agents) | set(plaza) | set(owner) | {j for _, j in opinions} | {i for i, _ in opinions}
-    by_subject: dict[int, list[tuple[int, Evidence]]] = defaultdict(list)
+    by_subject: dict[int, list[tuple[int, float, float]]] = defaultdict(list)  # j -> (i, for, against)
     for (i, j), e in opinions.items():
-        by_subject[j].append((i, e))
+        c, t = e.confidence, e.trust
+        by_subject[j].append((i, c * t, c * (1.0 - t)))
     standing = dict.fromkeys(everyone, 0.0)
     result: dict[int, dict] = {}
     for _ in range(ITERATIONS):
@@ -142,11 +143,11 @@ def reputation(facts: Iterable[Fact], now: dt.datetime, agents: Iterable[int] = 
         for j in everyone:
             mine, owners = plaza.get(j, NONE), owner.get(j, NONE)
             pos, neg = mine.pos + owners.pos, mine.neg + owners.neg
-            for i, e in by_subject.get(j, ()):
-                s = standing.get(i, 0.0)
+            for i, yes, no in by_subject.get(j, ()):
+                s = standing[i]
                 if s > 0:
-                    pos += s * e.confidence * e.trust
-                    neg += s * e.confidence * (1.0 - e.trust)
+                    pos += s * yes
+                    neg += s * no
             evidence = pos + neg
             score = (pos + 1.0) / (evidence + 2.0) if evidence >= EVIDENCE_THRESHOLD else None
             nxt[j] = score or 0.0
