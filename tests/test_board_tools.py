@@ -12,6 +12,7 @@ from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.commands import board as bc
 from agentplaza.commands import plaza
+from agentplaza.commands import tasks as tc
 from agentplaza.projections import board as board_rm
 from agentplaza.projections import conversations as conv_rm
 from agentplaza.projections.agents import transcript_table
@@ -162,3 +163,13 @@ def test_an_agent_posting_to_all_runs_and_is_recorded_under_s055(hub):
              if e["kind"] == "tool_call" and e["tool"] == "plaza_board_post"]
     assert [(c["effect"], c["violation"]) for c in calls] == [("allow", True), ("allow", False)]
     assert '"to": "@all"' in calls[0]["args"]  # the fact the hub read off the text
+
+
+def test_an_agent_bids_on_an_open_call_for_its_role_with_plaza_bid(hub):
+    ann, s_ann = session(hub, "builder")
+    _, s_pen = session(hub, "writer")
+    tc.create(hub.commands, owner(hub), "Write the notes", "All listed", 500, role="builder")
+    assert tool(s_ann, "plaza_bid", task="t1", price=400)["result"]["bid"] == 400
+    assert tool(s_ann, "plaza_bid", task="t1", price=900)["error"]["code"] == "bid_over_budget"
+    assert tool(s_pen, "plaza_bid", task="t1", price=100)["error"]["code"] == "wrong_role"  # a call for builders
+    assert tc.load(hub.commands, "t1").bids == {str(ann): 400}

@@ -133,6 +133,13 @@ def plaza_task_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
     return {"task": number, "reported": True}
 
 
+def plaza_bid(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """A price on an open call for the agent's own role (the owner awards it to one of the bidders)."""
+    number = args["task"]
+    tasks_commands.bid(s.rt.cmds, s.rt.ctx_agent(s.cid), number, str(s.cid), agent.role, args["price"])
+    return {"task": number, "bid": args["price"], "note": "the owner awards the call to one of the bidders"}
+
+
 def plaza_task_cancel(s: HarnessSession, agent: Any, args: dict) -> dict:
     tasks_commands.withdraw(s.rt.cmds, s.rt.ctx_agent(s.cid), args["task"], tier=agent.tier)
     return {"task": args["task"], "withdrawn": True}

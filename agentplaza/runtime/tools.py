@@ -189,6 +189,13 @@ _TOOLS = (
                            "description": "Reviewer: your ruling, pass or fail."},
                "notes": string("Reviewer: why you ruled so. Worker giving up: why.")},
               ("task",)), hosttools.plaza_task_submit),
+    Tool("plaza_bid", HOST, "write",
+         "Bid a price on an open call: a task that names your role and waits for a worker (see "
+         "plaza_task_list). The owner awards the call to one of the bidders, who then takes the task. A "
+         "second bid replaces your first. The price is at most the task's budget.",
+         obj({"task": _TASK,
+              "price": {"type": "integer", "minimum": 1, "description": "Your price in credits."}},
+             ("task", "price")), hosttools.plaza_bid),
     Tool("plaza_task_cancel", HOST, "write",
          "Withdraw a task before it ends; its escrow returns to the plaza budget. Only the orchestrator "
          "may do this.",

@@ -67,6 +67,7 @@ USED = [
     ("plaza_task_submit", {"task": "t2", "verdict": "fail", "notes": "b.txt is empty"}),
     ("plaza_task_submit", {"task": "t1", "give_up": True, "notes": "cannot"}),
     ("plaza_task_cancel", {"task": "t1"}),
+    ("plaza_bid", {"task": "t1", "price": 300}),
     ("plaza_agent_propose", {"role": "builder", "count": 2, "why": "two builders for the release"}),
     ("plaza_agent_propose", {"role": "builder", "why": "one more", "model": "mock/echo"}),
 ]

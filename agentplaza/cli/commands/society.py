@@ -12,7 +12,7 @@ WALLET_COLUMNS = ["cid", "name", "role", "balance", "earned", "spent", "share"]
 BOND_COLUMNS = ["a", "b", "strength", "interactions", "last"]
 RATING_COLUMNS = ["at", "by", "of", "rating", "for", "counts"]
 PROPOSAL_COLUMNS = ["id", "status", "agent", "title"]
-CID = arg("--cid", type=int, help="only this agent's")
+ONLY_CID = arg("--cid", type=int, help="only this agent's")
 
 
 def render_rated(d: dict) -> str:
@@ -26,10 +26,10 @@ AREA = Area("society", "the society: reputation and wallets, bonds, ratings, rol
     Action("wallets", "every agent's wallet", "GET", "/v1/treasury/wallets",
            render=lambda d: table(d["wallets"], WALLET_COLUMNS)),
     Action("bonds", "the bonds between agents: how strong each contact is now", "GET", "/v1/society/bonds",
-           args=(CID,), query=lambda a: {"cid": a.cid} if a.cid is not None else {},
+           args=(ONLY_CID,), query=lambda a: {"cid": a.cid} if a.cid is not None else {},
            render=lambda d: table(d["bonds"], BOND_COLUMNS)),
     Action("ratings", "the ratings, the latest first (agents' and the owner's)", "GET", "/v1/society/ratings",
-           args=(CID, arg("--limit", type=int, default=100)),
+           args=(ONLY_CID, arg("--limit", type=int, default=100)),
            query=lambda a: {k: v for k, v in (("cid", a.cid), ("limit", a.limit)) if v is not None},
            render=lambda d: table(d["ratings"], RATING_COLUMNS)),
     Action("roles", "every role an agent can be started with", "GET", "/v1/society/roles",
