@@ -18,7 +18,7 @@ from ..domain.base import Context, Refusal
 from ..domain.names import TASK_PREFIX, check_cid, known_role, known_role_or_none, task_number
 from ..domain.plaza import require_running
 from ..domain.tasks import ENDED, Sequence, Task, Worker, task_id, worker_id
-from . import treasury
+from . import society, treasury
 from .unit import Commands, Done, Unit
 
 
@@ -238,6 +238,7 @@ def review(cmds: Commands, ctx: Context, number: str, reviewer: str, passed: boo
         _running(unit)
         task = load_in(unit, number)
         task.verdict(ctx, check_cid(reviewer), passed, notes)
+        society.worked_in(unit, ctx, task.number, task.worker, check_cid(reviewer), passed)
         keys = [t.BUDGET] + ([t.wallet_key(task.worker)] if passed else [])
         books = treasury.books(unit, ctx, keys, [task.number])
         if passed:

@@ -34,6 +34,8 @@ MAX_CID_CHARS = 64
 CID_PATTERN = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_CID_CHARS}}}")
 #: Tasks are t1, t2 ...; approvals a1, a2 ...
 TASK_PREFIX, APPROVAL_PREFIX = "t", "a"
+#: Board posts are p1, p2 ... (``domain.board``).
+POST_PREFIX = "p"
 #: The most digits a short number has.
 MAX_NUMBER_DIGITS = 18
 _NUMBER = re.compile(rf"[1-9][0-9]{{0,{MAX_NUMBER_DIGITS - 1}}}")
@@ -101,4 +103,11 @@ def approval_number(value: object) -> str:
     number = short_number(APPROVAL_PREFIX, value)
     if number is None:
         raise Refusal("no_approval", f"no approval {str(value).strip()!r}; approvals are numbered a1, a2 ...")
+    return number
+
+
+def post_number(value: object) -> str:
+    number = short_number(POST_PREFIX, value)
+    if number is None:
+        raise Refusal("no_post", f"no post {str(value).strip()!r}; posts are numbered p1, p2 ...")
     return number

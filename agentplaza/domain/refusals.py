@@ -45,6 +45,10 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unstorable_event", "value_too_long", "worker_required",
         # decide, unfurl
         "invalid_options", "invalid_target",
+        # the board and conversations
+        "invalid_project", "invalid_file", "message_to_self", "invalid_format",
+        # the society
+        "invalid_rating",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -66,6 +70,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_preset", "no_provider", "no_suspension", "no_task", "no_wallet", "no_worker",
         "rule_not_found", "secret_unavailable", "unknown_agent", "unknown_checkpoint", "unknown_node",
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
+        # the board and conversations
+        "no_post", "no_conversation",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -83,6 +89,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "wallet_exists", "weekly_fine_cap", "worker_busy", "worker_holds_task", "worker_offline",
         # decide
         "no_decision_model",
+        # the society
+        "nothing_to_rate",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

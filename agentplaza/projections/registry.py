@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from .agents import AgentsProjection, TranscriptProjection
+from .board import BoardProjection
+from .conversations import ConversationsProjection
 from .framework import Projection
 from .laws import LawsProjection
 from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
+from .society import SocietyProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 from .work import WorkProjection
@@ -16,4 +19,5 @@ from .work import WorkProjection
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
-            UnreadableEvents()]
+            UnreadableEvents(), BoardProjection(), ConversationsProjection(),
+            SocietyProjection()]

@@ -12,9 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..commands import agents as ac
-from ..commands import approvals
+from ..commands import approvals, conversations
+from ..commands import board as board_commands
 from ..commands import tasks as tasks_commands
 from ..domain.base import Refusal
+from ..domain.names import post_number
+from ..projections import board as board_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from .work import delivery_ref
@@ -27,6 +30,10 @@ MAX_TASK_LIST = 50
 #: The fields of a task ``plaza_task_list`` gives, and those a claim answers with.
 TASK_LIST_FIELDS = ("number", "title", "acceptance", "role", "budget", "state", "phase", "worker", "reviewer", "report")
 TASK_VIEW_FIELDS = ("title", "acceptance", "details", "budget", "report")
+#: The most posts ``plaza_board_read`` gives at once.
+MAX_BOARD_READ = 50
+#: The fields of a post ``plaza_board_read`` gives.
+POST_FIELDS = ("id", "at", "author", "project", "task", "mentions", "replies", "text")
 #: The roster's fields as ``plaza_roster`` gives them.
 ROSTER_FIELDS = ("cid", "name", "role", "status")
 
@@ -45,10 +52,42 @@ def plaza_toolbox(s: HarnessSession, agent: Any, args: dict) -> dict:
 
 
 def plaza_message(s: HarnessSession, agent: Any, args: dict) -> dict:
-    to, text = args["to"], args["text"]
-    item = ac.tell(s.rt.cmds, s.rt.ctx_agent(s.cid), to, text).value
+    """A message in the pair's conversation, told to the recipient's queue in the same commit."""
+    to = args["to"]
+    out = conversations.send(s.rt.cmds, s.rt.ctx_agent(s.cid), to, args["text"], args.get("file")).value
     s.rt.work_for(to)
-    return {"sent": True, "item": item}
+    return out
+
+
+def plaza_board_read(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """One post with its replies (``post``), or what is new on the board since the agent last looked
+    (``all``: the newest posts, new or not); the agent's read marker moves past what it was shown."""
+    rm = s.rt.hub.read_models
+    if args.get("post"):
+        return board_rm.post_row(rm, post_number(args["post"]))
+    project = args.get("project") or None
+    if args.get("all"):
+        rows = list(reversed(board_rm.post_rows(rm, project, limit=MAX_BOARD_READ)))
+    else:
+        after = board_commands.marker(s.rt.cmds, s.cid)
+        rows = board_rm.post_rows(rm, project, after=after, limit=MAX_BOARD_READ, newest_first=False)
+    shown = [{k: r[k] for k in POST_FIELDS} for r in rows]
+    if rows:
+        board_commands.seen(s.rt.cmds, s.rt.ctx_agent(s.cid), s.cid, max(r["seq"] for r in rows))
+    return {"posts": shown, "paused": board_rm.is_paused(rm, project),
+            "more": len(rows) == MAX_BOARD_READ}
+
+
+def plaza_board_post(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """A post, or with ``reply_to`` a reply; its mentions go to the named agents' queues."""
+    ctx, text = s.rt.ctx_agent(s.cid), args["text"]
+    if args.get("reply_to"):
+        out = board_commands.reply(s.rt.cmds, ctx, args["reply_to"], text).value
+    else:
+        out = board_commands.post(s.rt.cmds, ctx, text, args.get("project"), args.get("task")).value
+    for cid in out["delivered"]:
+        s.rt.work_for(cid)
+    return out
 
 
 def plaza_task_list(s: HarnessSession, agent: Any, args: dict) -> list:
@@ -92,6 +131,13 @@ def plaza_task_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
         files = [f.strip() for f in files.split(",") if f.strip()]
     tasks_commands.report_done(cmds, ctx, number, me, str(args.get("summary") or ""), files, str(args.get("checks") or ""))
     return {"task": number, "reported": True}
+
+
+def plaza_bid(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """A price on an open call for the agent's own role (the owner awards it to one of the bidders)."""
+    number = args["task"]
+    tasks_commands.bid(s.rt.cmds, s.rt.ctx_agent(s.cid), number, str(s.cid), agent.role, args["price"])
+    return {"task": number, "bid": args["price"], "note": "the owner awards the call to one of the bidders"}
 
 
 def plaza_task_cancel(s: HarnessSession, agent: Any, args: dict) -> dict:

@@ -28,6 +28,7 @@ from vmm.guest.contract import error
 from .. import gate
 from ..commands import agents as ac
 from ..commands.unit import Unit
+from ..domain import board
 from ..domain.agents import LOCAL_NODE, NAME_PROMPT, chosen_name, transcript_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
@@ -258,6 +259,8 @@ class HarnessSession:
             return error("bad_request", bad)
         if name == "plaza_agent_propose":  # a fact the hub knows, never the model's word
             args = dict(args, owner_asked=self.taken_from == "owner")
+        if name == "plaza_board_post":  # whom it reaches, for the laws (S-055): the hub reads it off the text
+            args = dict(args, to="@all" if board.mentions_all(str(args.get("text"))) else "")
         d = self._decide(agent, name, args, req.get("call_id"))
         if d["effect"] == "ask":
             return error(contract.AWAITING_APPROVAL, d["message"], approval=d["approval"])

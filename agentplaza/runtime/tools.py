@@ -30,10 +30,12 @@ from jhrl.catalog import risk_of as catalogue_risk
 from vmm.guest.contract import MAX_FILE, MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
 
 from ..domain.agents import MAX_SPAWN, MIN_SPAWN
+from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
+from ..domain.conversations import MAX_MESSAGE_CHARS
 from ..domain.tasks import MAX_TITLE_CHARS
 from ..domain.treasury import DEFAULT_TOOL_TASK_BUDGET, MIN_TOOL_TASK_BUDGET
 from . import hosttools
-from .hosttools import MAX_TASK_LIST
+from .hosttools import MAX_BOARD_READ, MAX_TASK_LIST
 from .schema import check, obj, string
 
 #: Where a tool runs: in the agent's own VM, or in the hub.
@@ -118,11 +120,33 @@ _TOOLS = (
          "plaza's laws.",
          obj(), hosttools.plaza_toolbox),
     Tool("plaza_message", HOST, "write",
-         "Send a message to another agent; it arrives in that agent's queue as a work item. Returns "
-         "whether it was sent and the item's id.",
+         "Send a message to another agent; it arrives in that agent's queue as a work item and is kept in "
+         "your conversation with it (answer a message the same way). Returns whether it was sent, the "
+         "item's id and the conversation (like 3~5).",
          obj({"to": {"type": "integer", "description": "The agent's CID (see plaza_roster)."},
-               "text": string("The message.")},
+               "text": string(f"The message (at most {MAX_MESSAGE_CHARS:,} characters).", minLength=1),
+               "file": string("A file you shared (vm.share_file), by the name the hub keeps it under, for "
+                              "the recipient to read.")},
               ("to", "text")), hosttools.plaza_message),
+    Tool("plaza_board_read", HOST, "read",
+         f"Read the board, the plaza's public noticeboard: the posts new since you last looked (oldest "
+         f"first, at most {MAX_BOARD_READ}; more true means call again), or with all true the newest "
+         "posts, or with post one post and its replies. Each post has its id (like p3), author, project, "
+         "the task it names, its mentions and its reply count.",
+         obj({"project": string("Only this project's board."),
+               "all": {"type": "boolean", "description": "true: the newest posts, whether you saw them or not."},
+               "post": string("One post, like p3, with its replies.")}),
+         hosttools.plaza_board_read),
+    Tool("plaza_board_post", HOST, "write",
+         f"Post on the board, or with reply_to answer a post. @name names an agent by its name or a role "
+         f"(every agent of it), @all everyone on the project (every agent without one): each named agent "
+         f"gets the post in its queue. The board keeps the last {BOARD_CAPACITY} posts. Returns the post's "
+         "id and whom it was delivered to (held true: the owner paused deliveries; they arrive on resume).",
+         obj({"text": string(f"The post (at most {MAX_POST_CHARS:,} characters).", minLength=1),
+               "reply_to": string("The post this answers, like p3."),
+               "project": string("The project whose board it goes on (not with reply_to)."),
+               "task": string("The task the post names, like t3.")},
+              ("text",)), hosttools.plaza_board_post),
     Tool("plaza_task_list", HOST, "read",
          f"The plaza's tasks that have not ended, oldest first, at most {MAX_TASK_LIST}: each with its "
          "number, title, acceptance, role, budget, state, phase, worker, reviewer and the worker's report.",
@@ -165,6 +189,13 @@ _TOOLS = (
                            "description": "Reviewer: your ruling, pass or fail."},
                "notes": string("Reviewer: why you ruled so. Worker giving up: why.")},
               ("task",)), hosttools.plaza_task_submit),
+    Tool("plaza_bid", HOST, "write",
+         "Bid a price on an open call: a task that names your role and waits for a worker (see "
+         "plaza_task_list). The owner awards the call to one of the bidders, who then takes the task. A "
+         "second bid replaces your first. The price is at most the task's budget.",
+         obj({"task": _TASK,
+              "price": {"type": "integer", "minimum": 1, "description": "Your price in credits."}},
+             ("task", "price")), hosttools.plaza_bid),
     Tool("plaza_task_cancel", HOST, "write",
          "Withdraw a task before it ends; its escrow returns to the plaza budget. Only the orchestrator "
          "may do this.",

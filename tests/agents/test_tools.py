@@ -45,6 +45,13 @@ USED = [
     ("plaza_roster", {}),
     ("plaza_toolbox", {}),
     ("plaza_message", {"to": 4, "text": "hello"}),
+    ("plaza_message", {"to": 4, "text": "hello", "file": "notes/plan.md"}),
+    ("plaza_board_read", {}),
+    ("plaza_board_read", {"all": True, "project": "rel-9"}),
+    ("plaza_board_read", {"post": "p1"}),
+    ("plaza_board_post", {"text": "Release notes drafted, @bob please look"}),
+    ("plaza_board_post", {"text": "@builder looks good", "reply_to": "p1"}),
+    ("plaza_board_post", {"text": "plan", "project": "rel-9", "task": "t1"}),
     ("plaza_task_list", {}),
     ("plaza_task_create", {"title": "a", "acceptance": "a.txt says a", "budget": 400, "role": "builder"}),
     ("plaza_task_create", {"title": "Write a.txt", "acceptance": "a.txt holds one line", "budget": 300,
@@ -60,6 +67,7 @@ USED = [
     ("plaza_task_submit", {"task": "t2", "verdict": "fail", "notes": "b.txt is empty"}),
     ("plaza_task_submit", {"task": "t1", "give_up": True, "notes": "cannot"}),
     ("plaza_task_cancel", {"task": "t1"}),
+    ("plaza_bid", {"task": "t1", "price": 300}),
     ("plaza_agent_propose", {"role": "builder", "count": 2, "why": "two builders for the release"}),
     ("plaza_agent_propose", {"role": "builder", "why": "one more", "model": "mock/echo"}),
 ]
@@ -265,10 +273,11 @@ def test_in_ask_mode_a_bad_call_makes_no_approval(hub):
     assert r["error"] == {"code": "bad_request", "message": "plaza_message: to must be a whole number, not a string"}
     hub.read_models.catch_up()
     assert hub.read_models.rows(approvals_table) == []
-    r = s.handle({"op": "tool", "tool": "plaza_message", "args": {"to": cid, "text": "hi"}})
+    other, _ = session(hub, "builder")  # a message goes to another agent
+    r = s.handle({"op": "tool", "tool": "plaza_message", "args": {"to": other, "text": "hi"}})
     assert r["error"]["code"] == "awaiting_approval"
     approvals.decide(cmds, cmds.context("owner"), r["approval"], True)
-    assert s.handle({"op": "tool", "tool": "plaza_message", "args": {"to": cid, "text": "hi"}})["result"]["sent"]
+    assert s.handle({"op": "tool", "tool": "plaza_message", "args": {"to": other, "text": "hi"}})["result"]["sent"]
 
 
 def test_every_host_tool_runs_in_the_hub(hub):

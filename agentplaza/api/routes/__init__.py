@@ -7,14 +7,17 @@ from . import (
     agents,
     approvals,
     auth,
+    board,
     conduct,
     console,
+    conversations,
     decide,
     gateway,
     log,
     models,
     plaza,
     rules,
+    society,
     system,
     tasks,
     treasury,
@@ -24,4 +27,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, decide, unfurl, console]
+         agents, decide, unfurl, console, board, conversations, society]

@@ -7,7 +7,9 @@ from . import (
     agents,
     approvals,
     audit,
+    board,
     conduct,
+    conversations,
     decide,
     doctor,
     events,
@@ -32,5 +34,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates, decide, unfurl, tui, doctor)
+              models, usage, agents, society, conversations, board, nodes, templates, decide, unfurl, tui, doctor)
 }
