@@ -16,6 +16,7 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v lz4 >/dev/null || need+=(lz4)
 command -v zstd >/dev/null || need+=(zstd)
 command -v cpio >/dev/null || need+=(cpio)
+command -v git >/dev/null || need+=(git)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then

@@ -15,15 +15,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..runtime import prices, scheduling, vault_watch
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
-from .edge import Edge
+from .edge import GIT_PATH, Edge
 from .errors import drain, error_response
 from .hub import Hub
 from .kit import Api
 from .routes import AREAS
 from .routes.gateway import GATEWAY_PREFIX
 
-#: Open to every caller that passed the door: signing in checks the token it is given itself.
-OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/")
+#: Open to every caller that passed the door: signing in checks the token it is given itself, and git's
+#: smart HTTP door checks the owner token itself (as a git client sends it: basic auth).
+OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/", GIT_PATH)
 
 
 class OwnerOnly:

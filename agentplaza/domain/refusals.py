@@ -43,12 +43,17 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "mint_whole_units", "no_bid", "no_key_needed", "no_price", "passphrase_too_short",
         "reason_required", "reason_too_long", "rekey_needs_secret", "same_wallet", "unknown_role",
         "unstorable_event", "value_too_long", "worker_required",
+        # git
+        "invalid_repo", "invalid_branch", "invalid_ref", "invalid_verdict", "same_branch", "body_too_long",
+        "invalid_path", "too_many_refs",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
     ),
     Kind.TOO_LARGE: (
         "body_too_large",
+        # git
+        "push_too_large",
     ),
     Kind.UNAUTHENTICATED: (
         "sign_in_link_used", "unauthorized",
@@ -58,12 +63,16 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "model_not_allowed", "not_a_reviewer", "not_a_worker", "not_allowed", "not_your_review",
         "not_your_task", "own_work", "owner_only", "owner_token_required", "rekey_wrong_secret",
         "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
+        # git
+        "protected_branch",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
         "no_preset", "no_provider", "no_suspension", "no_task", "no_wallet", "no_worker",
         "rule_not_found", "secret_unavailable", "unknown_agent", "unknown_checkpoint", "unknown_node",
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
+        # git
+        "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -79,6 +88,9 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "secret_exists", "secret_not_bound", "stale_draft", "suspension_over", "task_closed",
         "task_ended", "task_not_claimed", "task_not_open", "too_many_rules", "vault_unsealed",
         "wallet_exists", "weekly_fine_cap", "worker_busy", "worker_holds_task", "worker_offline",
+        # git
+        "pull_request_exists", "pull_request_closed", "nothing_to_merge", "merge_conflict",
+        "not_fast_forward", "repo_exists",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -91,6 +103,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.UPSTREAM: (
         "node_error",
+        # git
+        "git_failed",
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent",
