@@ -57,3 +57,7 @@ APPROVAL_STATUSES = ("pending", "approved", "denied")
 PERMISSION_MODES = ("autonomous", "ask", "read-only")
 RISKS = ("read", "write", "irreversible")
 AGENT_TIERS = ("orchestrator", "worker")
+
+# -- git and the library (gitlib) ---------------------------------------------------------------
+#: What the Library screen and ``library list --type`` filter by: the kind of an item's media type.
+LIBRARY_KINDS = ("image", "video", "audio", "pdf", "html", "text", "archive", "other")

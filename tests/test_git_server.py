@@ -185,3 +185,16 @@ def test_cli_git_and_the_read_models_rebuilt_from_event_one_equal_the_live_ones(
             assert json.loads(cli(again, "--json", *p).stdout) == before, p
     finally:
         again.stop()
+
+
+def test_a_push_larger_than_gits_post_buffer_goes_through_and_is_recorded(hub, demo):
+    """git probes the server first (a lone flush packet) and then sends the pack chunked."""
+    git(demo, "checkout", "-q", "-b", "big")
+    (demo / "blob.bin").write_bytes(os.urandom(3 << 20))
+    git(demo, "add", "blob.bin")
+    git(demo, "commit", "-q", "-m", "A big file")
+    git(demo, "push", "-q", "origin", "big")
+    with hub.client() as c:
+        f = ok(c.get("/v1/git/repos/demo/files/blob.bin", params={"ref": "big"}))
+        assert f["size"] == 3 << 20 and f["binary"] and f["content"] is None
+        assert ok(c.get("/v1/git/repos"))["repos"][0]["pushes"] == 1

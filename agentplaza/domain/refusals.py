@@ -54,6 +54,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "body_too_large",
         # git
         "push_too_large",
+        # library
+        "item_too_large",
     ),
     Kind.UNAUTHENTICATED: (
         "sign_in_link_used", "unauthorized",
@@ -73,6 +75,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
         # git
         "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
+        # library
+        "no_item", "item_missing",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -91,6 +95,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # git
         "pull_request_exists", "pull_request_closed", "nothing_to_merge", "merge_conflict",
         "not_fast_forward", "repo_exists",
+        # library
+        "item_corrupt",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

@@ -6,6 +6,7 @@ from .agents import AgentsProjection, TranscriptProjection
 from .framework import Projection
 from .git import GitProjection
 from .laws import LawsProjection
+from .library import LibraryProjection
 from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
@@ -17,4 +18,4 @@ from .work import WorkProjection
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
-            UnreadableEvents(), GitProjection()]
+            UnreadableEvents(), GitProjection(), LibraryProjection()]

@@ -4,7 +4,7 @@ the commands that record what the plaza must know (``commands.git``), for the ow
 Who may do what is law: every agent's push, pull-request, review and merge goes through the same check
 as any tool call (``tooldecide.check_in``: the permission mode, approvals, the laws, the violation and
 its sanctions, one transcript entry, one commit). An agent's push is the tool ``plaza_git`` with
-``action`` push and the ``repo``, ``branch``, ``force`` and ``protected`` facts the hub reads from the
+``op`` push and the ``repo``, ``branch``, ``force`` and ``protected`` facts the hub reads from the
 push itself (never the agent's word). An agent's push may only fast-forward (``receive.denyNonFastForwards``
 for its pushes): no agent rewrites history, so ``force`` is always false for it. The owner may do anything
 the domain allows.
@@ -20,7 +20,6 @@ from ..commands.unit import Done, Unit
 from ..domain.agents import LOCAL_NODE, node_id, transcript_id
 from ..domain.base import Context, Refusal
 from ..domain.git import BRANCH_PREFIX, ZERO, pr_number
-from . import tooldecide
 from .githttp import GitAnswer, GitRequest, serve
 from .gitstore import REPOS_DIR, GitStore
 
@@ -64,6 +63,8 @@ def law_check(hub: Any, caller: Caller, tool: str, args: dict) -> None:
     """An agent's call, decided as any tool call and recorded in its transcript; refused unless allowed."""
     if caller.cid is None:
         return
+    from . import tooldecide  # here, not at the top: tools -> hosttools -> forge -> tooldecide -> tools
+
     agent = agent_record(hub, caller.cid)
 
     def decide(unit: Unit):
@@ -99,7 +100,7 @@ class GitServer:
 
     # -- repositories ----------------------------------------------------------------------------------
     def create(self, caller: Caller, name: str, project: str | None = None) -> Done[str]:
-        law_check(self.hub, caller, "plaza_git", {"action": "create", "repo": name})
+        law_check(self.hub, caller, "plaza_git", {"op": "create", "repo": name})
         try:
             gc.repo_of(self.cmds, name)
             raise Refusal("repo_exists", f"the repository {name} exists already")
@@ -118,15 +119,15 @@ class GitServer:
         repo = gc.repo_of(self.cmds, req.repo)
         pushing = req.rest == "git-receive-pack"
         if caller.cid is not None and not pushing:
-            law_check(self.hub, caller, "plaza_git", {"action": "fetch", "repo": repo.name})
+            law_check(self.hub, caller, "plaza_git", {"op": "fetch", "repo": repo.name})
 
         def authorize(moves: list[dict]) -> None:
-            gc.check_push(self.cmds, caller.actor, repo.name, moves)
-            for m in moves:
+            for m in moves:  # the laws first (an owner's rule on protected branches makes an infraction) ...
                 branch = m["ref"][len(BRANCH_PREFIX):] if m["ref"].startswith(BRANCH_PREFIX) else m["ref"]
                 law_check(self.hub, caller, "plaza_git", {
-                    "action": "push", "repo": repo.name, "branch": branch, "force": False,
+                    "op": "push", "repo": repo.name, "branch": branch, "force": False,
                     "delete": m["new"] == ZERO, "protected": branch == repo.default_branch})
+            gc.check_push(self.cmds, caller.actor, repo.name, moves)  # ... then the server's own rules
 
         positions: list[int] = []
 
@@ -137,27 +138,33 @@ class GitServer:
         return Done(answer, positions)
 
     # -- pull requests ---------------------------------------------------------------------------------
-    def open_pr(self, caller: Caller, name: str, source: str, target: str | None, title: str, body: str) -> Done[str]:
-        law_check(self.hub, caller, "plaza_git", {"action": "open_pr", "repo": name, "branch": source})
+    def open_pr(self, caller: Caller, name: str, source: str, target: str | None, title: str, body: str,
+                decided: bool = False) -> Done[str]:
+        """``decided``: the laws already allowed this call (a host tool's, checked by the session)."""
+        if not decided:
+            law_check(self.hub, caller, "plaza_git", {"op": "open_pr", "repo": name, "branch": source})
         gc.repo_of(self.cmds, name)
         return gc.open_pr(self.cmds, self.ctx(caller), name, source, target, title, body, self.store.heads(name))
 
-    def comment(self, caller: Caller, number: str, text: str) -> Done[str]:
+    def comment(self, caller: Caller, number: str, text: str, decided: bool = False) -> Done[str]:
         pr = gc.pr_of(self.cmds, number)
-        law_check(self.hub, caller, "plaza_git", {"action": "comment", "repo": pr.repo, "pr": pr.number})
+        if not decided:
+            law_check(self.hub, caller, "plaza_git", {"op": "comment", "repo": pr.repo, "pr": pr.number})
         return gc.comment(self.cmds, self.ctx(caller), pr.number, text)
 
-    def review(self, caller: Caller, number: str, verdict: str, text: str) -> Done[str]:
+    def review(self, caller: Caller, number: str, verdict: str, text: str, decided: bool = False) -> Done[str]:
         pr = gc.pr_of(self.cmds, number)
-        law_check(self.hub, caller, "plaza_git_review", {"repo": pr.repo, "pr": pr.number, "verdict": verdict,
-                                                         "own": pr.author == caller.actor})
+        if not decided:
+            law_check(self.hub, caller, "plaza_git_review", {"repo": pr.repo, "pr": pr.number, "verdict": verdict,
+                                                             "own": pr.author == caller.actor})
         head = self.store.resolve(pr.repo, pr.source)
         return gc.review(self.cmds, self.ctx(caller), pr.number, verdict, text, head)
 
-    def merge(self, caller: Caller, number: str, method: str = "auto") -> Done[str]:
+    def merge(self, caller: Caller, number: str, method: str = "auto", decided: bool = False) -> Done[str]:
         pr = gc.check_merge(self.cmds, number)
-        law_check(self.hub, caller, "plaza_git_merge", {"repo": pr.repo, "pr": pr.number, "branch": pr.target,
-                                                        "own": pr.author == caller.actor})
+        if not decided:
+            law_check(self.hub, caller, "plaza_git_merge", {"repo": pr.repo, "pr": pr.number, "branch": pr.target,
+                                                            "own": pr.author == caller.actor})
         who = author_of(self.hub, caller)
         with self.store.lock(pr.repo):
             head = self.store.resolve(pr.repo, pr.source)
@@ -169,11 +176,24 @@ class GitServer:
                 self.store.run(pr.repo, "update-ref", BRANCH_PREFIX + pr.target, old, new)
                 raise
 
-    def close(self, caller: Caller, number: str) -> Done[str]:
+    def close(self, caller: Caller, number: str, decided: bool = False) -> Done[str]:
         pr = gc.pr_of(self.cmds, number)
-        law_check(self.hub, caller, "plaza_git", {"action": "close", "repo": pr.repo, "pr": pr.number,
-                                                  "own": pr.author == caller.actor})
+        if not decided:
+            law_check(self.hub, caller, "plaza_git", {"op": "close", "repo": pr.repo, "pr": pr.number,
+                                                      "own": pr.author == caller.actor})
         return gc.close(self.cmds, self.ctx(caller), pr.number)
+
+    def facts(self, caller: Caller, args: dict) -> dict:
+        """What the hub knows about a git call that the laws read (``own``, ``branch``, ``protected``),
+        never the agent's word."""
+        out: dict = {}
+        if args.get("pr") is not None:
+            pr = gc.pr_of(self.cmds, args["pr"])
+            out.update(own=pr.author == caller.actor, branch=pr.target if args.get("op") is None else pr.source,
+                       repo=pr.repo)
+        elif args.get("repo") and args.get("source"):
+            out.update(branch=args["source"])
+        return out
 
     def diff(self, number: str) -> dict:
         pr = gc.pr_of(self.cmds, pr_number(number))

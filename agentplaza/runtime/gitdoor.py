@@ -18,6 +18,8 @@ import logging
 from collections.abc import Callable
 from http import HTTPStatus
 
+from vmm.channel import ChannelClosed, Stream, StreamReset
+
 from ..domain.base import Refusal
 from ..domain.refusals import Kind
 from .forge import Caller, server_of
@@ -107,12 +109,26 @@ def response(status: int, headers: list[tuple[str, str]], body: bytes) -> bytes:
 
 def serve_connection(hub, cid: int, recv: Callable[[int], bytes], send: Callable[[bytes], None]) -> None:
     """One git request of agent ``cid`` over its channel (or any byte pipe the hub knows is that agent's)."""
+    answer_as(hub, Caller(f"agent:{cid}"), recv, send)
+
+
+def answer_as(hub, caller: Caller, recv: Callable[[int], bytes], send: Callable[[bytes], None]) -> None:
+    """One git request read from ``recv``, answered to ``send`` as ``caller``."""
     try:
         req = read_request(Reader(recv))
-        answer = server_of(hub).http(Caller(f"agent:{cid}"), req).value
+        answer = server_of(hub).http(caller, req).value
         send(response(answer.status, answer.headers, answer.body))
     except Refusal as r:
         send(response(STATUS.get(r.kind, 500), [("Content-Type", "text/plain")], f"{r.message} ({r.code})\n".encode()))
     except Exception:  # noqa: BLE001 - a bug answers this request; the hub goes on
-        log.exception("the git door failed for agent %s", cid)
+        log.exception("the git door failed for %s", caller.actor)
         send(response(500, [("Content-Type", "text/plain")], b"the hub failed to answer; see its log\n"))
+
+
+def serve_stream(hub, cid: int, st: Stream) -> None:
+    """The channel service ``git``: one request on the stream, then the stream closes."""
+    try:
+        serve_connection(hub, cid, lambda n: st.read(n), st.write)
+        st.close()
+    except (ChannelClosed, StreamReset):
+        pass

@@ -109,9 +109,7 @@ def push_commands(body: bytes) -> tuple[list[dict], set[str]]:
         moves.append({"old": parts[0], "new": parts[1], "ref": parts[2]})
         if len(moves) > MAX_MOVES:
             raise Refusal("too_many_refs", f"one push moves at most {MAX_MOVES} refs")
-    if not moves:
-        raise Refusal("invalid_request", "the push names no ref")
-    return moves, caps
+    return moves, caps  # none: git's probe of a large push (a lone flush packet), which moves nothing
 
 
 def _pkt(data: bytes) -> bytes:
@@ -169,6 +167,8 @@ def serve(store: GitStore, req: GitRequest, user: str, authorize: Callable[[list
         return run_backend(store, req, req.body, user, extra)
     body = inflate(req)
     moves, caps = push_commands(body)
+    if not moves:
+        return run_backend(store, req, body, user, extra)
     try:
         authorize(moves)
     except Refusal as r:

@@ -258,6 +258,8 @@ class HarnessSession:
             return error("bad_request", bad)
         if name == "plaza_agent_propose":  # a fact the hub knows, never the model's word
             args = dict(args, owner_asked=self.taken_from == "owner")
+        if t is not None and t.facts is not None:  # the plaza's facts about the call (a pull request's ``own``)
+            args = dict(args, **t.facts(self, agent, args))
         d = self._decide(agent, name, args, req.get("call_id"))
         if d["effect"] == "ask":
             return error(contract.AWAITING_APPROVAL, d["message"], approval=d["approval"])

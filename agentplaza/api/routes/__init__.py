@@ -10,6 +10,7 @@ from . import (
     conduct,
     gateway,
     git,
+    library,
     log,
     models,
     plaza,
@@ -22,4 +23,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, git]
+         agents, git, library]

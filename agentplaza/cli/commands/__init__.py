@@ -11,6 +11,7 @@ from . import (
     events,
     git,
     hub,
+    library,
     log,
     models,
     nodes,
@@ -29,5 +30,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates, git)
+              models, usage, agents, society, nodes, templates, git, library)
 }
