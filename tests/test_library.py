@@ -116,3 +116,62 @@ def round_trip_through_the_cli(hub: HubProcess, tmp_path, storage: str) -> None:
 
 def test_the_cli_lists_shows_downloads_and_deletes(hub, tmp_path):
     round_trip_through_the_cli(hub, tmp_path, "local")
+
+
+@pytest.fixture
+def s3(tmp_path, monkeypatch):
+    """A real S3 API endpoint: moto's standalone server, on its own port, with one bucket."""
+    import subprocess
+    import sys
+
+    import boto3
+    from support.deadline import until
+    from support.hubproc import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    creds = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    for k, v in creds.items():
+        monkeypatch.setenv(k, v)
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+
+    def bucket_made() -> bool:
+        try:
+            client.create_bucket(Bucket="deliverables")
+            return True
+        except Exception:  # noqa: BLE001 - the server is not listening yet
+            return False
+
+    until("the S3 endpoint answers", bucket_made, 60)
+    monkeypatch.setenv("APZ_LIBRARY_S3_URL", f"s3://deliverables/plaza?endpoint={endpoint}&region=us-east-1")
+    yield client
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+@pytest.fixture
+def s3_hub(s3, folders, database_url):
+    h = HubProcess(folders, database_url).start()
+    yield h
+    h.stop()
+
+
+def test_with_object_storage_configured_the_bytes_live_in_the_bucket(s3_hub, s3, tmp_path):
+    store, lib = second_writer(s3_hub)
+    try:
+        number = lib.submit(lib.cmds.context("agent:7"), PNG, "chart.png", "The chart").value
+    finally:
+        store.close()
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="deliverables").get("Contents", [])]
+    assert len(keys) == 1 and keys[0].startswith("plaza/")
+    assert s3.get_object(Bucket="deliverables", Key=keys[0])["Body"].read() == PNG
+    assert not (s3_hub.folders.data / "library").exists()
+    out = tmp_path / "chart.png"
+    r = cli(s3_hub, "library", "download", number, "-o", str(out))
+    assert r.returncode == 0 and out.read_bytes() == PNG
+    round_trip_through_the_cli(s3_hub, tmp_path, "s3")
+    r = cli(s3_hub, "library", "delete", number, "--yes")
+    assert r.returncode == 0
+    assert s3.list_objects_v2(Bucket="deliverables").get("KeyCount") == 0
