@@ -93,12 +93,24 @@ def second_writer(hub: HubProcess):
     return store, LibraryService(types.SimpleNamespace(commands=Commands(store), folders=hub.folders))
 
 
-def round_trip_through_the_cli(hub: HubProcess, tmp_path, storage: str) -> None:
+def hub_shows(hub: HubProcess, numbers: list[str]) -> None:
+    """Wait until the hub's read models show exactly these items (it follows the second writer's log)."""
+    from support.deadline import until
+
+    def shown() -> bool:
+        with hub.client() as c:
+            return [i["number"] for i in c.get("/v1/library").json()["items"]] == numbers
+
+    until(f"the hub lists {numbers}", shown, 30)
+
+
+def round_trip_through_the_cli(hub: HubProcess, tmp_path, storage: str, before: tuple = ()) -> None:
     store, lib = second_writer(hub)
     try:
         number = lib.submit(lib.cmds.context("agent:7"), REPORT, "findings.md", "Findings", "for the review").value
     finally:
         store.close()
+    hub_shows(hub, [number] + [i for i in before if i != number])
     r = cli(hub, "library", "list")
     assert r.returncode == 0 and number in r.stdout and "Findings" in r.stdout
     shown = json.loads(cli(hub, "--json", "library", "show", number).stdout)["item"]
@@ -164,6 +176,7 @@ def test_with_object_storage_configured_the_bytes_live_in_the_bucket(s3_hub, s3,
         number = lib.submit(lib.cmds.context("agent:7"), PNG, "chart.png", "The chart").value
     finally:
         store.close()
+    hub_shows(s3_hub, [number])
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="deliverables").get("Contents", [])]
     assert len(keys) == 1 and keys[0].startswith("plaza/")
     assert s3.get_object(Bucket="deliverables", Key=keys[0])["Body"].read() == PNG
@@ -171,7 +184,28 @@ def test_with_object_storage_configured_the_bytes_live_in_the_bucket(s3_hub, s3,
     out = tmp_path / "chart.png"
     r = cli(s3_hub, "library", "download", number, "-o", str(out))
     assert r.returncode == 0 and out.read_bytes() == PNG
-    round_trip_through_the_cli(s3_hub, tmp_path, "s3")
+    round_trip_through_the_cli(s3_hub, tmp_path, "s3", before=(number,))
     r = cli(s3_hub, "library", "delete", number, "--yes")
     assert r.returncode == 0
     assert s3.list_objects_v2(Bucket="deliverables").get("KeyCount") == 0
+
+
+def test_the_library_read_model_rebuilt_from_event_one_equals_the_live_one(hub):
+    store, lib = second_writer(hub)
+    try:
+        ctx = lib.cmds.context("agent:7")
+        kept = lib.submit(ctx, REPORT, "a.md", "Kept", task="t1").value
+        gone = lib.submit(ctx, PNG, "b.png", "Gone").value
+        lib.delete(lib.cmds.context("owner"), gone)
+    finally:
+        store.close()
+    hub_shows(hub, [kept])
+    live = json.loads(cli(hub, "--json", "library", "list").stdout)
+    assert [i["number"] for i in live["items"]] == [kept]
+    assert cli(hub, "replay", "--rebuild", "library").returncode == 0
+    hub.stop()
+    again = HubProcess(hub.folders, hub.env.get("APZ_DATABASE_URL")).start()
+    try:
+        assert json.loads(cli(again, "--json", "library", "list").stdout) == live
+    finally:
+        again.stop()
