@@ -64,3 +64,6 @@ AGENT_TIERS = ("orchestrator", "worker")
 CONSOLE_FAMILY = "console"
 #: The longest console line carried; the rest of a longer one is cut.
 CONSOLE_LINE_MAX_CHARS = 2000
+# -- git and the library (gitlib) ---------------------------------------------------------------
+#: What the Library screen and ``library list --type`` filter by: the kind of an item's media type.
+LIBRARY_KINDS = ("image", "video", "audio", "pdf", "html", "text", "archive", "other")

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..runtime import prices, scheduling, vault_watch
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
-from .edge import Edge
+from .edge import GIT_PATH, Edge
 from .errors import drain, error_response
 from .hub import Hub
 from .kit import Api
@@ -23,9 +23,10 @@ from .routes import AREAS
 from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
 from .routes.gateway import GATEWAY_PREFIX
 
-#: Open to every caller that passed the door: signing in checks the token it is given itself, and the
-#: console's files (routes/console.py) hold no plaza data: its sign-in page must load before a session.
-OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/", CONSOLE_ASSETS)
+#: Open to every caller that passed the door: signing in checks the token it is given itself, the
+#: console's files (routes/console.py) hold no plaza data (its sign-in page must load before a session),
+#: and git's smart HTTP door checks the owner token itself (as a git client sends it: basic auth).
+OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/", CONSOLE_ASSETS, GIT_PATH)
 OPEN_PATHS = frozenset({"/"})
 
 

@@ -37,6 +37,10 @@ ALWAYS_NAMES = frozenset({"localhost"})
 CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH"})
 #: The one body type the hub reads.
 JSON_TYPE = "application/json"
+#: git's smart HTTP requests (routes/git.py) are not JSON; a browser cannot send these types across sites
+#: without a CORS preflight, which the hub never grants.
+GIT_PATH = "/git/"
+GIT_RPC_TYPES = frozenset({"application/x-git-upload-pack-request", "application/x-git-receive-pack-request"})
 #: Sec-Fetch-Site values a browser sends for the hub's own pages, or for an address typed by the owner.
 OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 #: Default ports, so "http://localhost" and "http://localhost:80" are one origin.
@@ -182,7 +186,7 @@ class Edge:
             return 403, "foreign_origin", f"requests from other web pages are refused (Sec-Fetch-Site {site[:40]!r})"
         if scope["type"] == "http" and _changes_something(scope, headers):
             ctype = (_one(headers, b"content-type") or "").split(";", 1)[0].strip().lower()
-            if ctype != JSON_TYPE:
+            if ctype != JSON_TYPE and not (scope.get("path", "").startswith(GIT_PATH) and ctype in GIT_RPC_TYPES):
                 return 415, "json_only", f"a request that changes something must be Content-Type: {JSON_TYPE}"
         return None
 

@@ -49,12 +49,19 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_project", "invalid_file", "message_to_self", "invalid_format",
         # the society
         "invalid_rating",
+        # git
+        "invalid_repo", "invalid_branch", "invalid_ref", "invalid_verdict", "same_branch", "body_too_long",
+        "invalid_path", "too_many_refs",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
     ),
     Kind.TOO_LARGE: (
         "body_too_large",
+        # git
+        "push_too_large",
+        # library
+        "item_too_large",
     ),
     Kind.UNAUTHENTICATED: (
         "sign_in_link_used", "unauthorized",
@@ -64,6 +71,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "model_not_allowed", "not_a_reviewer", "not_a_worker", "not_allowed", "not_your_review",
         "not_your_task", "own_work", "owner_only", "owner_token_required", "rekey_wrong_secret",
         "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
+        # git
+        "protected_branch",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -72,6 +81,10 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
         # the board and conversations
         "no_post", "no_conversation",
+        # git
+        "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
+        # library
+        "no_item", "item_missing",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -91,6 +104,11 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_decision_model",
         # the society
         "nothing_to_rate",
+        # git
+        "pull_request_exists", "pull_request_closed", "nothing_to_merge", "merge_conflict",
+        "not_fast_forward", "repo_exists",
+        # library
+        "item_corrupt",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -105,6 +123,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "node_error",
         # decide
         "decision_failed", "decision_unreadable",
+        # git
+        "git_failed",
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",

@@ -6,7 +6,9 @@ from .agents import AgentsProjection, TranscriptProjection
 from .board import BoardProjection
 from .conversations import ConversationsProjection
 from .framework import Projection
+from .git import GitProjection
 from .laws import LawsProjection
+from .library import LibraryProjection
 from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
@@ -20,4 +22,4 @@ def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
-            SocietyProjection()]
+            SocietyProjection(), GitProjection(), LibraryProjection()]

@@ -38,7 +38,7 @@ from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import tooldecide, tools
+from . import gitdoor, tooldecide, tools
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import GatewayCall, ModelRelay
 from .session import HarnessSession
@@ -477,6 +477,8 @@ class AgentRuntime:
             HarnessSession(self, cid, st).run()
         elif service == "egress":
             self.egress.handle(cid, st)
+        elif service == "git":
+            gitdoor.serve_stream(self.hub, cid, st)
         else:
             st.reset(f"no service {service!r} on this hub")
 

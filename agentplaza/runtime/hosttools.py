@@ -9,17 +9,24 @@ the domain's, and a refusal (``Refusal``) is the tool's answer.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
+
+from vmm.guest.contract import GIT_PORT
 
 from ..commands import agents as ac
 from ..commands import approvals, conversations
 from ..commands import board as board_commands
+from ..commands import git as git_commands
 from ..commands import tasks as tasks_commands
 from ..domain.base import Refusal
-from ..domain.names import post_number
+from ..domain.names import post_number, task_number
 from ..projections import board as board_rm
+from ..projections import git as git_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
+from . import forge
+from .library import library_of
 from .work import delivery_ref
 
 if TYPE_CHECKING:
@@ -168,3 +175,95 @@ def _took_itself(s: HarnessSession, number: str, phase: str) -> None:
     rows = s.rt.hub.read_models.rows(t, t.c.number == number)
     if rows:
         s.rt._safely(ac.took_itself, s.rt.ctx_agent(s.cid), s.cid, delivery_ref(dict(rows[0], phase=phase)))
+
+
+# -- the git server (runtime.forge): the laws allowed the call with the hub's facts (``git_facts``) --------
+
+#: The most commits ``plaza_git`` log answers with, and the most characters of a diff's patch it shows.
+GIT_LOG_MAX, GIT_PATCH_SHOWN = 30, 12_000
+GIT_OPS = ("status", "branches", "log", "files", "diff", "open_pr", "comment", "close")
+
+
+def git_facts(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """What the laws read about a git call, from the plaza's records (``own``: the agent's own pull
+    request; ``branch``), never the model's word."""
+    try:
+        return forge.server_of(s.rt.hub).facts(forge.Caller(f"agent:{s.cid}"), args)
+    except Refusal:
+        return {}  # no such pull request: the call is decided as it is and the tool then refuses it
+
+
+def _need(args: dict, *names: str) -> None:
+    missing = [n for n in names if not args.get(n)]
+    if missing:
+        raise Refusal("invalid_request", f"plaza_git {args.get('op')} needs {', '.join(missing)}")
+
+
+def plaza_git(s: HarnessSession, agent: Any, args: dict) -> Any:
+    server, me, op = forge.server_of(s.rt.hub), forge.Caller(f"agent:{s.cid}"), args["op"]
+    models = s.rt.hub.read_models
+    if op == "status":
+        return {"repos": [{k: r[k] for k in ("name", "default_branch", "branches", "open_prs")}
+                          for r in git_rm.repo_rows(models)],
+                "open_prs": [{k: p[k] for k in git_rm.PR_COLUMNS} for p in git_rm.pr_rows(models, None, "open", 50)],
+                "clone": f"http://127.0.0.1:{GIT_PORT}/git/NAME.git"}
+    if op == "branches":
+        _need(args, "repo")
+        return server.store.heads(args["repo"])
+    if op == "log":
+        _need(args, "repo")
+        ref = args.get("branch") or git_commands.repo_of(s.rt.cmds, args["repo"]).default_branch
+        return server.store.log(args["repo"], ref, GIT_LOG_MAX)
+    if op == "files":
+        _need(args, "repo")
+        ref = args.get("branch") or git_commands.repo_of(s.rt.cmds, args["repo"]).default_branch
+        return server.store.files(args["repo"], ref, args.get("path") or "")
+    if op == "diff":
+        _need(args, "pr")
+        d = server.diff(args["pr"])
+        return {**d, "patch": d["patch"][:GIT_PATCH_SHOWN], "truncated": d["truncated"] or len(d["patch"]) > GIT_PATCH_SHOWN}
+    if op == "open_pr":
+        _need(args, "repo", "source", "title")
+        number = server.open_pr(me, args["repo"], args["source"], args.get("target"), args["title"],
+                                args.get("body") or "", decided=True).value
+        return {"pr": number, "opened": True}
+    if op == "comment":
+        _need(args, "pr", "text")
+        return {"pr": server.comment(me, args["pr"], args["text"], decided=True).value, "commented": True}
+    _need(args, "pr")
+    return {"pr": server.close(me, args["pr"], decided=True).value, "closed": True}
+
+
+def plaza_git_review(s: HarnessSession, agent: Any, args: dict) -> dict:
+    server = forge.server_of(s.rt.hub)
+    number = server.review(forge.Caller(f"agent:{s.cid}"), args["pr"], args["verdict"], args.get("text") or "",
+                           decided=True).value
+    return {"pr": number, "verdict": args["verdict"]}
+
+
+def plaza_git_merge(s: HarnessSession, agent: Any, args: dict) -> dict:
+    server = forge.server_of(s.rt.hub)
+    commit = server.merge(forge.Caller(f"agent:{s.cid}"), args["pr"], args.get("method") or "auto", decided=True).value
+    return {"pr": args["pr"], "merged": True, "commit": commit}
+
+
+# -- the Library (runtime.library) -------------------------------------------------------------------
+
+#: A shared file's name as ``vm.share_file`` answers it: 16 hex digits of its digest, ``-``, its base name.
+SHARED_NAME = re.compile(r"[0-9a-f]{16}-[^/\\\x00-\x1f]{1,80}")
+
+
+def plaza_library_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """Hand in a file shared with ``vm.share_file`` (named as it answered) as a deliverable, credited to
+    the agent, linked to its task or project."""
+    name = args["file"]
+    if SHARED_NAME.fullmatch(name) is None or name.endswith(("/.", "/..")) or name in (".", ".."):
+        raise Refusal("no_item", f"no shared file {name[:100]!r}: share it with vm.share_file first and give "
+                      "the name it answered")
+    path = s.rt.shared_dir / str(s.cid) / name
+    if not path.is_file():
+        raise Refusal("no_item", f"you have shared no file {name!r}; share it with vm.share_file first")
+    task = task_number(args["task"]) if args.get("task") else None
+    out = library_of(s.rt.hub).submit(s.rt.ctx_agent(s.cid), path.read_bytes(), name.split("-", 1)[1],
+                                      args["title"], args.get("description") or "", task, args.get("project"))
+    return {"item": out.value, "submitted": True}

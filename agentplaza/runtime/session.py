@@ -261,6 +261,8 @@ class HarnessSession:
             args = dict(args, owner_asked=self.taken_from == "owner")
         if name == "plaza_board_post":  # whom it reaches, for the laws (S-055): the hub reads it off the text
             args = dict(args, to="@all" if board.mentions_all(str(args.get("text"))) else "")
+        if t is not None and t.facts is not None:  # the plaza's facts about the call (a pull request's ``own``)
+            args = dict(args, **t.facts(self, agent, args))
         d = self._decide(agent, name, args, req.get("call_id"))
         if d["effect"] == "ask":
             return error(contract.AWAITING_APPROVAL, d["message"], approval=d["approval"])

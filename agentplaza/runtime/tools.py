@@ -27,15 +27,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from jhrl.catalog import risk_of as catalogue_risk
-from vmm.guest.contract import MAX_FILE, MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
+from vmm.guest.contract import GIT_PORT, MAX_FILE, MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
 
 from ..domain.agents import MAX_SPAWN, MIN_SPAWN
 from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
 from ..domain.conversations import MAX_MESSAGE_CHARS
+from ..domain.git import MAX_BODY_CHARS, MERGE_METHODS
+from ..domain.git import MAX_TITLE_CHARS as MAX_PR_TITLE_CHARS
+from ..domain.library import MAX_ITEM_BYTES
+from ..domain.library import MAX_TITLE_CHARS as MAX_ITEM_TITLE_CHARS
 from ..domain.tasks import MAX_TITLE_CHARS
 from ..domain.treasury import DEFAULT_TOOL_TASK_BUDGET, MIN_TOOL_TASK_BUDGET
 from . import hosttools
-from .hosttools import MAX_BOARD_READ, MAX_TASK_LIST
+from .hosttools import GIT_LOG_MAX, GIT_OPS, MAX_BOARD_READ, MAX_TASK_LIST
 from .schema import check, obj, string
 
 #: Where a tool runs: in the agent's own VM, or in the hub.
@@ -53,6 +57,9 @@ class Tool:
     input_schema: dict
     #: A host tool's function, ``fn(session, agent, args) -> result``; a guest tool runs in the guest.
     handler: Callable[..., Any] | None = None
+    #: What the hub adds to a call's args before the laws see it, ``fn(session, agent, args) -> dict``
+    #: (facts from the plaza's records, such as ``own`` for a pull request: never the model's word).
+    facts: Callable[..., dict] | None = None
 
     @property
     def group(self) -> str:
@@ -210,6 +217,48 @@ _TOOLS = (
                "model": string("provider/model for them; default: their role's model."),
                "why": string("What they are for, for the owner to judge.", minLength=1)},
               ("role", "why")), hosttools.plaza_agent_propose),
+    Tool("plaza_git", HOST, "write",
+         "The plaza's git server. Clone and push with plain git in your VM, with no password: "
+         f"git clone http://127.0.0.1:{GIT_PORT}/git/NAME.git (push to a branch of your own; the default branch "
+         "changes only by a merge). This tool reads and opens pull requests: op status (the repositories and "
+         f"the open pull requests), branches (repo), log (repo, branch; at most {GIT_LOG_MAX} commits), files "
+         "(repo, branch, path), diff (pr), open_pr (repo, source, target: default the default branch, title, "
+         "body), comment (pr, text), close (pr).",
+         obj({"op": {"type": "string", "enum": list(GIT_OPS), "description": "What to do."},
+              "repo": string("The repository's name."),
+              "branch": string("A branch (log, files): default the repository's default branch."),
+              "path": string("A path in the repository (files)."),
+              "pr": string("A pull request's number, like pr3."),
+              "source": string("open_pr: the branch you pushed."),
+              "target": string("open_pr: the branch to merge into (default: the default branch)."),
+              "title": string(f"open_pr: a short title (at most {MAX_PR_TITLE_CHARS} characters)."),
+              "body": string(f"open_pr: what it changes and why (at most {MAX_BODY_CHARS:,} characters)."),
+              "text": string("comment: the comment.")},
+             ("op",)), hosttools.plaza_git, hosttools.git_facts),
+    Tool("plaza_git_review", HOST, "write",
+         "Review a pull request: approve it, or request changes with notes that say what to change. Nobody "
+         "reviews their own pull request.",
+         obj({"pr": string("The pull request's number, like pr3.", minLength=1),
+              "verdict": {"type": "string", "enum": ["approve", "request_changes"], "description": "Your verdict."},
+              "text": string("Your notes (needed to request changes).")},
+             ("pr", "verdict")), hosttools.plaza_git_review, hosttools.git_facts),
+    Tool("plaza_git_merge", HOST, "write",
+         "Merge a pull request into its target branch: a fast-forward when it can, else a merge commit (method "
+         "auto); ff or merge to insist. A pull request that conflicts is refused with the files: merge the "
+         "target into your branch, resolve, push, and merge again.",
+         obj({"pr": string("The pull request's number, like pr3.", minLength=1),
+              "method": {"type": "string", "enum": list(MERGE_METHODS), "description": "auto (default), ff or merge."}},
+             ("pr",)), hosttools.plaza_git_merge, hosttools.git_facts),
+    Tool("plaza_library_submit", HOST, "write",
+         "Hand in a file you were asked to produce (deliver-file): it goes into the plaza's Library, credited to "
+         "you, linked to its task or project. Share it first with vm.share_file and give the name that "
+         f"answered; at most {MAX_ITEM_BYTES >> 20} MiB.",
+         obj({"file": string("The name vm.share_file answered for the file.", minLength=1),
+              "title": string(f"A short title (at most {MAX_ITEM_TITLE_CHARS} characters).", minLength=1),
+              "description": string("What it is, for the owner."),
+              "task": string("The task it answers, like t3."),
+              "project": string("The project it belongs to.")},
+             ("file", "title")), hosttools.plaza_library_submit),
 )
 
 #: Every tool an agent may be offered, by name.

@@ -70,6 +70,10 @@ USED = [
     ("plaza_bid", {"task": "t1", "price": 300}),
     ("plaza_agent_propose", {"role": "builder", "count": 2, "why": "two builders for the release"}),
     ("plaza_agent_propose", {"role": "builder", "why": "one more", "model": "mock/echo"}),
+    ("plaza_git", {"op": "open_pr", "repo": "proj", "source": "feature", "title": "Add it", "body": "why"}),
+    ("plaza_git_review", {"pr": "pr1", "verdict": "request_changes", "text": "name it better"}),
+    ("plaza_git_merge", {"pr": "pr1", "method": "auto"}),
+    ("plaza_library_submit", {"file": "0123456789abcdef-report.md", "title": "The report", "task": "t1"}),
 ]
 
 #: A value of the wrong type for each JSON type a schema names.
@@ -285,12 +289,13 @@ def test_every_host_tool_runs_in_the_hub(hub):
     plaza's own, like a task that does not exist, is the tool running)."""
     cid, orch = session(hub, "orchestrator")
     _, builder = session(hub, "builder")
+    _, reviewer = session(hub, "reviewer")  # the git server's reviews and merges are theirs (S-023, S-025)
     args = {t: a for t, a in reversed(USED)}
     args["plaza_message"] = {"to": cid, "text": "hi"}
     ac.tell(hub.commands, hub.commands.context("owner"), cid, "We need a builder.")  # the owner's own chat
     assert orch.handle({"op": "next", "wait": 0})["item"]
     for tool in HOST_TOOLS:  # as the first role the laws let call it
-        answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder)]
+        answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder, reviewer)]
         r = next((a for a in answers if "error" not in a or a["error"]["code"] != "refused"), answers[-1])
         assert "error" not in r or r["error"]["code"] not in ("not_available", "bad_request", "refused"), (tool, r)
 

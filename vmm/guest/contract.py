@@ -19,7 +19,10 @@ this file, so a new one is built on first need).
 from __future__ import annotations
 
 #: The services a guest may open towards the hub (through channeld); anything else is reset at the node.
-SERVICES = ("harness", "egress", "gateway")
+SERVICES = ("harness", "egress", "gateway", "git")
+#: In the guest: the port the harness forwards, as it is, to the hub's git server (service ``git``), so the
+#: guest's git clones and pushes http://127.0.0.1:GIT_PORT/git/NAME.git with no password or token.
+GIT_PORT = 9080
 #: In the guest: the unix socket a program connects to, writing the service it wants on the first line.
 CHANNEL_SOCK = "/run/apz/channel.sock"
 #: The only "key" a guest ever holds: the gateway takes it in place of a provider's key.

@@ -107,11 +107,22 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + f"\n… ({len(text) - MAX_OUTPUT} more characters)"
 
 
+#: Who the agent's commits name: its name and CID, set once the hub answers hello (``git_identity``).
+GIT_IDENTITY: dict[str, str] = {}
+
+
+def git_identity(name: str, cid) -> None:
+    email = f"agent-{cid}@agents.plaza.invalid"
+    GIT_IDENTITY.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name,
+                         "GIT_COMMITTER_EMAIL": email})
+
+
 def shell_env() -> dict:
     proxy = f"http://127.0.0.1:{PROXY_PORT}"
     return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": WORKSPACE,
             "LANG": "C.UTF-8", "http_proxy": proxy, "https_proxy": proxy, "HTTP_PROXY": proxy,
-            "HTTPS_PROXY": proxy, "ANTHROPIC_API_KEY": PLACEHOLDER_KEY, "OPENAI_API_KEY": PLACEHOLDER_KEY}
+            "HTTPS_PROXY": proxy, "no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost",
+            "ANTHROPIC_API_KEY": PLACEHOLDER_KEY, "OPENAI_API_KEY": PLACEHOLDER_KEY, **GIT_IDENTITY}
 
 
 def tool_shell(args: dict, workspace: str = None) -> str:
@@ -235,8 +246,9 @@ def splice(a: socket.socket, b: socket.socket) -> None:
     b.close()
 
 
-def egress_forwarder(port: int = PROXY_PORT) -> None:
-    """127.0.0.1:port in the guest: every connection goes, as it is, to the hub's egress proxy."""
+def forwarder(port: int = PROXY_PORT, service: str = "egress") -> None:
+    """127.0.0.1:port in the guest: every connection goes, as it is, to the hub's ``service`` (the egress
+    proxy; the git server on ``contract.GIT_PORT``)."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", port))
@@ -246,7 +258,7 @@ def egress_forwarder(port: int = PROXY_PORT) -> None:
         while True:
             conn, _ = srv.accept()
             try:
-                up = open_service("egress")
+                up = open_service(service)
             except OSError:
                 conn.close()
                 continue
@@ -318,7 +330,7 @@ def do_call(hub: Hub, call: dict) -> str:
     return json.dumps(r.get("result"))
 
 
-def name_self(hub: Hub, prompt: str) -> None:
+def name_self(hub: Hub, prompt: str) -> str | None:
     """The plaza asks a new agent to name itself, once: the model answers, the hub keeps the name in it
     (or gives the agent role-cid when the answer holds none, or the call failed)."""
     r = hub.call("model", purpose="name", messages=[{"role": "user", "content": prompt}], tools=[])
@@ -326,14 +338,16 @@ def name_self(hub: Hub, prompt: str) -> None:
     named = hub.call("name", name=answer or "")
     err = contract.error_of(named)
     log(f"named {named.get('name')}" if err is None else f"not named: {err['message']}")
+    return named.get("name") if err is None else None
 
 
 def main() -> int:
     os.makedirs(WORKSPACE, exist_ok=True)
-    try:
-        egress_forwarder()
-    except OSError as e:
-        log(f"no egress forwarder: {e}")
+    for port, service in ((PROXY_PORT, "egress"), (contract.GIT_PORT, "git")):
+        try:
+            forwarder(port, service)
+        except OSError as e:
+            log(f"no {service} forwarder: {e}")
     backoff = 0.5
     while True:
         try:
@@ -347,8 +361,9 @@ def main() -> int:
                 continue
             backoff = 0.5
             log(f"connected as cid {me['cid']} ({me['role']})")
+            git_identity(me.get("name") or f"{me['role']}-{me['cid']}", me["cid"])
             if me.get("name_prompt"):
-                name_self(hub, me["name_prompt"])
+                git_identity(name_self(hub, me["name_prompt"]) or f"{me['role']}-{me['cid']}", me["cid"])
             tools = me.get("tools") or []
             while True:
                 r = hub.call("next", wait=WAIT_S)

@@ -13,6 +13,8 @@ from . import (
     conversations,
     decide,
     gateway,
+    git,
+    library,
     log,
     models,
     plaza,
@@ -27,4 +29,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, decide, unfurl, console, board, conversations, society]
+         agents, decide, unfurl, console, board, conversations, society, git, library]

@@ -13,7 +13,9 @@ from . import (
     decide,
     doctor,
     events,
+    git,
     hub,
+    library,
     log,
     models,
     nodes,
@@ -34,5 +36,6 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, conversations, board, nodes, templates, decide, unfurl, tui, doctor)
+              models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
+              doctor)
 }
