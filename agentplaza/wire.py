@@ -57,3 +57,15 @@ APPROVAL_STATUSES = ("pending", "approved", "denied")
 PERMISSION_MODES = ("autonomous", "ask", "read-only")
 RISKS = ("read", "write", "irreversible")
 AGENT_TIERS = ("orchestrator", "worker")
+
+# -- The hub as an MCP server (docs/mcp.md) ------------------------------------------------------------------
+#: Where the hub answers MCP (streamable HTTP), once the owner turns it on.
+MCP_PATH = "/mcp"
+#: Every hub MCP token starts so; the hub keeps only its hash.
+MCP_TOKEN_PREFIX = "apz_mcp_"
+#: A token's one scope; each includes the ones before it.
+MCP_SCOPES = ("observe", "operate", "govern")
+#: Secure: every request carries a token.  Open: no token runs as an anonymous caller at a chosen scope.
+MCP_MODES = ("secure", "open")
+#: An allowlist entry naming an agent an editor may drive over ACP: acp:<name or CID>.
+ACP_ENTRY_PREFIX = "acp:"

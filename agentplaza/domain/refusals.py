@@ -43,6 +43,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "mint_whole_units", "no_bid", "no_key_needed", "no_price", "passphrase_too_short",
         "reason_required", "reason_too_long", "rekey_needs_secret", "same_wallet", "unknown_role",
         "unstorable_event", "value_too_long", "worker_required",
+        # hub mcp
+        "unknown_tool",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -52,18 +54,24 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.UNAUTHENTICATED: (
         "sign_in_link_used", "unauthorized",
+        # hub mcp
+        "token_expired", "token_revoked",
     ),
     Kind.FORBIDDEN: (
         "approval_denied", "approval_mismatch", "approval_pending", "approval_used",
         "model_not_allowed", "not_a_reviewer", "not_a_worker", "not_allowed", "not_your_review",
         "not_your_task", "own_work", "owner_only", "owner_token_required", "rekey_wrong_secret",
         "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
+        # hub mcp
+        "foreign_origin", "mcp_local_only", "remote_needs_https",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
         "no_preset", "no_provider", "no_suspension", "no_task", "no_wallet", "no_worker",
         "rule_not_found", "secret_unavailable", "unknown_agent", "unknown_checkpoint", "unknown_node",
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
+        # hub mcp
+        "no_orchestrator", "unknown_token",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -88,6 +96,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.TOO_MANY: (
         "vault_locked",
+        # hub mcp
+        "rate_limited",
     ),
     Kind.UPSTREAM: (
         "node_error",

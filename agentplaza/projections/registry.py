@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .agents import AgentsProjection, TranscriptProjection
 from .framework import Projection
+from .hub_mcp import HubMcpProjection
 from .laws import LawsProjection
 from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
@@ -16,4 +17,4 @@ from .work import WorkProjection
 def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
-            UnreadableEvents()]
+            UnreadableEvents(), HubMcpProjection()]

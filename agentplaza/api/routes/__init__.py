@@ -9,6 +9,7 @@ from . import (
     auth,
     conduct,
     gateway,
+    hub_mcp,
     log,
     models,
     plaza,
@@ -21,4 +22,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents]
+         agents, hub_mcp]
