@@ -11,6 +11,7 @@ from . import (
     events,
     hub,
     log,
+    mcp,
     models,
     nodes,
     overview,
@@ -28,5 +29,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates)
+              models, usage, agents, society, nodes, templates, mcp)
 }
