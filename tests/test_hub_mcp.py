@@ -164,3 +164,33 @@ def test_open_mode_lets_anonymous_in_at_observe_rate_limited_and_a_bad_token_sti
     assert calls[0]["outcome"] == "refused" and calls[0]["code"] == "rate_limited"
     r = c.post("/mcp", json=INIT, headers={**ACCEPT, "Authorization": "Bearer apz_mcp_not-a-real-one"})
     assert r.status_code == 401
+
+
+def test_propose_agent_files_an_approval_and_a_govern_recommendation_decides_nothing(hub):
+    assert cli(hub, "mcp", "server", "enable").returncode == 0
+    operate = token(hub, "--name", "ops", "--scope", "operate")
+    govern = token(hub, "--name", "gov", "--scope", "govern")
+
+    async def propose(s):
+        assert "request_decision" not in await tool_names(s)
+        return await s.call_tool("propose_agent", {"role": "builder", "why": "more hands"})
+
+    filed = session(hub.url, operate["token"], propose)
+    assert filed.is_error is False, filed.structured_content
+    number = filed.structured_content["approval"]
+    c = hub.client()
+    assert c.get(f"/v1/approvals/{number}").json()["status"] == "pending"
+
+    async def recommend(s):
+        assert "request_decision" in await tool_names(s)
+        ok = await s.call_tool("request_decision", {"approval": number, "recommendation": "approve",
+                                                    "note": "we need a builder"})
+        missing = await s.call_tool("request_decision", {"approval": "a999", "recommendation": "deny"})
+        return ok, missing
+
+    ok, missing = session(hub.url, govern["token"], recommend)
+    assert ok.structured_content == {"approval": number, "recommendation": "approve", "decided": False}
+    assert missing.is_error and missing.structured_content["error"]["code"] == "no_approval"
+    assert c.get(f"/v1/approvals/{number}").json()["status"] == "pending"  # the owner still decides
+    recs = c.get("/v1/hub-mcp/recommendations", params={"approval": number}).json()["recommendations"]
+    assert [(r["verdict"], r["caller"]) for r in recs] == [("approve", f"token:{govern['id']}")]

@@ -59,3 +59,12 @@ def test_every_route_a_tool_uses_is_a_route_of_the_hub():
 
 def test_writes_are_held_by_stop_all_and_reads_are_not():
     assert {t.name for t in TOOLS if t.changes} == set(GUIDE_TOOLS["operate"] + GUIDE_TOOLS["govern"])
+
+
+def test_a_transcript_result_is_cut_to_4_kb():
+    from agentplaza.api.mcp_tools import TRANSCRIPT_RESULT_BYTES, _cut
+
+    entry = {"kind": "tool", "result": "é" * 5000, "meta": [{"out": "x" * 9000}], "n": 3}
+    cut = _cut(entry)
+    assert len(cut["result"].split(" [cut")[0].encode()) <= TRANSCRIPT_RESULT_BYTES
+    assert cut["meta"][0]["out"].endswith("[cut to 4 KB]") and cut["n"] == 3 and cut["kind"] == "tool"

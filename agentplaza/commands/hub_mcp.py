@@ -36,17 +36,14 @@ def switch(cmds: Commands, ctx: Context, enabled: bool, remote: bool, serves_htt
 
 
 def configure(cmds: Commands, ctx: Context, *, mode: str | None = None, open_scope: str | None = None,
-              origins: list[str] | None = None, acp: dict[str, bool] | None = None) -> Done[None]:
-    """The console's switches: any of the mode (and open scope), the origins, the editor switches."""
+              origins: list[str] | None = None) -> Done[None]:
+    """The console's switches: the mode (and open scope), the origins, or both."""
     def decide(unit: Unit) -> None:
         m = _settings(unit, ctx)
         if mode is not None or open_scope is not None:
             m.set_mode(ctx, mode or m.mode, open_scope or m.open_scope)
         if origins is not None:
             m.set_origins(ctx, origins)
-        if acp is not None:
-            m.set_acp(ctx, acp.get("acp_enabled", m.acp_enabled), acp.get("acp_write_back", m.acp_write_back),
-                      acp.get("acp_v2", m.acp_v2))
         unit.add(m)
 
     return cmds.run(decide)

@@ -1,7 +1,7 @@
 """The hub as an MCP server: its switches, the tokens the owner issues, and the call log.
 
 ``HubMcp`` is one record: whether ``/mcp`` answers, local or remote, secure or open (and the open
-scope), the browser origins the owner added, and the editor (ACP) switches.  ``McpToken`` is one
+scope), and the browser origins the owner added.  ``McpToken`` is one
 token: its name, its one scope, an optional tool allowlist (tool names and ``acp:<agent>``
 entries), an optional expiry, and the SHA-256 of its value (the value itself is shown once and
 kept nowhere).  ``McpCall`` is one line of the append-only call log: who (a token, or an
@@ -102,19 +102,10 @@ class HubMcp(PlazaAggregate):
         def apply(self, m: HubMcp) -> None:
             m.origins = list(self.origins)
 
-    class AcpSet(PlazaAggregate.Event):
-        acp_enabled: bool
-        acp_write_back: bool
-        acp_v2: bool
-
-        def apply(self, m: HubMcp) -> None:
-            m.acp_enabled, m.acp_write_back, m.acp_v2 = self.acp_enabled, self.acp_write_back, self.acp_v2
-
     def __init__(self) -> None:
         self.enabled = self.remote = False
         self.mode, self.open_scope = "secure", "observe"
         self.origins: list[str] = []
-        self.acp_enabled = self.acp_write_back = self.acp_v2 = False
 
     @classmethod
     def open(cls, ctx: Context) -> HubMcp:
@@ -143,11 +134,6 @@ class HubMcp(PlazaAggregate):
         if clean == self.origins:
             raise Refusal("no_change", "those are the origins already allowed")
         self.record(self.OriginsSet, ctx, origins=clean)
-
-    def set_acp(self, ctx: Context, enabled: bool, write_back: bool, v2: bool) -> None:
-        if (enabled, write_back, v2) == (self.acp_enabled, self.acp_write_back, self.acp_v2):
-            raise Refusal("no_change", "the editor (ACP) switches are already so")
-        self.record(self.AcpSet, ctx, acp_enabled=enabled, acp_write_back=write_back, acp_v2=v2)
 
 
 def describe(enabled: bool, remote: bool) -> str:

@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     from .runner import ReadModels
 
 SETTINGS_KEY = "hub"
-DEFAULT_SETTINGS = {"enabled": False, "remote": False, "mode": "secure", "open_scope": "observe", "origins": [],
-                    "acp_enabled": False, "acp_write_back": False, "acp_v2": False}
+DEFAULT_SETTINGS = {"enabled": False, "remote": False, "mode": "secure", "open_scope": "observe", "origins": []}
 
 mcp_settings = sa.Table(
     "rm_mcp_settings", metadata,
@@ -77,9 +76,6 @@ class HubMcpProjection(Projection):
 
     def on_HubMcp_OriginsSet(self, e: EventRecord, rows: Rows) -> None:
         self._set(rows, origins=list(e.data["origins"]))
-
-    def on_HubMcp_AcpSet(self, e: EventRecord, rows: Rows) -> None:
-        self._set(rows, **{k: e.data[k] for k in ("acp_enabled", "acp_write_back", "acp_v2")})
 
     def on_McpToken_Created(self, e: EventRecord, rows: Rows) -> None:
         d = e.data

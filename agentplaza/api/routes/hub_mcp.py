@@ -20,8 +20,6 @@ from ..mcp_tools import SCOPE_OF, TOOLS
 
 #: The guide's Claude Code line, with this hub's address filled in (the token stays a placeholder).
 CLAUDE_LINE = 'claude mcp add --transport http agentplaza {url} --header "Authorization: Bearer apz_mcp_…"'
-#: The console's switches (open mode is set there, not on the command line).
-ACP_SWITCHES = ("acp_enabled", "acp_write_back", "acp_v2")
 
 
 class EnableBody(Body):
@@ -32,9 +30,6 @@ class SettingsBody(Body):
     mode: str | None = None
     open_scope: str | None = None
     origins: list[str] | None = None
-    acp_enabled: bool | None = None
-    acp_write_back: bool | None = None
-    acp_v2: bool | None = None
 
 
 class TokenBody(Body):
@@ -62,7 +57,6 @@ def status_of(request: Request, settings: dict) -> dict:
         "auth": {"mode": settings["mode"], "open_scope": settings["open_scope"]},
         "origins": {"own": own, "added": settings["origins"]},
         "rate_per_minute": RATE_PER_MINUTE,
-        "acp": {k: settings[k] for k in ACP_SWITCHES},
         "claude_code": CLAUDE_LINE.format(url=url),
         "warnings": warnings,
     }
@@ -101,12 +95,10 @@ async def settings(request: Request) -> dict:
     body = await read_body(request, SettingsBody)
     given = body.model_dump(exclude_unset=True)
     if not given or any(v is None for v in given.values()):
-        raise ApiError("invalid_request", "send any of mode, open_scope, origins, " + ", ".join(ACP_SWITCHES))
-    acp = {k: given[k] for k in ACP_SWITCHES if k in given} or None
+        raise ApiError("invalid_request", "send any of mode, open_scope, origins")
     ctx = api.context(request)
     await api.command(lambda: cmd.configure(api.hub.commands, ctx, mode=given.get("mode"),
-                                            open_scope=given.get("open_scope"), origins=given.get("origins"),
-                                            acp=acp))
+                                            open_scope=given.get("open_scope"), origins=given.get("origins")))
     return await _status(request)
 
 

@@ -23,7 +23,6 @@ def render_status(d: dict) -> str:
                                      else ""),
         "allowed origins": ", ".join(d["origins"]["own"] + d["origins"]["added"]) or "-",
         "rate limits": ", ".join(f"{k} {v}/min" for k, v in d["rate_per_minute"].items()),
-        "editors (ACP)": "on" if d["acp"]["acp_enabled"] else "off",
     })
     warnings = "".join(f"\nwarning: {w}" for w in d["warnings"])
     return out + f"\n\nClaude Code:\n  {d['claude_code']}" + warnings
