@@ -194,3 +194,25 @@ def test_propose_agent_files_an_approval_and_a_govern_recommendation_decides_not
     assert c.get(f"/v1/approvals/{number}").json()["status"] == "pending"  # the owner still decides
     recs = c.get("/v1/hub-mcp/recommendations", params={"approval": number}).json()["recommendations"]
     assert [(r["verdict"], r["caller"]) for r in recs] == [("approve", f"token:{govern['id']}")]
+
+
+def test_every_built_observe_tool_answers_and_the_owner_token_is_govern(hub):
+    assert cli(hub, "mcp", "server", "enable").returncode == 0
+    owner_token = owner(hub)["Authorization"].split(" ", 1)[1]
+    plain = ["plaza_status", "list_agents", "list_tasks", "list_approvals", "list_machines", "treasury_summary",
+             "usage_summary", "list_laws"]
+
+    async def body(s):
+        names = await tool_names(s)
+        answers = {n: await s.call_tool(n, {}) for n in plain}
+        answers["get_transcript"] = await s.call_tool("get_transcript", {"cid": 999})
+        answers["list_board"] = await s.call_tool("list_board", {})
+        return names, answers
+
+    names, answers = session(hub.url, owner_token, body)
+    assert names == [t.name for t in TOOLS]
+    for n in plain:
+        assert answers[n].is_error is False and answers[n].content[0].text, (n, answers[n].structured_content)
+    assert answers["get_transcript"].is_error  # no agent 999: the route's own refusal, not a crash
+    assert answers["get_transcript"].structured_content["error"]["code"] != "internal"
+    assert answers["list_board"].structured_content["error"]["code"] == "not_available"

@@ -50,6 +50,8 @@ from .mcp_tools import BY_NAME, ROUTES_USED, TOOLS, Call, Tool
 #: The guide: "60 calls a minute at observe, and 20 a minute at operate and govern" (shared with ACP).
 RATE_PER_MINUTE = {"observe": 60, "operate": 20, "govern": 20}
 RATE_WINDOW_S = 60.0
+#: Callers the rate limiter tracks before it forgets those with no call in the window (open mode: addresses).
+RATE_TRACKED = 10_000
 #: Where the door leaves the caller for the tool handlers.
 CALLER_KEY = "apz.mcp.caller"
 #: JSON-RPC codes of a refused call: a tool this caller cannot see is an unknown tool.
@@ -107,6 +109,8 @@ class RateLimits:
 
     def take(self, key: str, scope: str) -> bool:
         now = self.clock()
+        if len(self.seen) >= RATE_TRACKED:
+            self.seen = {k: q for k, q in self.seen.items() if q and q[-1] > now - RATE_WINDOW_S}
         q = self.seen.setdefault(key, deque())
         while q and q[0] <= now - RATE_WINDOW_S:
             q.popleft()
@@ -147,8 +151,7 @@ class McpDoor:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        settings = await anyio.to_thread.run_sync(rm.settings, self.hub.read_models)
-        refusal = self.refusal(scope, settings)
+        refusal = await anyio.to_thread.run_sync(self.refusal, scope)
         if isinstance(refusal, tuple):
             status, code, message = refusal
             await error_response(status, code, message)(scope, receive, send)
@@ -158,7 +161,9 @@ class McpDoor:
                                                       scopes=[refusal.scope]))
         await self.manager.handle_request(scope, receive, send)
 
-    def refusal(self, scope: Scope, settings: dict) -> Caller | tuple[int, str, str]:
+    def refusal(self, scope: Scope) -> Caller | tuple[int, str, str]:
+        """The caller, or why not (it reads the read models: run off the event loop)."""
+        settings = rm.settings(self.hub.read_models)
         if not settings["enabled"]:
             return 404, "not_found", f"no route {scope.get('method', 'GET')} {scope.get('path')}"
         origins = [v for k, v in scope.get("headers") or [] if k.lower() == b"origin"]
