@@ -18,6 +18,7 @@ command -v zstd >/dev/null || need+=(zstd)
 command -v cpio >/dev/null || need+=(cpio)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v chromium >/dev/null || need+=(chromium)
+command -v npm >/dev/null || need+=(npm)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need[*]}"
@@ -31,4 +32,6 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# axe-core, from the npm registry, for the console's accessibility check (tests/browser/test_console.py).
+[ -f .cache/npm/node_modules/axe-core/axe.min.js ] || npm install -s --no-audit --no-fund --prefix .cache/npm axe-core@4
 exec .venv/bin/python -m pytest "$@"

@@ -6,13 +6,13 @@ A real apid, the ``anthropic`` and ``openai`` SDKs pointed at it with
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import anthropic
 import httpx
 import openai
 import pytest
+from support.deadline import until
 from support.fake_upstream import KEYS, FakeUpstream
 from support.hubproc import HubProcess, cli
 from support.treasury import Teller
@@ -74,23 +74,14 @@ def token(h: HubProcess, cid: str = "7", role: str = "builder", credits: int = 1
 
 
 def calls(h: HubProcess, **params) -> list[dict]:
+    """The recorded calls matching ``params``, once there is one."""
     with h.client() as c:
-        for _ in range(100):
-            got = c.get("/v1/usage/calls", params=params).json()["calls"]
-            if got:
-                return got
-            time.sleep(0.05)
-    return []
+        return until("a call recorded", lambda: c.get("/v1/usage/calls", params={**params, "settled": 1}).json()["calls"])
 
 
 def wait_calls(h: HubProcess, n: int) -> list[dict]:
     with h.client() as c:
-        for _ in range(100):
-            got = c.get("/v1/usage/calls").json()["calls"]
-            if len(got) >= n:
-                return got
-            time.sleep(0.05)
-    raise AssertionError(f"fewer than {n} calls recorded")
+        return until(f"{n} calls recorded", lambda: (got := c.get("/v1/usage/calls").json()["calls"]) and len(got) >= n and got)
 
 
 def test_anthropic_sdk_against_the_mock(hub):
@@ -221,7 +212,7 @@ def test_fail_closed_nothing_reaches_a_provider(hub, upstream):
         a2.messages.create(model="echo", max_tokens=8, messages=[{"role": "user", "content": "x"}])
     assert len(upstream.requests) == before
     with hub.client() as c:
-        assert c.get("/v1/usage/calls").json()["calls"] == []  # a refusal changes nothing
+        assert c.get("/v1/usage/calls", params={"settled": 1}).json()["calls"] == []  # a refusal records nothing
 
 
 def test_identity_comes_from_the_token_and_the_key_is_the_placeholder(hub):

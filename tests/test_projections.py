@@ -7,6 +7,7 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+from support.checked_thread import CheckedThread
 from support.tally import Tally
 
 from agentplaza.commands import plaza as plaza_commands
@@ -127,15 +128,15 @@ def test_concurrent_writers_no_event_skipped_or_applied_twice(folders, database_
                 unit.add(x)
             cmds.run(decide)
 
-    follower = threading.Thread(target=follow)
+    follower = CheckedThread(follow, name="follower")
     follower.start()
-    writers = [threading.Thread(target=write, args=(t,)) for t in tallies]
+    writers = [CheckedThread(write, t, name=f"writer {t.label}") for t in tallies]
     for w in writers:
         w.start()
     for w in writers:
-        w.join()
+        w.join(120)
     stop.set()
-    follower.join()
+    follower.join(120)
     rm.catch_up()
     counted = [r.position for r in store.read() if r.kind == "Tally.Counted"]
     seen = [r["position"] for r in rm.live(["test_seen"])["test_seen"]["rm_test_seen"]]
@@ -153,11 +154,11 @@ def test_two_followers_share_one_read_model_without_double_counting(folders, dat
     for _ in range(50):
         tally.count(cmds.context("owner"))
     store_a.commit(tally)
-    threads = [threading.Thread(target=rm.catch_up) for rm in (rm_a, rm_b)]
+    threads = [CheckedThread(rm.catch_up, name="catch up") for rm in (rm_a, rm_b)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(120)
     rm_a.catch_up()
     rm_b.catch_up()
     seen = rm_b.live(["test_seen"])["test_seen"]["rm_test_seen"]

@@ -22,10 +22,13 @@ from .hub import Hub
 from .kit import Api
 from .mcp_door import McpDoor
 from .routes import AREAS
+from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
 from .routes.gateway import GATEWAY_PREFIX
 
-#: Open to every caller that passed the door: signing in checks the token it is given itself.
-OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/")
+#: Open to every caller that passed the door: signing in checks the token it is given itself, and the
+#: console's files (routes/console.py) hold no plaza data: its sign-in page must load before a session.
+OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/", CONSOLE_ASSETS)
+OPEN_PATHS = frozenset({"/"})
 
 
 class OwnerOnly:
@@ -41,7 +44,8 @@ class OwnerOnly:
             await self.app(scope, receive, send)
             return
         # The model gateway answers agents, who know no owner token: it checks its own per-agent tokens.
-        if scope["type"] == "http" and scope.get("path", "").startswith(OPEN_PREFIXES):
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path.startswith(OPEN_PREFIXES) or path in OPEN_PATHS):
             await self.app(scope, receive, send)
             return
         # /mcp checks its own callers (hub MCP tokens; loopback trust does not count there): api/mcp_door.py.

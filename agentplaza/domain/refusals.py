@@ -43,6 +43,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "mint_whole_units", "no_bid", "no_key_needed", "no_price", "passphrase_too_short",
         "reason_required", "reason_too_long", "rekey_needs_secret", "same_wallet", "unknown_role",
         "unstorable_event", "value_too_long", "worker_required",
+        # decide, unfurl
+        "invalid_options", "invalid_target",
         # hub mcp
         "unknown_tool",
     ),
@@ -87,6 +89,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "secret_exists", "secret_not_bound", "stale_draft", "suspension_over", "task_closed",
         "task_ended", "task_not_claimed", "task_not_open", "too_many_rules", "vault_unsealed",
         "wallet_exists", "weekly_fine_cap", "worker_busy", "worker_holds_task", "worker_offline",
+        # decide
+        "no_decision_model",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -101,9 +105,11 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.UPSTREAM: (
         "node_error",
+        # decide
+        "decision_failed", "decision_unreadable",
     ),
     Kind.UNAVAILABLE: (
-        "not_anchored", "vault_absent",
+        "not_anchored", "vault_absent", "calls_not_settled",
     ),
     Kind.NOT_BUILT: (
         "not_available",

@@ -3,13 +3,17 @@ restart, wipe, retire, delete, and the read models that follow them (on SQLite a
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from agentplaza.commands import agents as ac
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands.unit import Commands
+from agentplaza.domain import agents as agents_domain
 from agentplaza.domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, Agent
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.conduct import mode_of
@@ -186,8 +190,47 @@ def test_read_models_rebuild_to_the_same_roster(plaza):
     assert rm.live(["agents", "transcript"]) == live
 
 
+#: What a pure decision may not reach: a clock, chance, the disk, a process, the network.
+IMPURE_MODULES = {"os", "sys", "time", "random", "secrets", "socket", "subprocess", "shutil", "pathlib",
+                  "threading", "asyncio", "anyio", "trio", "httpx", "sqlalchemy", "psycopg", "io", "tempfile"}
+IMPURE_METHODS = {"now", "utcnow", "today", "uuid1", "uuid4", "getenv", "urandom"}
+IMPURE_BUILTINS = {"open", "print", "input", "exec", "eval"}
+
+
+def impurities(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] in IMPURE_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            if (node.module or "").split(".")[0] in IMPURE_MODULES:
+                found.append(f"from {node.module}")
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Attribute) and f.attr in IMPURE_METHODS) or (
+                    isinstance(f, ast.Name) and f.id in IMPURE_BUILTINS):
+                found.append(f"{ast.unparse(f).rsplit('.', 1)[-1]}() at line {node.lineno}")
+    return found
+
+
 def test_agent_aggregate_is_pure():
-    assert Agent.family == "agent"
+    """The agents' domain (and every domain module) decides from its arguments alone: the context
+    brings the time and the caller; ids come from the command; nothing reads a clock, chance, a file,
+    a process or the network."""
+    domain = Path(agents_domain.__file__).parent
+    assert Agent.__module__ == agents_domain.__name__
+    found = {p.name: bad for p in sorted(domain.glob("*.py")) if (bad := impurities(p))}
+    assert found == {}
+    assert impurities_of_source("import time\nx = uuid.uuid4()\n") == ["import time", "uuid4() at line 2"]
+
+
+def impurities_of_source(text: str) -> list[str]:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(text)
+    try:
+        return impurities(Path(f.name))
+    finally:
+        Path(f.name).unlink()
 
 
 def test_node_and_agent_load_the_same_from_a_snapshot(plaza, folders, database_url):

@@ -122,7 +122,9 @@ class Teller:
         done = out if isinstance(out, Done) else Done(out, out.positions)
         if done.positions:
             deadline = time.monotonic() + HUB_FOLLOWS_S
-            with httpx.Client(base_url=self.h.url, timeout=30) as c:
+            token = self.h.env.get("APZ_TOKEN")  # a hub with loopback trust off wants the owner token
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            with httpx.Client(base_url=self.h.url, timeout=30, headers=headers) as c:
                 while min(c.get("/v1/read-models").json()["read_models"].values()) < done.positions[-1]:
                     assert time.monotonic() < deadline, "the hub does not follow the log"
                     time.sleep(0.02)

@@ -8,6 +8,8 @@ from . import (
     approvals,
     auth,
     conduct,
+    console,
+    decide,
     gateway,
     hub_mcp,
     log,
@@ -17,9 +19,10 @@ from . import (
     system,
     tasks,
     treasury,
+    unfurl,
     usage,
     vault,
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, hub_mcp]
+         agents, decide, unfurl, hub_mcp, console]

@@ -8,6 +8,7 @@ from . import (
     approvals,
     audit,
     conduct,
+    decide,
     events,
     hub,
     log,
@@ -22,6 +23,8 @@ from . import (
     tasks,
     templates,
     treasury,
+    tui,
+    unfurl,
     usage,
     vault,
 )
@@ -29,5 +32,5 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, nodes, templates, mcp)
+              models, usage, agents, society, nodes, templates, decide, unfurl, tui, mcp)
 }

@@ -1,0 +1,146 @@
+// The frame around every screen: the sidebar in the guide's four groups, the top bar with the connection
+// indicator and STOP ALL / RESUME, and the banner while the plaza is held (who, since when, why).
+// A screen module exports render(view, ctx); ctx.live(families, load) makes a section that reloads
+// whenever an event of those families arrives (and after a reconnect), so it follows the plaza live.
+
+import {get, post} from "./api.js";
+import {listen, onStatus} from "./live.js";
+import {GROUPS, SCREENS} from "./screens/index.js";
+import {action, errorBox, fill, fmt, h} from "./ui.js";
+
+//: Events that arrive together reload a section once, this long after the first.
+export const COALESCE_MS = 120;
+
+let plaza = {held: false};
+const heldWatchers = new Set();
+let stopSwitch, banner, main, nav;
+let teardown = [];
+
+function screenOf(hash) {
+  const [id = "overview", ...rest] = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  return Object.assign({}, SCREENS.find((s) => s.id === id) || SCREENS[0], {rest});
+}
+
+export function buildFrame(root) {
+  const conn = h("span", {class: "conn", role: "status", "aria-live": "polite"});
+  onStatus((s) => {
+    conn.className = "conn conn-" + s.replace(" ", "-");
+    conn.textContent = s === "live" ? "Live" : s[0].toUpperCase() + s.slice(1);
+  });
+  stopSwitch = h("span", {class: "switch"});
+  banner = h("div", {class: "held-banner", role: "alert", hidden: true});
+  nav = h("nav", {class: "sidebar", "aria-label": "Screens"}, GROUPS.map((g) => h("div", {class: "group"},
+    h("h2", {}, g),
+    h("ul", {}, SCREENS.filter((s) => s.group === g).map((s) => h("li", {},
+      h("a", {href: "#/" + s.id, "data-screen": s.id, class: s.later ? "later" : null}, s.title)))))));
+  main = h("main", {id: "main", tabindex: "-1"});
+  const signOut = h("button", {type: "button", class: "quiet", onclick: async () => {
+    try { await fetch("/v1/auth/session", {method: "DELETE", credentials: "same-origin"}); } finally {
+      location.reload();
+    }
+  }}, "Sign out");
+  fill(root,
+    h("a", {class: "skip", href: "#main", onclick: (e) => { e.preventDefault(); main.focus(); }}, "Skip to the screen"),
+    h("header", {class: "topbar"}, h("span", {class: "brand"}, "AgentPlaza"), conn, h("span", {class: "grow"}),
+      stopSwitch, signOut),
+    banner,
+    h("div", {class: "body"}, nav, main));
+  listen(["plaza"], () => refreshPlaza());
+  listen(["*"], (m) => { if (m === null) refreshPlaza(); });
+  window.addEventListener("hashchange", route);
+  route();
+  return refreshPlaza();
+}
+
+export function onHeld(fn) {
+  heldWatchers.add(fn);
+  return () => heldWatchers.delete(fn);
+}
+
+// The plaza's state, read again; true when the hub answered it.
+export async function refreshPlaza() {
+  try {
+    plaza = await get("/v1/plaza");
+  } catch (err) {
+    fill(stopSwitch, errorBox(err));
+    return false;
+  }
+  drawSwitch();
+  for (const fn of heldWatchers) fn(plaza);
+  return true;
+}
+
+function drawSwitch() {
+  if (plaza.held) {
+    banner.hidden = false;
+    fill(banner, h("strong", {}, "The plaza is held. "),
+      `STOP ALL by ${plaza.by || "someone"} since ${fmt.time(plaza.since)}`,
+      plaza.reason ? ` — “${plaza.reason}”` : "", ". Nothing new starts until you resume.");
+    fill(stopSwitch, action("RESUME", async () => {
+      plaza = await post("/v1/plaza/resume", {});
+      drawSwitch();
+    }, {kind: "resume", confirm: {title: "Resume the plaza?", message: "Queued work starts again.", yes: "Resume"}}));
+  } else {
+    banner.hidden = true;
+    fill(stopSwitch, action("STOP ALL", async (reason) => {
+      plaza = await post("/v1/plaza/stop", reason ? {reason} : {});
+      drawSwitch();
+    }, {kind: "danger stop-all", confirm: {
+      title: "STOP ALL?", danger: true, yes: "STOP ALL", reason: "Reason",
+      message: "Cancels every agent's running work and holds the plaza. The VMs stay running and their queues are kept.",
+    }}));
+  }
+}
+
+async function route() {
+  for (const fn of teardown) fn();
+  teardown = [];
+  const screen = screenOf(location.hash);
+  const rest = screen.rest;
+  for (const a of nav.querySelectorAll("a")) {
+    if (a.dataset.screen === screen.id) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  document.title = `${screen.title} · AgentPlaza`;
+  const view = h("div", {class: "screen", "data-screen": screen.id});
+  fill(main, h("h1", {}, screen.title), view);
+  if (screen.later) {
+    fill(view, h("p", {class: "later-note"}, screen.later));
+    return;
+  }
+  const ctx = {params: rest, live, onHeld: (fn) => { teardown.push(onHeld(fn)); fn(plaza); }, plaza: () => plaza};
+  try {
+    const mod = await screen.load();
+    await mod.render(view, ctx);
+  } catch (err) {
+    fill(view, errorBox(err));
+  }
+}
+
+// A section of a screen that reloads when an event of one of these families arrives.
+function live(families, load, {tag = "section", label} = {}) {
+  const el = h(tag, {class: "live", "aria-label": label, "aria-busy": "true"});
+  let pending = null;
+  let running = false;
+  let again = false;
+  const run = async () => {
+    pending = null;
+    if (running) { again = true; return; }
+    running = true;
+    try {
+      const out = await load(el);
+      if (out !== undefined) fill(el, out);
+    } catch (err) {
+      fill(el, errorBox(err));
+    } finally {
+      el.setAttribute("aria-busy", "false");
+      running = false;
+      if (again) { again = false; run(); }
+    }
+  };
+  el.reload = run;
+  teardown.push(listen(families, () => { if (!pending) pending = setTimeout(run, COALESCE_MS); }));
+  teardown.push(() => clearTimeout(pending));
+  run();
+  return el;
+}

@@ -1,0 +1,12 @@
+// The console starts here. The frame and the screen start at once; the first answer of 401 (the plaza's
+// state or a screen's data) means this browser is not the owner's: the sign-in page takes the frame's
+// place. The live stream opens once the hub has answered the plaza's state.
+
+import {SIGNED_OUT} from "./api.js";
+import {buildFrame} from "./frame.js";
+import {connect} from "./live.js";
+import {signInPage} from "./signin.js";
+
+const root = document.getElementById("app");
+window.addEventListener(SIGNED_OUT, () => signInPage(root), {once: true});
+buildFrame(root).then((answered) => { if (answered) connect(); });

@@ -1,0 +1,32 @@
+// Every screen of the console, in sidebar order. Adding a screen is one file in this folder and one line
+// here: {id, title, group, load} for a built screen (its module exports render(view, ctx)), or
+// {id, title, group, later} for an area the hub does not have yet (the screen says so in one line).
+
+export const GROUPS = ["Plaza", "Social", "Lab", "Setup"];
+
+export const SCREENS = [
+  {id: "overview", title: "Overview", group: "Plaza", load: () => import("./overview.js")},
+  {id: "floor", title: "Floor", group: "Plaza", load: () => import("./floor.js")},
+  {id: "agents", title: "Agents", group: "Plaza", load: () => import("./agents.js")},
+  {id: "tasks", title: "Tasks", group: "Plaza", load: () => import("./tasks.js")},
+  {id: "approvals", title: "Approvals", group: "Plaza", load: () => import("./approvals.js")},
+  {id: "treasury", title: "Treasury", group: "Plaza", load: () => import("./treasury.js")},
+  {id: "projects", title: "Projects", group: "Plaza", later: "Projects are not built in this hub yet."},
+  {id: "git", title: "Git", group: "Plaza", later: "The plaza's git host is not built in this hub yet."},
+  {id: "library", title: "Library", group: "Plaza", later: "The Library of deliverables is not built in this hub yet."},
+  {id: "metrics", title: "Metrics", group: "Plaza", load: () => import("./metrics.js")},
+  {id: "society", title: "Society", group: "Social", later: "The society (contacts, opinions, ratings, reputation) is not built in this hub yet."},
+  {id: "board", title: "Board", group: "Social", later: "The board is not built in this hub yet."},
+  {id: "conversations", title: "Conversations", group: "Social", later: "Agent conversations are not built in this hub yet."},
+  {id: "council", title: "Council", group: "Social", later: "The council is not built in this hub yet."},
+  {id: "lab", title: "Lab", group: "Lab", later: "The Lab (the Foundry and Hugging Face) is not built in this hub yet."},
+  {id: "rules", title: "Rules", group: "Setup", load: () => import("./rules.js")},
+  {id: "models", title: "Models", group: "Setup", load: () => import("./models.js")},
+  {id: "vault", title: "Vault", group: "Setup", load: () => import("./vault.js")},
+  {id: "nodes", title: "Nodes", group: "Setup", load: () => import("./nodes.js")},
+  {id: "tools", title: "Tools", group: "Setup", later: "Packaged tools (approve a version, see x_ tools) have no API in this hub yet."},
+  {id: "mcp", title: "MCP", group: "Setup", later: "MCP servers and the hub as an MCP server are not built in this hub yet."},
+  {id: "egress", title: "Egress", group: "Setup", later: "Egress credential rules have no API in this hub yet."},
+  {id: "e2b", title: "E2B API", group: "Setup", later: "The E2B API (keys, sandboxes, templates) is not built in this hub yet."},
+  {id: "volumes", title: "Volumes", group: "Setup", later: "Shared read-only volumes are not built in this hub yet."},
+];

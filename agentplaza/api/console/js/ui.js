@@ -1,0 +1,211 @@
+// Small DOM helpers: elements from data (text only, never HTML), tables, forms, dialogs, numbers.
+
+//: "On the Treasury screen one credit is shown as $0.001."
+export const DOLLARS_PER_CREDIT = 0.001;
+//: Rows a table shows before "Show more".
+export const PAGE_ROWS = 50;
+
+// h("button", {class: "x", onclick: fn, "aria-label": "…"}, "text", child, …)
+export function h(tag, props = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else if (k === "value") el.value = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(el, kids);
+  return el;
+}
+
+function append(el, kids) {
+  for (const k of kids.flat(Infinity)) {
+    if (k === undefined || k === null || k === false) continue;
+    el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+}
+
+export function fill(el, ...kids) {
+  el.replaceChildren();
+  append(el, kids);
+  return el;
+}
+
+const INT = new Intl.NumberFormat("en-US");
+const USD = new Intl.NumberFormat("en-US", {style: "currency", currency: "USD", minimumFractionDigits: 2,
+                                            maximumFractionDigits: 3});
+
+export const fmt = {
+  n: (x) => (x === null || x === undefined ? "—" : INT.format(x)),
+  credits: (x) => (x === null || x === undefined ? "—" : INT.format(x) + " cr"),
+  dollars: (credits) => (credits === null || credits === undefined ? "—" : USD.format(credits * DOLLARS_PER_CREDIT)),
+  time: (iso) => {
+    if (!iso) return "—";
+    const d = new Date(iso);
+    return isNaN(d) ? String(iso) : d.toLocaleString("en-GB", {dateStyle: "medium", timeStyle: "medium"});
+  },
+  ago: (iso) => {
+    const s = Math.round((Date.now() - new Date(iso)) / 1000);
+    if (!isFinite(s)) return "";
+    if (s < 60) return s + " s ago";
+    if (s < 3600) return Math.round(s / 60) + " min ago";
+    if (s < 86400) return Math.round(s / 3600) + " h ago";
+    return Math.round(s / 86400) + " d ago";
+  },
+};
+
+export function money(credits) {
+  return h("span", {class: "money"}, fmt.credits(credits), h("small", {}, " ", fmt.dollars(credits)));
+}
+
+// A refusal, readable, next to what caused it.
+export function errorText(err) {
+  if (!err) return "";
+  return err.code ? `${err.message} (${err.code})` : String(err.message || err);
+}
+
+export function errorBox(err) {
+  return h("p", {class: "error", role: "alert"}, errorText(err));
+}
+
+export function badge(text, kind = text) {
+  return h("span", {class: "badge badge-" + String(kind).toLowerCase().replace(/[^a-z0-9]+/g, "-")}, text);
+}
+
+// columns: [{label, value(row) -> node|string, sort(row) -> comparable}]; rows paginate by PAGE_ROWS.
+export function table(columns, rows, {empty = "Nothing yet.", caption, sortable = false, label} = {}) {
+  if (!rows.length) return h("p", {class: "empty"}, empty);
+  let shown = PAGE_ROWS;
+  let order = null;
+  const wrap = h("div", {class: "table-wrap"});
+  const draw = () => {
+    let list = rows;
+    if (order) {
+      const col = columns[order.i];
+      const key = col.sort || col.value;
+      list = [...rows].sort((a, b) => {
+        const x = key(a), y = key(b);
+        return (x > y ? 1 : x < y ? -1 : 0) * order.dir;
+      });
+    }
+    const head = h("tr", {}, columns.map((c, i) => {
+      if (!sortable || c.nosort) return h("th", {scope: "col"}, c.label);
+      const dir = order && order.i === i ? order.dir : 0;
+      return h("th", {scope: "col", "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : "none"},
+        h("button", {class: "sort", onclick: () => {
+          order = {i, dir: order && order.i === i ? -order.dir : 1};
+          draw();
+        }}, c.label, dir ? (dir > 0 ? " ▲" : " ▼") : ""));
+    }));
+    const body = list.slice(0, shown).map((r) => h("tr", {}, columns.map((c) => h("td", {"data-label": c.label},
+      c.value(r)))));
+    const more = list.length > shown
+      ? h("button", {class: "more", onclick: () => { shown += PAGE_ROWS; draw(); }},
+        `Show more (${fmt.n(list.length - shown)} left)`)
+      : null;
+    fill(wrap, h("table", {"aria-label": label || caption}, caption ? h("caption", {}, caption) : null,
+      h("thead", {}, head), h("tbody", {}, body)), more);
+  };
+  draw();
+  return wrap;
+}
+
+// A labelled field: input, select or textarea.
+export function field(label, control, hint) {
+  const id = control.id || "f-" + Math.random().toString(36).slice(2, 9);
+  control.id = id;
+  return h("div", {class: "field"}, h("label", {for: id}, label), control, hint ? h("small", {}, hint) : null);
+}
+
+export function select(name, options, value) {
+  return h("select", {name}, options.map((o) => {
+    const [v, text] = Array.isArray(o) ? o : [o, o];
+    return h("option", {value: v, selected: v === value}, text);
+  }));
+}
+
+// A form that sends with the given function; a refusal shows beside its button, the form stays filled.
+export function form({label, fields, submit, send, done}) {
+  const status = h("p", {class: "status", role: "status"});
+  const button = h("button", {type: "submit", class: "primary"}, submit);
+  const el = h("form", {class: "form", "aria-label": label}, fields, h("div", {class: "actions"}, button, status));
+  el.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    button.disabled = true;
+    status.className = "status";
+    status.textContent = "…";
+    try {
+      const out = await send(new FormData(el), el);
+      status.textContent = (done && done(out)) || "Done.";
+    } catch (err) {
+      status.className = "status error";
+      status.setAttribute("role", "alert");
+      status.textContent = errorText(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return el;
+}
+
+// A button that runs an action; its refusal shows next to it.
+export function action(text, run, {kind = "", label, confirm: ask} = {}) {
+  const note = h("span", {class: "note", role: "status"});
+  const b = h("button", {type: "button", class: kind, "aria-label": label}, text);
+  b.addEventListener("click", async () => {
+    note.className = "note";
+    note.textContent = "";
+    let reason;
+    if (ask) {
+      const answer = await confirm(ask);
+      if (!answer) return;
+      reason = answer.reason;
+    }
+    b.disabled = true;
+    try {
+      const out = await run(reason);
+      if (typeof out === "string") note.textContent = out;
+    } catch (err) {
+      note.className = "note error";
+      note.setAttribute("role", "alert");
+      note.textContent = errorText(err);
+    } finally {
+      b.disabled = false;
+    }
+  });
+  return h("span", {class: "action"}, b, note);
+}
+
+// A modal question: resolves to {reason} on yes, null on no or Escape.
+// ask: {title, message, reason: "Reason" label or false, required, yes}
+export function confirm(ask) {
+  return new Promise((resolve) => {
+    const reason = ask.reason ? h("input", {name: "reason", required: ask.required || undefined,
+                                            autocomplete: "off"}) : null;
+    const d = h("dialog", {class: "confirm", "aria-label": ask.title},
+      h("form", {method: "dialog"},
+        h("h2", {}, ask.title),
+        ask.message ? h("p", {}, ask.message) : null,
+        reason ? field(ask.reason, reason) : null,
+        h("div", {class: "actions"},
+          h("button", {value: "yes", class: ask.danger ? "danger" : "primary"}, ask.yes || "Confirm"),
+          h("button", {value: "no", formnovalidate: true}, "Cancel"))));
+    d.addEventListener("close", () => {
+      const yes = d.returnValue === "yes";
+      d.remove();
+      resolve(yes ? {reason: reason ? reason.value : undefined} : null);
+    });
+    document.body.append(d);
+    d.showModal();
+    (reason || d.querySelector("button")).focus();
+  });
+}
+
+export function card(title, ...kids) {
+  return h("section", {class: "card", "aria-label": title}, h("h2", {}, title), kids);
+}
+
+export function pairs(obj) {
+  return h("dl", {class: "pairs"}, Object.entries(obj).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "—")]));
+}

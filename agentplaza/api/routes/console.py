@@ -1,0 +1,121 @@
+"""The web console: the plaza in a browser, served by the hub at ``/`` from files installed with the package.
+
+The console is plain ES modules and CSS (``agentplaza/api/console/``): no build step, no Node, nothing
+fetched from anywhere but this hub.  Its files hold no plaza data, so they are open to every caller that
+passed the door (the sign-in page must load before there is a session); every screen then reads and
+changes the plaza through ``/v1`` and listens on ``/v1/ws`` like the command line.
+
+The pages get their own strict policy (``CONSOLE_CSP``): scripts and styles from this origin only (no
+inline script, no ``eval``), requests and the socket to this origin only, images from here or ``data:``/
+``blob:``, no plugin, no form posted anywhere, never framed.  The edge adds ``X-Frame-Options: DENY``,
+``nosniff``, ``no-referrer`` and ``no-store`` to every answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import error_response
+
+#: Where the console's files are installed.
+CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
+#: The URL prefix of the console's files (the front page is ``/``).
+ASSETS_PREFIX = "/console/"
+#: The console's files by kind: nothing else is served from the folder.
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+#: The Content-Security-Policy of the console's pages.  'self' in connect-src covers ws:/wss: to this host.
+CONSOLE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+               "media-src 'self' blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; "
+               "form-action 'none'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'")
+
+
+def _file(relative: str) -> Path | None:
+    """The console file at this path, or None: no '..', no hidden file, no kind not in MEDIA_TYPES."""
+    parts = relative.split("/")
+    if not relative or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        return None
+    path = (CONSOLE_DIR / relative).resolve()
+    if CONSOLE_DIR not in path.parents or path.suffix not in MEDIA_TYPES or not path.is_file():
+        return None
+    return path
+
+
+#: A console file asked for under the digest of all of them (``/console/<digest>/js/main.js``) never
+#: changes at that address: the browser keeps it.  The front page itself, and a file asked for under no
+#: digest or an old one, are not kept (the edge's ``no-store``).
+IMMUTABLE = "public, max-age=31536000, immutable"
+DIGEST_CHARS = 16
+
+#: The front page's marker where the hub lists every module as a modulepreload link, so the browser
+#: fetches them all at once instead of import by import (a screen's module included).
+PRELOAD_MARKER = "<!-- the hub lists every module here as a modulepreload link (routes/console.py) -->"
+_cache: dict[Path, tuple[float, bytes]] = {}
+
+
+def _read(path: Path) -> bytes:
+    """A console file's bytes, kept while its modification time stays (the files change only on an upgrade)."""
+    mtime = path.stat().st_mtime
+    kept = _cache.get(path)
+    if kept is None or kept[0] != mtime:
+        kept = _cache[path] = (mtime, path.read_bytes())
+    return kept[1]
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file() and p.suffix in MEDIA_TYPES)
+
+
+def digest() -> str:
+    """The digest of every console file as installed: a new install, a new address for each file."""
+    h = hashlib.sha256()
+    for p in _files():
+        h.update(p.relative_to(CONSOLE_DIR).as_posix().encode() + b"\0" + _read(p) + b"\0")
+    return h.hexdigest()[:DIGEST_CHARS]
+
+
+def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> Response:
+    headers = {"content-security-policy": CONSOLE_CSP}
+    if cache:
+        headers["cache-control"] = cache
+    return Response(_read(path) if body is None else body, media_type=MEDIA_TYPES[path.suffix], headers=headers)
+
+
+def _front_page() -> bytes:
+    """index.html with every file under the current digest, and every module as a modulepreload link."""
+    prefix = f"{ASSETS_PREFIX}{digest()}/"
+    modules = sorted(p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js"))
+    links = "\n".join(f'<link rel="modulepreload" href="{prefix}{m}">' for m in modules)
+    page = _read(CONSOLE_DIR / "index.html").replace(f'"{ASSETS_PREFIX}'.encode(), f'"{prefix}'.encode())
+    return page.replace(PRELOAD_MARKER.encode(), links.encode())
+
+
+async def front_page(request: Request) -> Response:
+    return _serve(CONSOLE_DIR / "index.html", _front_page())
+
+
+async def asset(request: Request) -> Response:
+    relative = request.path_params["path"]
+    first, _, rest = relative.partition("/")
+    cache = None
+    if len(first) == DIGEST_CHARS and all(c in "0123456789abcdef" for c in first) and rest:
+        relative, cache = rest, (IMMUTABLE if first == digest() else None)
+    path = _file(relative)
+    if path is None:
+        return error_response(404, "not_found", f"no console file {request.url.path}")
+    return _serve(path, cache=cache)
+
+
+ROUTES = [
+    Route("/", front_page, methods=["GET"]),
+    Route(ASSETS_PREFIX + "{path:path}", asset, methods=["GET"]),
+]

@@ -1,0 +1,153 @@
+"""The web console's speed: time to a usable Overview and a usable Treasury journal with 10,000 journal
+entries and 100 agents in the store, each as a ratio against loading the same data's JSON from the API in
+the same browser (goal: at most 1.5x), and the bytes the console transfers on its first load (goal: at most
+300 KB).
+
+    python bench/console.py [--quick]
+
+A real hub (no node) and Debian's headless Chromium through Playwright. "Usable": every live section of
+the screen has drawn its data. The baseline: a fresh page on the hub's origin that fetches, in parallel,
+the JSON those sections read (the same requests), from the navigation's start to the last body parsed.
+Each figure is the median of RUNS. The last line is the headline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from support.hubproc import HubProcess  # noqa: E402
+from support.treasury import Teller  # noqa: E402
+
+from agentplaza.commands import treasury as tc  # noqa: E402
+from agentplaza.config import Folders  # noqa: E402
+from agentplaza.domain import treasury as t  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+JOURNAL_ENTRIES = 10_000
+AGENTS = 100
+#: Mints per commit while the store is filled (the bench's set-up, not timed).
+MINTS_PER_COMMIT = 200
+#: The most agents one spawn starts.
+SPAWN_MAX = 16
+RUNS = 5
+GOAL_RATIO = 1.5
+GOAL_BYTES = 300 * 1024
+#: What each screen's live sections read when it opens (agentplaza/api/console/js/screens/*.js).
+READS = {
+    "overview": ["/v1/plaza", "/v1/overview", "/v1/nodes", "/v1/treasury/flows"],
+    "treasury": ["/v1/plaza", "/v1/treasury", "/v1/treasury/flows", "/v1/treasury/wallets",
+                 "/v1/treasury/journal?limit=50", "/v1/treasury/series?by=day"],
+}
+SETTLED = ("() => document.querySelector('main .screen') && document.querySelectorAll('main .live').length > 0 && "
+           "![...document.querySelectorAll('main .live')].some(e => e.getAttribute('aria-busy') !== 'false')")
+
+
+def fill(h: HubProcess, entries: int, agents: int) -> None:
+    with Teller(h) as teller:
+        made = 1  # the genesis mint
+        while made < entries:
+            n = min(MINTS_PER_COMMIT, entries - made)
+
+            def decide(unit, n=n):
+                b = tc.books(unit, teller.ctx(), [t.BUDGET])
+                for i in range(n):
+                    t.mint(b, 1, f"bench mint {i}")
+                return tc.booked(unit, b)
+
+            done = teller.cmds.run(decide)
+            made += n
+        teller._shown(done)
+    with h.client() as c:
+        left = agents
+        while left:
+            r = c.post("/v1/agents", json={"role": "builder", "count": min(SPAWN_MAX, left)})
+            assert r.status_code == 200, r.text
+            left -= min(SPAWN_MAX, left)
+
+
+def cold(browser, url: str) -> tuple[float, int, int]:
+    """The first load in a new profile (nothing cached): seconds to a usable Overview, and the bytes."""
+    context = browser.new_context()
+    try:
+        return console_time(context, url, "overview")
+    finally:
+        context.close()
+
+
+def console_time(context, url: str, screen: str) -> tuple[float, int, int]:
+    """Seconds to a usable screen on a new page; the bytes of the console's own files and of all answers."""
+    page = context.new_page()
+    done = []
+    page.on("requestfinished", lambda r: done.append(r))
+    t0 = time.perf_counter()
+    page.goto(f"{url}/#/{screen}")
+    page.wait_for_function(SETTLED, timeout=60_000)
+    took = time.perf_counter() - t0
+    sizes = [(r.url, r.sizes()["responseBodySize"] + r.sizes()["responseHeadersSize"]) for r in done]
+    page.close()
+    own = sum(n for u, n in sizes if "/v1/" not in u)
+    return took, own, sum(n for _, n in sizes)
+
+
+def json_time(context, url: str, screen: str) -> float:
+    page = context.new_page()
+    t0 = time.perf_counter()
+    page.goto(f"{url}/console/icon.svg")
+    page.evaluate("async (paths) => { await Promise.all(paths.map(async p => (await fetch(p)).json())); }", READS[screen])
+    took = time.perf_counter() - t0
+    page.close()
+    return took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="1,000 entries and 20 agents, 3 runs")
+    args = ap.parse_args()
+    entries, agents, runs = (1_000, 20, 3) if args.quick else (JOURNAL_ENTRIES, AGENTS, RUNS)
+    from playwright.sync_api import sync_playwright
+
+    root = Path(tempfile.mkdtemp(prefix="apz-bench-console-"))
+    h = HubProcess(Folders(root / "state", root / "config", root / "data").make(), args=("--node", "off"))
+    h.env["APZ_PRICE_FETCH"] = "off"
+    h.start()
+    try:
+        t0 = time.perf_counter()
+        fill(h, entries, agents)
+        print(f"store: {entries:,} journal entries and {agents} agents in {time.perf_counter() - t0:.1f} s (not timed)")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            first = cold(browser, h.url)
+            context = browser.new_context()  # one profile: its pages share the browser's cache, as a person's tabs do
+            ratios = {}
+            for screen in ("overview", "treasury"):
+                console_time(context, h.url, screen)  # warm the hub's caches and the browser's
+                json_time(context, h.url, screen)
+                c = [console_time(context, h.url, screen) for _ in range(runs)]
+                j = [json_time(context, h.url, screen) for _ in range(runs)]
+                cm, jm = statistics.median(x[0] for x in c), statistics.median(j)
+                ratios[screen] = cm / jm
+                print(f"{screen}: usable in {cm * 1000:.0f} ms; its JSON alone {jm * 1000:.0f} ms; {ratios[screen]:.2f}x")
+            browser.close()
+        took, own, total = first
+        print(f"first load (a new profile): usable Overview in {took * 1000:.0f} ms; the console's files "
+              f"{own / 1024:.1f} KB, with the API's answers {total / 1024:.1f} KB")
+        ok = all(r <= GOAL_RATIO for r in ratios.values()) and own <= GOAL_BYTES
+        print(f"console: Overview {ratios['overview']:.2f}x and Treasury journal {ratios['treasury']:.2f}x the JSON "
+              f"(goal <= {GOAL_RATIO}x); first load {own / 1024:.0f} KB (goal <= {GOAL_BYTES // 1024} KB)"
+              f"{'' if ok else ' - MISSED'}")
+        return 0
+    finally:
+        h.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

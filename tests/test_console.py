@@ -1,0 +1,115 @@
+"""The web console's files, as the hub serves them (issue 18): at ``/`` and under ``/console/``, open
+before a sign-in (they hold no plaza data), with a strict Content-Security-Policy, never framed, and
+nothing outside the console's folder.  The files themselves hold to the console's rules: no inline
+script, no HTML built from strings, no eval, nothing kept in the browser's storage, nothing fetched from
+another origin.  tests/browser/test_console.py drives them in a real browser."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from fnmatch import fnmatch
+
+import pytest
+from support.hubproc import ROOT, HubProcess
+
+from agentplaza.api.routes.console import CONSOLE_CSP, CONSOLE_DIR, IMMUTABLE, MEDIA_TYPES, digest
+
+FILES = sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file())
+SCRIPTS = [p for p in FILES if p.suffix == ".js"]
+#: What no console script may contain, each with the rule it breaks.
+FORBIDDEN = {
+    r"\.innerHTML|\.outerHTML|insertAdjacentHTML|document\.write": "HTML from strings (text is set as text)",
+    r"\beval\(|new Function\(": "code from strings",
+    r"localStorage|sessionStorage|indexedDB": "the browser's storage (the owner token is never kept)",
+    r"https?://(?!www\.w3\.org/2000/svg)": "another origin",
+}
+
+
+@pytest.fixture(scope="module")
+def locked_hub(tmp_path_factory):
+    from agentplaza.config import Folders
+
+    root = tmp_path_factory.mktemp("console-files")
+    f = Folders(root / "state", root / "config", root / "data").make()
+    h = HubProcess(f, args=("--node", "off", "--loopback-trust", "off"))
+    h.env.pop("APZ_TOKEN", None)
+    h.env["APZ_PRICE_FETCH"] = "off"
+    h.start()
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def test_the_front_page_and_its_files_are_served_open_with_a_strict_policy(locked_hub):
+    with locked_hub.client() as c:
+        assert c.get("/v1/hub").status_code == 401  # the plaza itself wants a sign-in
+        page = c.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert page.headers["content-security-policy"] == CONSOLE_CSP
+        assert page.headers["x-frame-options"] == "DENY" and page.headers["x-content-type-options"] == "nosniff"
+        for path in FILES:
+            r = c.get("/console/" + path.relative_to(CONSOLE_DIR).as_posix())
+            assert r.status_code == 200, path
+            assert r.headers["content-type"] == MEDIA_TYPES[path.suffix], path
+            assert r.content == path.read_bytes()
+
+
+def test_the_front_page_names_each_file_under_the_digest_of_all_of_them(locked_hub):
+    """A file at /console/<digest>/... is kept by the browser; a new install is a new digest, so an old page's
+    address (or none) is never kept."""
+    with locked_hub.client() as c:
+        page = c.get("/").text
+        assert page.count('rel="modulepreload"') == len(SCRIPTS)
+        named = re.findall(r'(?:href|src)="(/console/[^"]+)"', page)
+        assert named and all(u.startswith(f"/console/{digest()}/") for u in named), named
+        for url in named:
+            r = c.get(url)
+            assert r.status_code == 200 and r.headers["cache-control"] == IMMUTABLE, url
+        old = c.get("/console/0123456789abcdef/js/main.js")
+        assert old.status_code == 200 and old.headers["cache-control"] == "no-store"
+        assert c.get("/").headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize("path", ["/console/../routes/console.py", "/console/%2e%2e/routes/console.py",
+                                  "/console/js/../../routes/console.py", "/console/", "/console/js",
+                                  "/console/.hidden.js", "/console/nothing.js", "/console/index.py"])
+def test_nothing_else_is_served_from_the_console_folder(locked_hub, path):
+    with locked_hub.client() as c:
+        r = c.get(path)
+    assert r.status_code in (401, 404), (path, r.status_code)
+    assert "def " not in r.text
+
+
+def test_the_policy_allows_no_inline_script_and_no_other_origin():
+    directives = dict(d.strip().split(" ", 1) for d in CONSOLE_CSP.split(";"))
+    assert directives["script-src"] == "'self'" and directives["default-src"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'" and directives["form-action"] == "'none'"
+    assert "unsafe" not in CONSOLE_CSP and "http" not in CONSOLE_CSP and "*" not in CONSOLE_CSP
+
+
+def test_the_pages_carry_no_inline_script():
+    for page in (p for p in FILES if p.suffix == ".html"):
+        text = page.read_text()
+        for tag in re.findall(r"<script\b[^>]*>", text):
+            assert "src=" in tag, (page.name, tag)
+        assert not re.search(r"<script\b[^>]*>\s*[^<\s]", text), page.name
+        assert not re.search(r"\son[a-z]+=", text), page.name  # no inline event handlers
+        assert "style=" not in text, page.name
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.relative_to(CONSOLE_DIR).as_posix() for s in SCRIPTS])
+def test_the_scripts_keep_the_consoles_rules(script):
+    text = script.read_text()
+    broken = [rule for pattern, rule in FORBIDDEN.items() if re.search(pattern, text)]
+    assert not broken, f"{script.name}: {', '.join(broken)}"
+
+
+def test_every_console_file_is_installed_with_the_package():
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["agentplaza"]
+    package = ROOT / "agentplaza"
+    for path in FILES:
+        rel = path.relative_to(package).as_posix()
+        assert any(fnmatch(rel, g) and rel.count("/") == g.count("/") for g in globs), rel
+        assert path.suffix in MEDIA_TYPES, rel
