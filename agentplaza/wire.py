@@ -67,3 +67,14 @@ CONSOLE_LINE_MAX_CHARS = 2000
 # -- git and the library (gitlib) ---------------------------------------------------------------
 #: What the Library screen and ``library list --type`` filter by: the kind of an item's media type.
 LIBRARY_KINDS = ("image", "video", "audio", "pdf", "html", "text", "archive", "other")
+# -- The hub as an MCP server (docs/mcp.md) ------------------------------------------------------------------
+#: Where the hub answers MCP (streamable HTTP), once the owner turns it on.
+MCP_PATH = "/mcp"
+#: Every hub MCP token starts so; the hub keeps only its hash.
+MCP_TOKEN_PREFIX = "apz_mcp_"
+#: A token's one scope; each includes the ones before it.
+MCP_SCOPES = ("observe", "operate", "govern")
+#: Secure: every request carries a token.  Open: no token runs as an anonymous caller at a chosen scope.
+MCP_MODES = ("secure", "open")
+#: An allowlist entry naming an agent an editor may drive over ACP: acp:<name or CID>.
+ACP_ENTRY_PREFIX = "acp:"

@@ -9,16 +9,18 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import WebSocketRoute
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..runtime import prices, scheduling, vault_watch
+from ..wire import MCP_PATH
 from . import ws
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import GIT_PATH, Edge
 from .errors import drain, error_response
 from .hub import Hub
 from .kit import Api
+from .mcp_door import McpDoor
 from .routes import AREAS
 from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
 from .routes.gateway import GATEWAY_PREFIX
@@ -45,6 +47,10 @@ class OwnerOnly:
         # The model gateway answers agents, who know no owner token: it checks its own per-agent tokens.
         path = scope.get("path", "")
         if scope["type"] == "http" and (path.startswith(OPEN_PREFIXES) or path in OPEN_PATHS):
+            await self.app(scope, receive, send)
+            return
+        # /mcp checks its own callers (hub MCP tokens; loopback trust does not count there): api/mcp_door.py.
+        if scope["type"] == "http" and scope.get("path") == MCP_PATH:
             await self.app(scope, receive, send)
             return
         how = self.how(scope)
@@ -76,6 +82,7 @@ RUNTIME_LOOPS = (scheduling.background, prices.daily, vault_watch.flush_uses)
 
 def create_app(hub: Hub) -> Starlette:
     api = Api(hub)
+    mcp = McpDoor(hub)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -83,7 +90,8 @@ def create_app(hub: Hub) -> Starlette:
             tg.start_soon(api.follower.run)
             for loop in RUNTIME_LOOPS:  # the runtime's own loops: they receive the hub
                 tg.start_soon(loop, hub)
-            yield
+            async with mcp.lifespan():
+                yield
             tg.cancel_scope.cancel()
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -99,6 +107,7 @@ def create_app(hub: Hub) -> Starlette:
 
     routes = [r for area in AREAS for r in area.ROUTES]
     routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus)))
+    routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
@@ -107,4 +116,5 @@ def create_app(hub: Hub) -> Starlette:
     )
     app.state.hub = hub
     app.state.api = api
+    mcp.app, mcp.settle = app, api.follower.settle
     return app

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..wire import MCP_PATH
 from .errors import DRAIN_LIMIT_BYTES, error_response
 
 #: Names a hub always answers to, besides IP addresses it can be reached at.
@@ -179,7 +180,9 @@ class Edge:
             return 421, "wrong_host", (f"this hub does not answer to the name {host!r}; use its own address "
                                        "(or add the name with apid --allow-host)")
         origin = _one(headers, b"origin")
-        if origin is not None and not self.names.origin_ok(origin, host, scope.get("scheme", "http")):
+        # /mcp applies the same rule itself, with the origins the owner added for MCP (api/mcp_door.py).
+        if origin is not None and scope.get("path") != MCP_PATH and not self.names.origin_ok(
+                origin, host, scope.get("scheme", "http")):
             return 403, "foreign_origin", f"requests from other web pages are refused (Origin {origin[:200]!r})"
         site = _one(headers, b"sec-fetch-site")
         if site is not None and site.lower() not in OWN_FETCH_SITES and origin is None:

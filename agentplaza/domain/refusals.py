@@ -52,6 +52,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # git
         "invalid_repo", "invalid_branch", "invalid_ref", "invalid_verdict", "same_branch", "body_too_long",
         "invalid_path", "too_many_refs",
+        # hub mcp
+        "unknown_tool",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -65,6 +67,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.UNAUTHENTICATED: (
         "sign_in_link_used", "unauthorized",
+        # hub mcp
+        "token_expired", "token_revoked",
     ),
     Kind.FORBIDDEN: (
         "approval_denied", "approval_mismatch", "approval_pending", "approval_used",
@@ -73,6 +77,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
         # git
         "protected_branch",
+        # hub mcp
+        "foreign_origin", "mcp_local_only", "remote_needs_https",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -85,6 +91,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
         # library
         "no_item", "item_missing",
+        # hub mcp
+        "no_orchestrator", "unknown_token",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -118,6 +126,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.TOO_MANY: (
         "vault_locked",
+        # hub mcp
+        "rate_limited",
     ),
     Kind.UPSTREAM: (
         "node_error",

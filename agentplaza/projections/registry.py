@@ -7,6 +7,7 @@ from .board import BoardProjection
 from .conversations import ConversationsProjection
 from .framework import Projection
 from .git import GitProjection
+from .hub_mcp import HubMcpProjection
 from .laws import LawsProjection
 from .library import LibraryProjection
 from .log import UnreadableEvents
@@ -22,4 +23,4 @@ def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
-            SocietyProjection(), GitProjection(), LibraryProjection()]
+            SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection()]

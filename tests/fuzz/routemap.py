@@ -35,12 +35,15 @@ BODYLESS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/templates/{key}"): "the template is named by the path",
     ("DELETE", "/v1/auth/session"): "signs out the session cookie it is sent with",
     ("DELETE", "/v1/library/{id}"): "the library item is named by the path",
+    ("POST", "/v1/hub-mcp/disable"): "turns the hub's MCP server off",
+    ("DELETE", "/v1/hub-mcp/tokens/{id}"): "the token is named by the path",
 }
 
 #: Routes whose body is a provider's request shape (the model gateway passes it on): fuzzed with any JSON.
 RAW_BODIES: dict[str, str] = {
     "/v1/gateway/": "the Anthropic, OpenAI and Gemini request shapes, checked by the gateway itself",
     "/git/": "git's smart HTTP (pkt-lines and packs), read by the push's command reader and git http-backend",
+    "/mcp": "JSON-RPC messages, read by the MCP SDK behind the hub's own door (api/mcp_door.py)",
 }
 
 #: Routes the fuzzer leaves alone, each with the reason.  Tests never reach the network.

@@ -14,6 +14,7 @@ from . import (
     decide,
     gateway,
     git,
+    hub_mcp,
     library,
     log,
     models,
@@ -29,4 +30,4 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, decide, unfurl, console, board, conversations, society, git, library]
+         agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp]

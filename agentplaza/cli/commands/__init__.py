@@ -17,6 +17,7 @@ from . import (
     hub,
     library,
     log,
+    mcp,
     models,
     nodes,
     overview,
@@ -37,5 +38,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
-              doctor)
+              doctor, mcp)
 }

@@ -1,0 +1,247 @@
+"""``/mcp``: the hub as an MCP server, on the official ``mcp`` SDK's streamable-HTTP transport.
+
+Off on a new install: until the owner turns it on, ``/mcp`` answers 404 like any unknown path.
+Every request passes, before the SDK sees it:
+
+1. the edge (``api/edge.py``): the hub's own ``Host``, JSON for every change; the ``Origin`` rule
+   is applied here instead, since the owner may add origins for MCP (the hub's own always pass);
+2. local or remote: a local server answers only this machine;
+3. the caller: a hub MCP token (``apz_mcp_``), or the owner token; in open mode a request with no
+   token runs as an anonymous caller at the open scope.  Loopback trust does not count here: a page
+   in the owner's browser must never reach MCP.  A bad, revoked or expired token is refused.
+
+The SDK binds each session to the caller that opened it (``scope["user"]``).  Each tool call is
+checked against the caller's scope and allowlist (a hidden tool is refused as unknown), the rate
+limit, and STOP ALL for a tool that changes the plaza; then it runs (``mcp_tools``) and one line
+goes to the call log: the caller, the tool, a digest of the arguments, the outcome and the time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import anyio
+import mcp_types as types
+import orjson
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from starlette.types import Receive, Scope, Send
+
+from ..commands import hub_mcp as commands
+from ..domain.base import Refusal
+from ..domain.hub_mcp import scope_includes
+from ..projections import hub_mcp as rm
+from ..projections.plaza import state_view
+from ..wire import ACP_ENTRY_PREFIX, MCP_TOKEN_PREFIX
+from .auth import bearer_ok, is_loopback
+from .errors import error_response
+from .hub import VERSION, Hub
+from .inner import Inner, RouteRefused
+from .mcp_tools import BY_NAME, ROUTES_USED, TOOLS, Call, Tool
+
+#: The guide: "60 calls a minute at observe, and 20 a minute at operate and govern" (shared with ACP).
+RATE_PER_MINUTE = {"observe": 60, "operate": 20, "govern": 20}
+RATE_WINDOW_S = 60.0
+#: Callers the rate limiter tracks before it forgets those with no call in the window (open mode: addresses).
+RATE_TRACKED = 10_000
+#: Where the door leaves the caller for the tool handlers.
+CALLER_KEY = "apz.mcp.caller"
+#: JSON-RPC codes of a refused call: a tool this caller cannot see is an unknown tool.
+RPC_UNKNOWN_TOOL = types.INVALID_PARAMS
+RPC_REFUSED = -32000
+SERVER_NAME = "agentplaza"
+
+
+@dataclass(frozen=True)
+class Caller:
+    key: str  # "token:<id>", "owner", "address:<ip>"
+    scope: str
+    tools: tuple[str, ...] = ()  # the allowlist's tool names (empty: every tool of the scope)
+    acp: tuple[str, ...] = ()  # the allowlist's acp: entries
+
+    def sees(self, tool: Tool) -> bool:
+        return scope_includes(self.scope, tool.scope) and (not self.tools or tool.name in self.tools)
+
+
+def caller_of(hub: Hub, scope: Scope, settings: dict) -> Caller | tuple[int, str, str]:
+    """The caller of one request, or the refusal (status, code, message)."""
+    headers = dict(scope.get("headers") or [])
+    auth = headers.get(b"authorization", b"").decode("latin-1")
+    if auth:
+        if not auth.lower().startswith("bearer "):
+            return 401, "unauthorized", "present a hub MCP token as a bearer token"
+        value = auth[7:].strip()
+        if bearer_ok(auth, hub.owner_token_sha256):
+            return Caller("owner", "govern")
+        if not value.startswith(MCP_TOKEN_PREFIX):
+            return 401, "unauthorized", "that is not a hub MCP token"
+        row = rm.token_by_hash(hub.read_models, commands.token_sha256(value))
+        if row is None:
+            return 401, "unauthorized", "that token is not known to this hub"
+        if row["revoked_at"] is not None:
+            return 401, "token_revoked", f"the token {row['name']!r} was revoked"
+        if row["expires_at"] is not None and row["expires_at"] <= hub.commands.clock().isoformat():
+            return 401, "token_expired", f"the token {row['name']!r} expired at {row['expires_at']}"
+        entries = tuple(row["tools"])
+        return Caller(f"token:{row['id']}", row["scope"],
+                      tuple(e for e in entries if not e.startswith(ACP_ENTRY_PREFIX)),
+                      tuple(e[len(ACP_ENTRY_PREFIX):] for e in entries if e.startswith(ACP_ENTRY_PREFIX)))
+    if settings["mode"] == "open":
+        client = scope.get("client") or ("", 0)
+        return Caller(f"address:{client[0]}", settings["open_scope"])
+    return 401, "unauthorized", "the hub's MCP server is in secure mode: present a hub MCP token"
+
+
+class RateLimits:
+    """Calls in the last minute, per caller (a token, or an address in open mode); in memory."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.seen: dict[str, deque[float]] = {}
+
+    def take(self, key: str, scope: str) -> bool:
+        now = self.clock()
+        if len(self.seen) >= RATE_TRACKED:
+            self.seen = {k: q for k, q in self.seen.items() if q and q[-1] > now - RATE_WINDOW_S}
+        q = self.seen.setdefault(key, deque())
+        while q and q[0] <= now - RATE_WINDOW_S:
+            q.popleft()
+        if len(q) >= RATE_PER_MINUTE[scope]:
+            return False
+        q.append(now)
+        return True
+
+
+def digest(arguments: dict | None) -> str:
+    """What the call log keeps of a call's arguments: SHA-256 of their canonical JSON."""
+    return hashlib.sha256(orjson.dumps(arguments or {}, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def own_origin_ok(hub: Hub, scope: Scope, origin: str, settings: dict) -> bool:
+    headers = dict(scope.get("headers") or [])
+    host = headers.get(b"host", b"").decode("latin-1")
+    if hub.names.origin_ok(origin, host, scope.get("scheme", "http")):
+        return True
+    return origin.lower().rstrip("/") in settings["origins"]
+
+
+class McpDoor:
+    """The ASGI app at ``/mcp``; ``lifespan`` runs the SDK's session manager."""
+
+    def __init__(self, hub: Hub):
+        self.hub = hub
+        self.limits = RateLimits()
+        self.server = Server(SERVER_NAME, version=VERSION, on_list_tools=self.list_tools,
+                             on_call_tool=self.call_tool)
+        self.manager = StreamableHTTPSessionManager(app=self.server, json_response=True)
+        self.app = None  # the Starlette app, set by create_app
+        self.settle = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = await anyio.to_thread.run_sync(self.refusal, scope)
+        if isinstance(refusal, tuple):
+            status, code, message = refusal
+            await error_response(status, code, message)(scope, receive, send)
+            return
+        scope[CALLER_KEY] = refusal
+        scope["user"] = AuthenticatedUser(AccessToken(token=refusal.key, client_id=refusal.key,
+                                                      scopes=[refusal.scope]))
+        await self.manager.handle_request(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> Caller | tuple[int, str, str]:
+        """The caller, or why not (it reads the read models: run off the event loop)."""
+        settings = rm.settings(self.hub.read_models)
+        if not settings["enabled"]:
+            return 404, "not_found", f"no route {scope.get('method', 'GET')} {scope.get('path')}"
+        origins = [v for k, v in scope.get("headers") or [] if k.lower() == b"origin"]
+        origin = b"" if len(origins) > 1 else (origins[0] if origins else None)  # repeated is as bad as wrong
+        if origin is not None and not own_origin_ok(self.hub, scope, origin.decode("latin-1"), settings):
+            return 403, "foreign_origin", f"requests from other web pages are refused (Origin {origin[:200]!r})"
+        client = scope.get("client") or (None, None)
+        if not settings["remote"] and not is_loopback(client[0]):
+            return 403, "mcp_local_only", "the hub's MCP server answers this machine only (it is local)"
+        return caller_of(self.hub, scope, settings)
+
+    # -- the SDK's handlers --------------------------------------------------------------------------------
+
+    async def list_tools(self, ctx, params) -> types.ListToolsResult:
+        caller: Caller = ctx.request.scope[CALLER_KEY]
+        return types.ListToolsResult(tools=[
+            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema,
+                       output_schema={"type": "object"}) for t in TOOLS if caller.sees(t)])
+
+    async def call_tool(self, ctx, params) -> types.CallToolResult:
+        caller: Caller = ctx.request.scope[CALLER_KEY]
+        started = time.monotonic()
+        name, args = params.name, dict(params.arguments or {})
+        outcome, code = "ok", None
+        try:
+            return await self.run_tool(caller, name, args)
+        except MCPError as e:
+            outcome, code = "refused", (e.data or {}).get("code")
+            raise
+        except _ToolRefused as e:
+            outcome, code = "refused", e.code
+            return e.result
+        except BaseException:
+            outcome, code = "error", "internal"
+            raise
+        finally:
+            ms = int((time.monotonic() - started) * 1000)
+            ctx_ = self.hub.commands.context("owner", None, f"mcp:{caller.key}")
+            with anyio.CancelScope(shield=True):
+                done = await anyio.to_thread.run_sync(lambda: commands.record_call(
+                    self.hub.commands, ctx_, caller.key, "mcp", name[:80], digest(args), outcome, code, ms))
+                if done.positions:
+                    await self.settle(done.positions[-1])
+
+    async def run_tool(self, caller: Caller, name: str, args: dict) -> types.CallToolResult:
+        tool = BY_NAME.get(name)
+        if tool is None or not caller.sees(tool):
+            raise _rpc(RPC_UNKNOWN_TOOL, "unknown_tool", f"no tool {name[:80]!r} for this token")
+        if not self.limits.take(caller.key, caller.scope):
+            raise _rpc(RPC_REFUSED, "rate_limited", f"over {RATE_PER_MINUTE[caller.scope]} calls a minute at "
+                                                    f"{caller.scope}; wait and call again")
+        try:
+            if tool.changes and tool.name != "stop_agent":
+                plaza = await anyio.to_thread.run_sync(state_view, self.hub.read_models)
+                if plaza.get("held"):
+                    raise Refusal("plaza_held", "the plaza is held (STOP ALL); nothing changes until the owner "
+                                                "resumes it")
+            inner = Inner(self.app, self.hub.commands, self.settle, f"mcp:{caller.key}", ROUTES_USED,
+                          reason=f"over MCP: {tool.name}")
+            data, summary = await tool.run(Call(inner, caller.key, args))
+        except (Refusal, RouteRefused) as r:
+            raise _ToolRefused(r.code, r.message) from None
+        structured = data if isinstance(data, dict) else {"result": data}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=summary)],
+                                    structured_content=structured)
+
+
+class _ToolRefused(Exception):
+    """A plaza refusal: the tool ran and the plaza said no (an error result, with the stable code)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        error = {"error": {"code": code, "message": message}}
+        self.result = types.CallToolResult(content=[types.TextContent(type="text", text=f"{code}: {message}")],
+                                           structured_content=error, is_error=True)
+
+
+def _rpc(rpc_code: int, code: str, message: str) -> MCPError:
+    return MCPError(rpc_code, message, {"code": code, "message": message})
+
