@@ -8,9 +8,13 @@ import uuid
 
 import pytest
 from support.tally import Tally
+from support.treasury import Plaza
 
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands import treasury as treasury_commands
 from agentplaza.commands.unit import Commands, Done
-from agentplaza.domain.base import Context
+from agentplaza.domain.base import Context, Refusal
+from agentplaza.domain.plaza import held as plaza_held
 from agentplaza.events.store import EventStore
 
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
@@ -70,3 +74,50 @@ def test_two_copies_of_one_aggregate_in_a_unit_are_refused_before_anything_is_wr
     with pytest.raises(ValueError, match="two copies"):
         cmds.run(decide)
     assert cmds.store.max_position() == 1
+
+
+def test_a_hold_made_through_another_store_handle_holds_the_next_command_here(folders, database_url):
+    """Two hubs on one database: hub A has the plaza cached as running; hub B holds it. A command on A
+    that only READS the plaza (a transfer) must see the hold at once: no save of the plaza would
+    conflict, so the plaza is a guard, read from the database by every unit."""
+    a = Plaza(folders.state, database_url)
+    store_b = EventStore.open(state_dir=folders.state, database_url=database_url)
+    b = Commands(store_b, clock=a.clock)
+    try:
+        for cid in ("3", "4"):
+            a.wallet(cid)
+        a.earn("3", 100, task="start")
+        assert not plaza_held(a.store.get)  # A's cache holds the running plaza
+        plaza_commands.stop_all(b, b.context("owner", "from the other hub"))
+        before = a.store.max_position()
+        with pytest.raises(Refusal) as held:
+            treasury_commands.transfer(a.cmds, a.ctx("agent:3"), "3", "4", 10, "a transfer", None)
+        assert held.value.code == "plaza_held" and a.store.max_position() == before
+    finally:
+        a.close()
+        store_b.close()
+
+
+def test_a_follower_drops_the_copies_another_writer_moved_on(folders, database_url):
+    store_a = EventStore.open(state_dir=folders.state, database_url=database_url)
+    store_b = EventStore.open(state_dir=folders.state, database_url=database_url)
+    a, b = Commands(store_a, clock=lambda: T0), Commands(store_b, clock=lambda: T0)
+    try:
+        tally = Tally.start(ctx(), label="x")
+        store_a.commit(tally)
+
+        def count(unit):
+            t = unit.get(tally.id)
+            t.count(ctx(), by=1)
+            unit.add(t)
+
+        b.run(count)
+        assert store_a.get(tally.id).total == 0  # A's copy is stale until A reads the log
+        assert store_a.forget_moved(store_a.read()) == 1
+        assert store_a.get(tally.id).total == 1
+        assert store_a.forget_moved(store_a.read()) == 0  # its copy is current now
+        a.run(count)
+        assert store_b.get(tally.id, fresh=True).total == 2
+    finally:
+        store_a.close()
+        store_b.close()

@@ -55,6 +55,7 @@ class Follower:
                 await self.kick.wait()
             self.kick = anyio.Event()
             records = await anyio.to_thread.run_sync(self.hub.read_models.catch_up)
+            self.hub.store.forget_moved(records)  # another hub's events: its copies here are stale
             self.hub.bus.publish(records)
             self.hub.bus.publish(self.hub.bus.take_console())  # the VMs' console lines (events --all)
             done, self.caught_up = self.caught_up, anyio.Event()

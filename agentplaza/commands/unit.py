@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..domain.base import Context, Refusal
+from ..domain.plaza import PLAZA_ID
 from ..events.committer import CommitConflict
 from ..events.store import EventStore
 
@@ -40,6 +41,12 @@ class Done(Generic[T]):
     positions: list[int]
 
 
+#: Aggregates that many commands read and never change: no save of theirs would conflict with a
+#: stale copy, so a unit reads them from the database every time. The plaza's hold: a STOP ALL
+#: made on another hub (or another store handle) holds this hub's next command at once.
+GUARDS = frozenset({PLAZA_ID})
+
+
 class Unit:
     """One unit of work: the aggregates a command loads and the ones it changes, saved together."""
 
@@ -49,9 +56,9 @@ class Unit:
         self._changed: dict[int, Any] = {}
 
     def get(self, aggregate_id: uuid.UUID) -> Any | None:
-        """The aggregate, loaded once per unit (None when there is none)."""
+        """The aggregate, loaded once per unit (None when there is none); a guard from the database."""
         if aggregate_id not in self._loaded:
-            self._loaded[aggregate_id] = self.store.get(aggregate_id)
+            self._loaded[aggregate_id] = self.store.get(aggregate_id, fresh=aggregate_id in GUARDS)
         return self._loaded[aggregate_id]
 
     def add(self, *aggregates: Any) -> None:

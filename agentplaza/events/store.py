@@ -25,7 +25,7 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,12 +162,16 @@ class EventStore:
     # -- aggregates ------------------------------------------------------
 
     # The cache holds each aggregate as this process last saw it.  It is not
-    # checked against the database on every read: a stale copy cannot do harm,
-    # because its next save conflicts (optimistic concurrency) and the command
-    # runs again ``fresh()``; and ``Commands`` confirms every refusal fresh too.
+    # checked against the database on every read: a stale copy that a command
+    # changes does no harm, because its save conflicts (optimistic concurrency)
+    # and the command runs again ``fresh()``; ``Commands`` confirms every refusal
+    # fresh too.  A copy a command only READS would never conflict: a guard read
+    # by many commands (the plaza's hold) is read with ``fresh=True``, and a
+    # hub that follows the log drops every copy another writer moved on
+    # (``forget_moved``).
 
-    def get(self, aggregate_id: uuid.UUID) -> Any | None:
-        if not getattr(self._local, "fresh", False):
+    def get(self, aggregate_id: uuid.UUID, *, fresh: bool = False) -> Any | None:
+        if not (fresh or getattr(self._local, "fresh", False)):
             with self._cache_lock:
                 cached = self._cache.get(aggregate_id)
                 if cached is not None:
@@ -197,6 +201,19 @@ class EventStore:
                 self._cache.move_to_end(a.id)
             while len(self._cache) > AGGREGATE_CACHE_SIZE:
                 self._cache.popitem(last=False)
+
+    def forget_moved(self, records: Iterable[EventRecord]) -> int:
+        """Drop each cached aggregate that the log shows at a later version than the copy (another
+        writer's events, read by the hub's follower); how many were dropped."""
+        latest: dict[uuid.UUID, int] = {}
+        for r in records:
+            oid = uuid.UUID(r.originator_id)
+            latest[oid] = max(r.version, latest.get(oid, 0))
+        with self._cache_lock:
+            moved = [i for i, v in latest.items() if i in self._cache and self._cache[i].version < v]
+            for i in moved:
+                del self._cache[i]
+        return len(moved)
 
     def _forget(self, ids: set) -> None:
         with self._cache_lock:
