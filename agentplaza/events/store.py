@@ -171,7 +171,9 @@ class EventStore:
     # (``forget_moved``).
 
     def get(self, aggregate_id: uuid.UUID, *, fresh: bool = False) -> Any | None:
-        if not (fresh or getattr(self._local, "fresh", False)):
+        if fresh and not getattr(self._local, "fresh", False):
+            return self._get_current(aggregate_id)
+        if not getattr(self._local, "fresh", False):
             with self._cache_lock:
                 cached = self._cache.get(aggregate_id)
                 if cached is not None:
@@ -184,6 +186,17 @@ class EventStore:
             return None
         self._remember([clone(aggregate)])
         return aggregate
+
+    def _get_current(self, aggregate_id: uuid.UUID) -> Any | None:
+        """The aggregate as the database holds it now: the cached copy when the newest stored event is
+        its version (one indexed read), else loaded."""
+        newest = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
+        with self._cache_lock:
+            cached = self._cache.get(aggregate_id)
+        if cached is not None and newest and newest[0].originator_version == cached.version:
+            return clone(cached)
+        with self.fresh():
+            return self.get(aggregate_id)
 
     @contextmanager
     def fresh(self) -> Iterator[None]:
