@@ -207,6 +207,10 @@ def test_every_built_observe_tool_answers_and_the_owner_token_is_govern(hub):
         answers = {n: await s.call_tool(n, {}) for n in plain}
         answers["get_transcript"] = await s.call_tool("get_transcript", {"cid": 999})
         answers["list_board"] = await s.call_tool("list_board", {})
+        answers["post_board"] = await s.call_tool("post_board", {"text": "hello from MCP"})
+        answers["reply"] = await s.call_tool("post_board", {"text": "and a reply", "reply_to": "p1"})
+        answers["search_library"] = await s.call_tool("search_library", {"query": "report"})
+        answers["list_projects"] = await s.call_tool("list_projects", {})
         return names, answers
 
     names, answers = session(hub.url, owner_token, body)
@@ -215,4 +219,11 @@ def test_every_built_observe_tool_answers_and_the_owner_token_is_govern(hub):
         assert answers[n].is_error is False and answers[n].content[0].text, (n, answers[n].structured_content)
     assert answers["get_transcript"].is_error  # no agent 999: the route's own refusal, not a crash
     assert answers["get_transcript"].structured_content["error"]["code"] != "internal"
-    assert answers["list_board"].structured_content["error"]["code"] == "not_available"
+    assert answers["list_board"].structured_content["posts"] == []
+    assert answers["post_board"].structured_content["id"] == "p1", answers["post_board"].structured_content
+    assert answers["reply"].is_error is False, answers["reply"].structured_content
+    assert answers["search_library"].structured_content == {"items": []}
+    assert answers["list_projects"].structured_content["error"]["code"] == "not_available"
+    with hub.client() as c:
+        posts = c.get("/v1/board").json()["posts"]
+    assert [(p["id"], p["text"]) for p in posts] == [("p1", "hello from MCP")]

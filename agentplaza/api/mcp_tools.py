@@ -184,6 +184,25 @@ async def message_orchestrator(call: Call) -> tuple[Any, str]:
     return d, f"sent to the orchestrator ({cid}), recorded as coming over MCP"
 
 
+async def list_board(call: Call) -> tuple[Any, str]:
+    d = await call.inner.get("/v1/board")
+    return d, f"{len(d['posts'])} posts" + (" (deliveries paused)" if d.get("paused") else "")
+
+
+async def search_library(call: Call) -> tuple[Any, str]:
+    items = (await call.inner.get("/v1/library", q=call.arg("query")))["items"]
+    return {"items": items}, f"{len(items)} library items match {call.arg('query')!r}"
+
+
+async def post_board(call: Call) -> tuple[Any, str]:
+    reply_to = call.arg("reply_to")
+    if reply_to:
+        d = await call.inner.post(f"/v1/board/{reply_to}/replies", {"text": call.arg("text")})
+        return d, f"replied to post {reply_to}"
+    d = await call.inner.post("/v1/board", {"text": call.arg("text")})
+    return d, f"posted {d['id']} on the board"
+
+
 async def tell_agent(call: Call) -> tuple[Any, str]:
     cid = _cid(call)
     d = await call.inner.post(f"/v1/agents/{cid}/tell", {"text": call.arg("text")})
@@ -232,7 +251,7 @@ TOOLS: tuple[Tool, ...] = (
          {"status": {"type": "string", "enum": list(TASK_STATES)}, "project": S, "assignee": S, "limit": LIMIT},
          (), list_tasks),
     Tool("get_task", "observe", "One task with its transitions.", {"id": S}, ("id",), get_task),
-    Tool("list_board", "observe", "Board posts with their comment counts.", {}, (), not_built("the board")),
+    Tool("list_board", "observe", "Board posts with their comment counts.", {}, (), list_board),
     Tool("list_projects", "observe", "The projects.", {}, (), not_built("projects")),
     Tool("get_project", "observe", "One project with its documents, tasks and events.", {"project": S},
          ("project",), not_built("projects")),
@@ -243,7 +262,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("treasury_summary", "observe", "Balances and recent journal entries.", {}, (), treasury_summary),
     Tool("usage_summary", "observe", "Model calls, tokens and cost by provider and model.", {}, (), usage_summary),
     Tool("search_library", "observe", "Library packages that match a query.", {"query": S}, ("query",),
-         not_built("the library")),
+         search_library),
     Tool("list_laws", "observe", "The laws in force.", {}, (), list_laws),
     Tool("create_task", "operate", "Files a task to the orchestrator, as the New task button does.",
          {"title": S, "acceptance": TEXT, "budget": {"type": "integer", "minimum": 1}, "details": TEXT,
@@ -253,7 +272,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("tell_agent", "operate", "Sends a note to one agent.", {"cid": CID, "text": TEXT}, ("cid", "text"),
          tell_agent, changes=True),
     Tool("post_board", "operate", "Posts on the board, or replies to a post, as the owner.",
-         {"text": TEXT, "reply_to": S}, ("text",), not_built("the board"), changes=True),
+         {"text": TEXT, "reply_to": S}, ("text",), post_board, changes=True),
     Tool("stop_agent", "operate", "Stops one agent's current work. The agent stays.", {"cid": CID}, ("cid",),
          stop_agent, changes=True),
     Tool("restart_agent", "operate", "Restarts one agent's VM. The agent stays.", {"cid": CID}, ("cid",),
@@ -279,4 +298,5 @@ ROUTES_USED = frozenset({
     ("GET", "/v1/nodes"), ("GET", "/v1/treasury"), ("GET", "/v1/treasury/journal"), ("GET", "/v1/usage/summary"),
     ("GET", "/v1/rules"), ("POST", "/v1/tasks"), ("POST", "/v1/agents/{cid}/tell"),
     ("POST", "/v1/agents/{cid}/cancel"), ("POST", "/v1/agents/{cid}/restart"),
+    ("GET", "/v1/board"), ("POST", "/v1/board"), ("POST", "/v1/board/{id}/replies"), ("GET", "/v1/library"),
 })
