@@ -4,7 +4,8 @@ One list for every caller: the installer (``scripts/install.sh``, through ``pyth
 node n0's facts, the hub when the owner creates an agent, and ``agentplaza doctor``.
 
 - ``PROGRAMS``: each program the node runs, with the Debian package that has it: QEMU and
-  ``qemu-img`` to boot, ``zstd`` to put an agent to sleep, and the guest image's build tools.
+  ``qemu-img`` to boot, ``zstd`` to put an agent to sleep, ``git`` for the hub's git server, and the
+  guest image's build tools.
 - ``blockers()``: why a microVM cannot boot here now (empty: it can). No QEMU, or no guest image
   and no way to build one. Without /dev/kvm a guest still boots, under emulation (slowly), so that
   is a warning, not a blocker (``vmm.probe``).
@@ -27,6 +28,7 @@ PROGRAMS = {
     "qemu-system-x86_64": "qemu-system-x86",
     "qemu-img": "qemu-utils",
     "zstd": "zstd",
+    "git": "git",  # the hub's git server runs the system's git (agentplaza/api/routes/git.py)
     **{tool: pkg for tool, pkg in TOOLS.items() if tool not in ("apt-get", "dpkg")},
 }
 #: The static busybox the guest image's initramfs is made of.
