@@ -85,7 +85,7 @@ def test_observe_token_lists_its_tools_calls_and_is_logged_then_revoked(folders,
         assert status.is_error is False and status.structured_content["state"] == "running"
         assert "plaza running" in status.content[0].text
         assert refused.data["code"] == "unknown_tool"
-        calls = cli_json(cli(h, "--json", "mcp", "calls", "--token", t["id"]))["calls"]
+        calls = cli_json(cli(h, "--json", "mcp", "calls", "--token-id", t["id"]))["calls"]
         assert [(c["tool"], c["outcome"]) for c in calls] == [("create_task", "refused"), ("plaza_status", "ok")]
         assert all(len(c["digest"]) == 64 for c in calls) and "secret words" not in json.dumps(calls)
         assert cli_json(cli(h, "--json", "mcp", "calls", "--tool", "plaza_status"))["calls"][0]["tool"] == \

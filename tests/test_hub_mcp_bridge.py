@@ -38,7 +38,7 @@ def test_login_then_serve_is_a_pipe_to_the_hub(folders):
         names, status = anyio.run(main)
         assert names == [x.name for x in TOOLS if x.scope == "observe"]
         assert status.structured_content["state"] == "running"
-        calls = cli_json(cli(h, "--json", "mcp", "calls", "--token", t["id"]))["calls"]
+        calls = cli_json(cli(h, "--json", "mcp", "calls", "--token-id", t["id"]))["calls"]
         assert [c["tool"] for c in calls] == ["plaza_status"]
     finally:
         h.stop()

@@ -12,8 +12,6 @@ import json
 import os
 from pathlib import Path
 
-import anyio
-
 from ..config import folders
 from ..permissions import check_private
 from ..wire import MCP_PATH, MCP_TOKEN_PREFIX
@@ -63,6 +61,8 @@ async def _pump(source, sink) -> None:
 
 
 async def bridge(hub: str, token: str) -> None:
+    # The bridge's async stack loads here, not with the module: every other command stays fast.
+    import anyio
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
     from mcp.server.stdio import stdio_server
@@ -84,5 +84,7 @@ def serve(hub: str) -> int:
     token = load_saved().get(normal_hub(hub))
     if token is None:
         raise LookupError(f"no MCP token saved for {normal_hub(hub)}; run: agentplaza mcp login --hub {hub}")
+    import anyio
+
     anyio.run(bridge, hub, token)
     return 0

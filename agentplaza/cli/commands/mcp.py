@@ -3,10 +3,8 @@ calls, and the stdio bridge (login, serve) that Claude Desktop runs.  See docs/m
 
 from __future__ import annotations
 
-import os
 import sys
 
-from ...config import DEFAULT_HUB
 from .. import mcp_bridge
 from ..actions import Action, Area, arg, choose
 from ..env import Env
@@ -61,16 +59,17 @@ def login(env: Env) -> int:
     if sys.stdin.isatty():
         print("paste the hub MCP token, then press Enter:", file=sys.stderr)
     value = sys.stdin.readline().strip()
+    hub = env.target.url  # the global --hub (or APZ_HUB, or the saved hub in use), as the guide writes it
     try:
-        path = mcp_bridge.save_token(env.args.login_hub, value)
+        path = mcp_bridge.save_token(hub, value)
     except ValueError as e:
         return refuse(str(e), "invalid_request")
-    print(f"saved the MCP token for {mcp_bridge.normal_hub(env.args.login_hub)} in {path}")
+    print(f"saved the MCP token for {mcp_bridge.normal_hub(hub)} in {path}")
     return 0
 
 
 def serve(env: Env) -> int:
-    hub = env.args.hub or os.environ.get("APZ_HUB") or DEFAULT_HUB
+    hub = env.target.url
     try:
         return mcp_bridge.serve(hub)
     except LookupError as e:
@@ -89,10 +88,11 @@ AREA = Area("mcp", "the hub as an MCP server: its status, turning it on and off,
                 arg("--expires", help="e.g. 30d, 12h, 90m")),
         list=(), revoke=(arg("id"),)),)),
     Action("calls", "the call log: each call's caller, tool, digest of its arguments, outcome and time",
-           "GET", "/v1/hub-mcp/calls", args=(arg("--token"), arg("--tool"), arg("--limit", type=int)),
-           query=lambda a: {"token": a.token, "tool": a.tool, "limit": a.limit},
+           "GET", "/v1/hub-mcp/calls", args=(arg("--token-id", help="only the calls made with this hub MCP token (its id)"),
+                                         arg("--tool"), arg("--limit", type=int)),
+           query=lambda a: {"token": a.token_id, "tool": a.tool, "limit": a.limit},
            render=lambda d: table(d["calls"], CALL_COLUMNS) if d["calls"] else "no calls yet"),
-    Action("login", "save a hub MCP token for the bridge (read from standard input)", run=login,
-           args=(arg("--hub", dest="login_hub", required=True, help="the hub's address"),)),
+    Action("login", "save a hub MCP token for the bridge (read from standard input; the hub is --hub's)",
+           run=login),
     Action("serve", "the stdio bridge Claude Desktop runs: a pipe to the hub's /mcp", run=serve),
 ))
