@@ -20,9 +20,12 @@ def download(env: Env) -> int:
     """The item's bytes, checked against its digest, to FILE (default: its own name here) or - for stdout."""
     a = env.args
     item = env.client.get(f"/v1/library/{a.id}")["item"]
-    r = env.client.http.get(f"/v1/library/{a.id}/content")
+    r = env.client.http.request("GET", f"/v1/library/{a.id}/content", headers={"Accept": "*/*"})
     if r.status_code != 200:
-        err = r.json().get("error", {}) if r.headers.get("content-type", "").startswith("application/json") else {}
+        try:
+            err = r.json().get("error", {})
+        except ValueError:  # not the hub's error shape
+            err = {}
         raise HubError(err.get("message") or f"the hub answered {r.status_code}", err.get("code"), r.status_code)
     data = r.content
     if hashlib.sha256(data).hexdigest() != item["sha256"]:
