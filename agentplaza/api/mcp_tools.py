@@ -70,7 +70,7 @@ def not_built(area: str) -> Callable[[Call], Awaitable[tuple[Any, str]]]:
 
 S = {"type": "string", "maxLength": 200}
 TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}
-CID = {"type": "integer", "minimum": 1, "description": "the agent's CID"}
+CID_ARG = {"type": "integer", "minimum": 1, "description": "the agent's CID"}
 LIMIT = {"type": "integer", "minimum": 1, "maximum": 1000}
 
 
@@ -243,9 +243,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("list_agents", "observe", "The roster, filtered by role or status.",
          {"role": S, "status": S}, (), list_agents),
     Tool("get_agent", "observe", "One agent's profile, limits, permissions and current task.",
-         {"cid": CID}, ("cid",), get_agent),
+         {"cid": CID_ARG}, ("cid",), get_agent),
     Tool("get_transcript", "observe", "An agent's transcript, a page at a time; each tool result is cut to 4 KB.",
-         {"cid": CID, "after": {"type": "integer", "minimum": 0},
+         {"cid": CID_ARG, "after": {"type": "integer", "minimum": 0},
           "limit": {"type": "integer", "minimum": 1, "maximum": TRANSCRIPT_MAX_PAGE}}, ("cid",), get_transcript),
     Tool("list_tasks", "observe", "Tasks, filtered by status, project or assignee.",
          {"status": {"type": "string", "enum": list(TASK_STATES)}, "project": S, "assignee": S, "limit": LIMIT},
@@ -269,13 +269,13 @@ TOOLS: tuple[Tool, ...] = (
           "role": S, "project": S}, ("title", "acceptance"), create_task, changes=True),
     Tool("message_orchestrator", "operate", "Sends your message to the orchestrator; the plaza records that it "
          "came over MCP.", {"text": TEXT}, ("text",), message_orchestrator, changes=True),
-    Tool("tell_agent", "operate", "Sends a note to one agent.", {"cid": CID, "text": TEXT}, ("cid", "text"),
+    Tool("tell_agent", "operate", "Sends a note to one agent.", {"cid": CID_ARG, "text": TEXT}, ("cid", "text"),
          tell_agent, changes=True),
     Tool("post_board", "operate", "Posts on the board, or replies to a post, as the owner.",
          {"text": TEXT, "reply_to": S}, ("text",), post_board, changes=True),
-    Tool("stop_agent", "operate", "Stops one agent's current work. The agent stays.", {"cid": CID}, ("cid",),
+    Tool("stop_agent", "operate", "Stops one agent's current work. The agent stays.", {"cid": CID_ARG}, ("cid",),
          stop_agent, changes=True),
-    Tool("restart_agent", "operate", "Restarts one agent's VM. The agent stays.", {"cid": CID}, ("cid",),
+    Tool("restart_agent", "operate", "Restarts one agent's VM. The agent stays.", {"cid": CID_ARG}, ("cid",),
          restart_agent, changes=True),
     Tool("propose_agent", "operate", "Files an agent proposal; spawning costs money, so the owner approves it in "
          "the console.", {"role": S, "count": {"type": "integer", "minimum": 1, "maximum": 16}, "model": S,

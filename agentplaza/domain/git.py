@@ -28,6 +28,7 @@ import re
 import uuid
 
 from .base import Context, PlazaAggregate, Refusal, fixed_id
+from .names import short_number
 
 #: The longest repository name.
 MAX_REPO_CHARS = 64
@@ -47,7 +48,6 @@ OID_PATTERN = re.compile(r"[0-9a-f]{40}")
 MAX_TITLE_CHARS, MAX_BODY_CHARS, MAX_TEXT_CHARS = 200, 20_000, 20_000
 #: Pull requests are numbered pr1, pr2 ...
 PR_PREFIX = "pr"
-_NUMBER = re.compile(r"[1-9][0-9]{0,17}")
 #: A review's verdicts, and how a merge was made.
 VERDICTS = ("approve", "request_changes")
 MERGE_METHODS = ("auto", "ff", "merge")
@@ -86,10 +86,10 @@ def branch_name(name: object) -> str:
 
 def pr_number(value: object) -> str:
     text = str(value).strip().lstrip("#") if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-    digits = text[len(PR_PREFIX):] if text.startswith(PR_PREFIX) else text
-    if _NUMBER.fullmatch(digits) is None:
+    number = short_number(PR_PREFIX, text)
+    if number is None:
         raise Refusal("no_pull_request", f"no pull request {str(value).strip()[:40]!r}; they are numbered pr1, pr2 ...")
-    return PR_PREFIX + digits
+    return number
 
 
 def is_agent(actor: str) -> bool:

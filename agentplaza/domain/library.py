@@ -19,13 +19,13 @@ import uuid
 
 from ..wire import LIBRARY_KINDS
 from .base import Context, PlazaAggregate, Refusal, fixed_id
+from .names import short_number
 
 #: The largest deliverable, in bytes.
 MAX_ITEM_BYTES = 64 << 20
 MAX_TITLE_CHARS, MAX_DESCRIPTION_CHARS, MAX_FILENAME_CHARS = 200, 2000, 200
 #: Deliverables are numbered d1, d2 ...
 ITEM_PREFIX = "d"
-_NUMBER = re.compile(r"[1-9][0-9]{0,17}")
 SHA256_PATTERN = re.compile(r"[0-9a-f]{64}")
 #: Where an item's bytes are kept.
 STORAGES = ("local", "s3")
@@ -40,11 +40,11 @@ def item_id(number: str) -> uuid.UUID:
 
 
 def item_number(value: object) -> str:
-    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-    digits = text[len(ITEM_PREFIX):] if text.startswith(ITEM_PREFIX) else text
-    if _NUMBER.fullmatch(digits) is None:
+    number = short_number(ITEM_PREFIX, value)
+    if number is None:
+        text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
         raise Refusal("no_item", f"no library item {text[:40]!r}; they are numbered d1, d2 ...")
-    return ITEM_PREFIX + digits
+    return number
 
 
 def file_name(name: str) -> str:
