@@ -47,9 +47,14 @@ class ReplayMachine(RuleBasedStateMachine):
             self.rm.engine.dispose()
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    @staticmethod
+    def _storable(reason):
+        """The log keeps no NUL and no lone surrogate (a reason holding one is refused, never half written)."""
+        return reason is None or ("\x00" not in reason and not any(0xD800 <= ord(c) <= 0xDFFF for c in reason))
+
     def _ok_reason(self, reason):
-        """STOP ALL may give no reason (``plaza stop --yes``); one it gives is not blank and not too long."""
-        return reason is None or (reason.strip() != "" and len(reason) <= MAX_REASON_CHARS)
+        """STOP ALL may give no reason (``plaza stop --yes``); one it gives is not blank, not too long and storable."""
+        return reason is None or (reason.strip() != "" and len(reason) <= MAX_REASON_CHARS and self._storable(reason))
 
     @rule(reason=reasons)
     def stop_all(self, reason):
@@ -69,10 +74,10 @@ class ReplayMachine(RuleBasedStateMachine):
         try:
             plaza_commands.resume(self.cmds, self.cmds.context("owner", reason))
         except Refusal:
-            assert not self.held
+            assert not self.held or not self._storable(reason)
             assert self.store.max_position() == before
             return
-        assert self.held
+        assert self.held and self._storable(reason)
         self.held = False
 
     @rule(label=st.text(max_size=5))
