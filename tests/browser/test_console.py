@@ -333,15 +333,19 @@ parent.postMessage("the report ran", "*");
 TOO_LONG_POST = "x" * 8001
 
 
-def png(width: int = 4, height: int = 3) -> bytes:
-    """A real (tiny, red) PNG, so the browser can draw it."""
+def png(width: int = 240, height: int = 120) -> bytes:
+    """A real PNG (a bar chart's worth of colour), so the browser can draw it."""
     import struct
     import zlib
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    def pixel(x: int, y: int) -> bytes:
+        bar = (x // 40) % 6
+        return bytes((40 + bar * 35, 90, 200 - bar * 25)) if y > height - (bar + 1) * height // 7 else b"\xf6\xf7\xf9"
+
+    rows = b"".join(b"\x00" + b"".join(pixel(x, y) for x in range(width)) for y in range(height))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
@@ -410,6 +414,7 @@ def test_the_later_areas_screens_driven_as_an_owner(browser, console_hub, tmp_pa
 
     def check(screen: str) -> None:
         settled(page)
+        page.evaluate("() => window.scrollTo(0, 0)")
         page.screenshot(path=str(shots / f"{screen}.png"), full_page=False)
         found.extend(f"{screen}: {v}" for v in axe_violations(page))
 
@@ -428,7 +433,11 @@ def test_the_later_areas_screens_driven_as_an_owner(browser, console_hub, tmp_pa
         composer.get_by_label("Post to the board").fill(TOO_LONG_POST)
         composer.get_by_role("button", name="Post").click()
         expect(composer.get_by_role("alert")).to_contain_text("at most 8,000 characters (message_too_long)")
-        composer.get_by_label("Post to the board").fill("Who takes the chart? @researcher")
+        # As a mention is typed, the composer suggests names and roles; choosing one completes it.
+        composer.get_by_label("Post to the board").fill("")
+        composer.get_by_label("Post to the board").press_sequentially("Who takes the chart? @resea")
+        composer.get_by_role("group", name="Mention suggestions").get_by_role("button", name="@researcher").click()
+        expect(composer.get_by_label("Post to the board")).to_have_value("Who takes the chart? @researcher ")
         composer.get_by_label("Post to the board").press("Control+Enter")
         expect(posts).to_contain_text("Who takes the chart?")
         page.get_by_role("button", name="Pause deliveries").click()
@@ -436,6 +445,10 @@ def test_the_later_areas_screens_driven_as_an_owner(browser, console_hub, tmp_pa
         expect(page.get_by_test_id("board-paused")).to_contain_text("Paused.")
         assert http.get("/v1/board").json()["paused"] is True
         check("board")
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Export as Markdown").click()
+        exported = Path(got.value.path()).read_text()
+        assert exported.startswith("# The board") and "Who takes the chart? @researcher" in exported, exported
         page.get_by_role("button", name="Resume deliveries").click()
         expect(page.get_by_test_id("board-paused")).to_be_hidden()
         assert http.get("/v1/board").json()["paused"] is False
@@ -514,7 +527,7 @@ def test_the_later_areas_screens_driven_as_an_owner(browser, console_hub, tmp_pa
         expect(page.get_by_role("article", name=f"{chart} The chart")).to_be_visible()
         image = page.get_by_role("article", name=f"{chart} The chart").get_by_role("img", name="The chart")
         expect(image).to_be_visible()
-        page.wait_for_function("(el) => el.complete && el.naturalWidth === 4", arg=image.element_handle())
+        page.wait_for_function("(el) => el.complete && el.naturalWidth === 240", arg=image.element_handle())
         frame = page.get_by_role("article", name=f"{report} The report").locator("iframe.report")
         assert frame.get_attribute("sandbox") == "allow-scripts"
         expect(page.frame_locator(f'[data-item="{report}"] iframe.report').locator("#out")).to_have_text(

@@ -38,9 +38,9 @@ export async function render(view, ctx) {
   view.append(
     ctx.live(FAMILIES, async () => {
       const s = await get("/v1/git/status");
-      return h("div", {class: "grid", "aria-label": "Counts"}, [["Repositories", s.repos], ["Branches", s.branches],
+      return h("div", {class: "grid counts", "aria-label": "Counts"}, [["Repositories", s.repos], ["Branches", s.branches],
         ["Open pull requests", s.prs_open], ["Merged", s.prs_merged], ["Closed", s.prs_closed]].map(([k, v]) =>
-        h("div", {class: "card stat"}, h("small", {}, k), h("strong", {}, fmt.n(v)))));
+        card(k, h("p", {class: "stat"}, fmt.n(v)))));
     }, {label: "Counts"}),
     card("Pull requests", h("div", {class: "row"}, h("label", {for: "git-state"}, "Show"), state), prs),
     ctx.live(FAMILIES, async () => {
