@@ -13,20 +13,20 @@ const CALLS = 100;
 const TABS = [["hub", "This hub as a server"], ["servers", "MCP servers"]];
 
 export async function render(view, ctx) {
-  const panel = h("div", {role: "tabpanel", id: "mcp-panel"});
+  // Both panels are made once and shown in turn, so a tab's live sections are not made again.
+  const panels = {
+    hub: h("div", {role: "tabpanel", id: "mcp-panel-hub", "aria-labelledby": "mcp-tab-hub"}, hubServer(ctx)),
+    servers: h("div", {role: "tabpanel", id: "mcp-panel-servers", "aria-labelledby": "mcp-tab-servers", hidden: true},
+      h("p", {class: "later-note"}, "MCP servers for agents (the catalog, Add server, credentials from the vault, " +
+        "status and logs) are not built in this hub yet.")),
+  };
   const tabs = h("div", {class: "tabs", role: "tablist", "aria-label": "MCP"});
   const open = (id) => {
     fill(tabs, TABS.map(([t, title]) => h("button", {type: "button", role: "tab", id: `mcp-tab-${t}`,
-      "aria-selected": String(t === id), "aria-controls": "mcp-panel", onclick: () => open(t)}, title)));
-    panel.setAttribute("aria-labelledby", `mcp-tab-${id}`);
-    if (id === "servers") {
-      fill(panel, h("p", {class: "later-note"}, "MCP servers for agents (the catalog, Add server, credentials from the " +
-        "vault, status and logs) are not built in this hub yet."));
-    } else {
-      fill(panel, hubServer(ctx));
-    }
+      "aria-selected": String(t === id), "aria-controls": `mcp-panel-${t}`, onclick: () => open(t)}, title)));
+    for (const [t, panel] of Object.entries(panels)) panel.hidden = t !== id;
   };
-  view.append(tabs, panel);
+  view.append(tabs, panels.hub, panels.servers);
   open("hub");
 }
 
