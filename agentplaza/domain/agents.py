@@ -381,8 +381,9 @@ class Agent(PlazaAggregate):
         # getattr: an agent restored from a snapshot taken before deliveries were recorded has none
         return ref in getattr(self, "delivered", ())
 
-    def tell(self, ctx: Context, item: str, text: str, ref: str | None = None) -> None:
-        """Queue work. A delivery the hub already made (the same ``ref``) is not told again."""
+    def tell(self, ctx: Context, item: str, text: str, ref: str | None = None, limit: int = MAX_TELL_CHARS) -> None:
+        """Queue work. A delivery the hub already made (the same ``ref``) is not told again.  ``limit``: an
+        editor's prompt over ACP may carry its attachments too (``domain.acp.MAX_PROMPT_CHARS``)."""
         self._not_retired("take work")
         if ref is not None and self.was_delivered(ref):
             raise Refusal("already_delivered", f"agent {self.cid} was already given {ref}")
@@ -390,8 +391,8 @@ class Agent(PlazaAggregate):
             raise Refusal("agent_stopped", f"agent {self.cid} is stopped; restart it first")
         if not text.strip():
             raise Refusal("empty_message", "the message is empty")
-        if len(text) > MAX_TELL_CHARS:
-            raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters")
+        if len(text) > limit:
+            raise Refusal("message_too_long", f"a message is at most {limit} characters")
         if self.status == "asleep":  # work wakes a sleeping agent first
             self.record(self.Woke, ctx)
         self.record(self.Told, ctx, item=item, text=text, ref=ref)
