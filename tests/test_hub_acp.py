@@ -286,7 +286,7 @@ def test_an_editor_drives_the_orchestrator_answers_approvals_and_resumes_after_a
             pending = [a for a in live.http().get("/v1/approvals").json()["approvals"] if a["status"] == "pending"]
             assert len(pending) == 1
             cmds = live.hub.commands  # the owner answers it in the console; the operate editor was never asked
-            await asyncio.to_thread(approval_commands.decide, cmds, cmds.context("owner"), pending[0]["number"], False)
+            await asyncio.to_thread(approval_commands.decide, cmds, cmds.context("owner"), pending[0]["id"], False)
             done = await prompt
             await asyncio.to_thread(t.join, WAIT_S)
             assert done.stop_reason == "end_turn" and operator.asked == []
