@@ -28,10 +28,10 @@ from agentplaza.api import acp_door
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.api.main import gateway_call
+from agentplaza.api.mcp_tools import SCOPE_OF
 from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals as approval_commands
 from agentplaza.commands import hub_mcp as mcp_commands
-from agentplaza.api.mcp_tools import SCOPE_OF
 from agentplaza.domain.acp import MAX_ATTACHMENT_BYTES, prompt_text, slash_command
 from agentplaza.domain.base import Refusal
 from agentplaza.runtime.fleet import AgentRuntime

@@ -15,12 +15,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..runtime import prices, scheduling, vault_watch
 from ..wire import ACP_PATH, MCP_PATH
 from . import ws
+from .acp_door import AcpDoor
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import GIT_PATH, Edge
 from .errors import drain, error_response
 from .hub import Hub
 from .kit import Api
-from .acp_door import AcpDoor
 from .mcp_door import McpDoor
 from .routes import AREAS
 from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
