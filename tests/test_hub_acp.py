@@ -353,3 +353,66 @@ def test_attachments_are_cut_at_256_kib_and_slash_commands_are_checked():
     for bad in ("/extend-turns 0", "/extend-turns x", "/steer", "/stop now"):
         with pytest.raises(Refusal):
             slash_command(bad)
+
+
+def test_cancel_takes_back_a_queued_prompt_and_stops_a_running_one(live):
+    switch_on(live)
+    token = live.token("operate")
+    editor = Editor()
+    harness = Harness(live, live.cid)
+
+    async def main():
+        async with spawn_agent_process(editor, sys.executable, *acp_args(live, token), env=live.env()) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            new = await conn.new_session(cwd="/tmp/p", mcp_servers=[])
+            sid = new.session_id
+            # nobody has taken it yet: cancel takes it back from the agent's queue
+            prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[h.text_block("never taken")]))
+            await _until(lambda: live.hub.read_models.catch_up() or _queue(live) == 1)
+            await conn.cancel(session_id=sid)
+            assert (await prompt).stop_reason == "cancelled"
+            assert _queue(live) == 0
+            # taken by the harness: /stop (as session/cancel) ends the running item, and the harness hears so
+            prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[h.text_block("long work")]))
+            item = (await asyncio.to_thread(harness.next_item))["item"]
+            stop = await conn.prompt(session_id=sid, prompt=[h.text_block("/stop")])
+            assert stop.stop_reason == "end_turn"
+            assert (await prompt).stop_reason == "cancelled"
+            after = harness.call("model", item=item, messages=[{"role": "user", "content": "more"}], tools=[])
+            assert after["error"]["code"] == "item_cancelled"
+            nothing = await conn.prompt(session_id=sid, prompt=[h.text_block("/stop")])
+            assert nothing.stop_reason == "end_turn" and "nothing to stop" in editor.said()
+
+    asyncio.run(main())
+
+
+def _queue(live: LiveHub) -> int:
+    live.hub.read_models.catch_up()
+    return live.http().get(f"/v1/agents/{live.cid}").json()["agent"]["queue"]
+
+
+async def _until(check) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not await asyncio.to_thread(check):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+
+
+def test_a_web_page_and_a_caller_with_no_token_cannot_open_acp(live):
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    switch_on(live)
+    url = live.url.replace("http://", "ws://") + "/acp"
+    owner = {"Authorization": f"Bearer {live.owner}"}
+    with pytest.raises(InvalidStatus) as e:  # loopback trust does not count here
+        connect(url, open_timeout=WAIT_S).close()
+    assert e.value.response.status_code == 401
+    with pytest.raises(InvalidStatus) as e:  # a page in the owner's browser, token or not
+        connect(url, additional_headers=owner, origin="https://evil.example", open_timeout=WAIT_S).close()
+    assert e.value.response.status_code == 403
+    with connect(url, additional_headers=owner, open_timeout=WAIT_S) as ws:  # the owner acts at govern
+        ws.send('{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}')
+        assert '"initialize first"' in ws.recv(timeout=WAIT_S)
+        ws.send("not json")
+        assert '"bad_json"' in ws.recv(timeout=WAIT_S)

@@ -360,11 +360,19 @@ def _cancel_work(c: Connection, o: Open, why: str) -> None:
     rt = c.hub.runtime
     if rt is None:
         raise Refusal("no_node", "this hub runs without a node; no agent runs work")
+    if o.running is None:
+        return
+    harness = rt.sessions.get(o.cid)
+    if harness is None or harness.taken != o.running:
+        try:  # not taken yet: taken back from the queue, it ends cancelled
+            agent_commands.withdraw(c.hub.commands, _ctx(c, "cancel"), o.cid, o.running, why)
+            return
+        except Refusal:
+            pass  # the agent took it meanwhile
     try:
         rt.cancel_work(o.cid, why)
-    except Refusal:  # not taken yet: it ends cancelled when the agent reaches it
-        if o.running is not None:
-            agent_commands.finish_work(c.hub.commands, rt.ctx_node(), o.cid, o.running, "cancelled", why)
+    except Refusal:
+        pass  # it ended meanwhile
 
 
 async def _slash(c: Connection, o: Open, slash) -> dict:

@@ -257,6 +257,19 @@ def finish_work(cmds: Commands, ctx: Context, cid: int, item: str, outcome: str,
     return cmds.run(decide)
 
 
+def withdraw(cmds: Commands, ctx: Context, cid: int, item: str, why: str) -> Done[None]:
+    """Take a queued item back before the agent starts it; it ends cancelled in the transcript."""
+
+    def decide(unit: Unit) -> None:
+        a = agent_in(unit, cid)
+        a.withdraw(ctx, item)
+        tr = transcript_in(unit, a)
+        tr.add(ctx, "done", text=why, detail={"item": item, "outcome": "cancelled"})
+        unit.add(a, tr)
+
+    return cmds.run(decide)
+
+
 def add_entry_in(unit: Unit, ctx: Context, cid: int, kind: str, text: str | None = None,
                  tool: str | None = None, detail: dict | None = None) -> None:
     """One transcript entry, for another command's unit (a tool call's check and its entry)."""

@@ -251,6 +251,13 @@ class Agent(PlazaAggregate):
             a.working = self.item
             a.status = "working"
 
+    class WorkWithdrawn(PlazaAggregate.Event):
+        """A queued item taken back before the agent started it (an editor cancelled its prompt)."""
+        item: str
+
+        def apply(self, a: Agent) -> None:
+            a.queue = [q for q in a.queue if q["item"] != self.item]
+
     class WorkFinished(PlazaAggregate.Event):
         item: str
         outcome: str  # done, failed, cancelled
@@ -469,6 +476,11 @@ class Agent(PlazaAggregate):
         item = dict(self.queue[0])
         self.record(self.WorkStarted, ctx, item=item["item"])
         return item
+
+    def withdraw(self, ctx: Context, item: str) -> None:
+        if not any(q["item"] == item for q in self.queue):
+            raise Refusal("not_working_on", f"agent {self.cid} has no queued item {item}")
+        self.record(self.WorkWithdrawn, ctx, item=item)
 
     def finish_work(self, ctx: Context, item: str, outcome: str) -> None:
         if self.working != item:
