@@ -90,8 +90,10 @@ class LiveHub:
 
     def token(self, scope: str, tools=()) -> str:
         c = self.hub.commands
-        return mcp_commands.create_token(c, c.context("owner"), f"editor-{scope}-{len(tools)}", scope, list(tools),
-                                         None, SCOPE_OF).value["token"]
+        value = mcp_commands.create_token(c, c.context("owner"), f"editor-{scope}-{len(tools)}", scope, list(tools),
+                                          None, SCOPE_OF).value["token"]
+        self.hub.read_models.catch_up()  # as the route does before it answers
+        return value
 
     def env(self) -> dict:
         env = dict(os.environ, APZ_STATE_DIR=str(self.folders.state), APZ_CONFIG_DIR=str(self.folders.config),
@@ -416,3 +418,22 @@ def test_a_web_page_and_a_caller_with_no_token_cannot_open_acp(live):
         assert '"initialize first"' in ws.recv(timeout=WAIT_S)
         ws.send("not json")
         assert '"bad_json"' in ws.recv(timeout=WAIT_S)
+
+
+def test_each_message_counts_against_the_tokens_rate_limit_and_the_call_log_keeps_a_digest(live):
+    from websockets.sync.client import connect
+
+    switch_on(live)
+    token = live.token("operate")
+    url = live.url.replace("http://", "ws://") + "/acp"
+    init = '{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":1}}'
+    with connect(url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=WAIT_S) as ws:
+        answers = []
+        for i in range(21):  # 20 a minute at operate, shared with the token's MCP calls
+            ws.send(init % i)
+            answers.append(ws.recv(timeout=WAIT_S))
+    assert all('"protocolVersion":1' in a for a in answers[:20])
+    assert '"rate_limited"' in answers[20]
+    calls = live.http().get("/v1/hub-mcp/calls", params={"tool": "acp/initialize"}).json()["calls"]
+    assert sorted(c["outcome"] for c in calls) == ["ok"] * 20 + ["refused"]
+    assert {c["caller"] for c in calls} == {calls[0]["caller"]} and calls[0]["caller"].startswith("token:")
