@@ -3,6 +3,8 @@ holds.  See docs/acp.md."""
 
 from __future__ import annotations
 
+import sys
+
 from .. import acp_pipe
 from ..actions import Action, Area, arg
 from ..env import Env
@@ -15,7 +17,7 @@ def connect(env: Env) -> int:
     a, c = env.args, env.client
     if getattr(a, "repo", None):
         print("agentplaza acp: --repo (the repository mirror) is not available on this plaza yet; "
-              "the agent works without your project", file=__import__("sys").stderr)
+              "the agent works without your project", file=sys.stderr)
     return acp_pipe.run(c.hub, c.token, a.agent, c.ssl_context)
 
 
