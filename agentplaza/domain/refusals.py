@@ -93,6 +93,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_item", "item_missing",
         # hub mcp
         "no_orchestrator", "unknown_token",
+        # editors over ACP
+        "no_session",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
