@@ -577,6 +577,12 @@ def test_the_later_areas_screens_driven_as_an_owner(browser, console_hub, tmp_pa
         page.get_by_role("dialog").get_by_role("button", name="Revoke").click()
         expect(tokens).to_contain_text("revoked")
         assert all(t["revoked_at"] for t in http.get("/v1/hub-mcp/tokens").json()["tokens"])
+        # Editors (ACP): off on a new hub; the switch turns it on, and the Zed block is there to copy.
+        editors = page.get_by_role("region", name="The editors")
+        expect(editors).to_contain_text('"args": ["acp"]')
+        editors.get_by_role("button", name="Turn on: Editors (ACP)").click()
+        expect(editors.get_by_role("button", name="Turn off: Editors (ACP)")).to_be_visible()
+        assert http.get("/v1/hub-mcp").json()["acp"]["acp_enabled"] is True
         page.get_by_role("tab", name="MCP servers").click()
         expect(page.get_by_role("tabpanel")).to_contain_text("not built in this hub yet")
 

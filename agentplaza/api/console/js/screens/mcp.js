@@ -103,6 +103,7 @@ function hubServer(ctx) {
             message: "A client using it is refused from its next call."}}))}],
       tokens, {sortable: true, label: "MCP tokens", empty: "No tokens yet."});
     }, {label: "The tokens"})),
+    ctx.live(["hubmcp"], async () => editors((await get("/v1/hub-mcp")).acp), {label: "The editors"}),
     card("Calls", callFilter, calls),
     ctx.live(["mcprecommendation"], async () => {
       const {recommendations} = await get("/v1/hub-mcp/recommendations");
@@ -118,4 +119,20 @@ function hubServer(ctx) {
       tools, {label: "MCP tools"}));
     }, {label: "The tool list"}),
   ];
+}
+
+//: The Editors (ACP) switches: each PATCHes one setting of /v1/hub-mcp/acp.
+const ACP_SWITCHES = [
+  ["acp_enabled", "Editors (ACP)", "Editors such as Zed drive agents over /acp with an operate or govern token."],
+  ["acp_write_back", "Offer to apply an agent's pull request to the editor's project", "Off: the editor only sees the diff."],
+  ["acp_v2", "Speak the ACP v2 draft", "Only with editors that ask for version 2."],
+];
+
+function editors(acp) {
+  return card("Editors (ACP)",
+    pairs(Object.fromEntries(ACP_SWITCHES.map(([key, title]) => [title, acp[key] ? "on" : "off"]))),
+    ACP_SWITCHES.map(([key, title, help]) => h("div", {class: "actions"},
+      action(acp[key] ? `Turn off: ${title}` : `Turn on: ${title}`, () => patch("/v1/hub-mcp/acp", {[key]: !acp[key]}).then(() => "Done.")),
+      h("small", {}, ` ${help}`))),
+    pairs({"The editors' address": acp.url}), h("h3", {}, "Connect Zed"), h("pre", {}, acp.zed));
 }
