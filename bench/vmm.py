@@ -37,27 +37,22 @@ def bare_boot(m: QemuMachine, img, work: Path) -> float:
     run = work / "bare-run"
     shutil.rmtree(run, ignore_errors=True)
     run.mkdir()
+    # bare: no QMP, no seccomp sandbox, no jail, anonymous RAM (QEMU connects to the channel socket)
     argv = m.command({"kernel": str(img.kernel), "initrd": str(img.initrd), "rootfs": str(img.rootfs),
                       "workspace": str(work / "bare-ws.ext4"), "workspace_format": "raw",
-                      "run": str(run)})
-    # bare: no QMP, no seccomp sandbox
-    i = argv.index("-qmp")
-    del argv[i:i + 2]
+                      "run": str(run)}, qmp=False)
     i = argv.index("-sandbox")
     del argv[i:i + 2]
+    lsock = socket.socket(socket.AF_UNIX)
+    lsock.bind(str(run / "channel.sock"))
+    lsock.listen(1)
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
-        sock_path = run / "channel.sock"
-        while True:
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(str(sock_path))
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                s.close()
-                time.sleep(0.005)
+        lsock.settimeout(120)
+        s, _ = lsock.accept()
+        lsock.close()
         dec = chan.FrameDecoder()
         s.settimeout(120)
         while True:

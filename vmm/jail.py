@@ -87,8 +87,20 @@ def available() -> tuple:
 
 
 def qemu_files(qemu: str, accel: str = "tcg") -> dict:
-    """Host files QEMU needs inside its jail: binary, shared libraries, accel module, firmware."""
+    """Host files QEMU needs inside its jail: binary, shared libraries, accel module, firmware.
+    Worked out once per QEMU binary (``ldd`` at every start cost a wake tens of milliseconds)."""
     qemu = os.path.realpath(qemu)
+    st = os.stat(qemu)
+    key = (qemu, accel, st.st_mtime_ns, st.st_size)
+    if key not in _QEMU_FILES:
+        _QEMU_FILES[key] = _qemu_files(qemu, accel)
+    return dict(_QEMU_FILES[key])
+
+
+_QEMU_FILES: dict = {}
+
+
+def _qemu_files(qemu: str, accel: str) -> dict:
     files = {qemu: qemu}
     objs = [qemu]
     moddir = "/usr/lib/x86_64-linux-gnu/qemu"

@@ -37,6 +37,12 @@ log = logging.getLogger("vmm.qemu")
 UID_BASE = int(os.environ.get("APZ_VMM_UID_BASE", "200000"))
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
 ENTROPY_BYTES = 64                  # fresh host entropy mixed into a restored guest's pool
+#: Where each running guest's RAM lives as a file (a tmpfs: no writeback, limits and OOM as for anonymous
+#: memory). A snapshot then saves the file's pages and a small device stream; a restore copies them back.
+RAM_DIR = os.environ.get("APZ_VMM_RAM_DIR", "/dev/shm")
+#: TCG's translated-code cache (MiB). QEMU 7.2's default is 1 GiB, of which a booted guest fills ~80 MiB
+#: (huge pages, never given back); the guest's hot code fits well in this.
+TCG_TB_MIB = int(os.environ.get("APZ_VMM_TB_MIB", "32"))
 
 
 def host_tsc_khz() -> int | None:
@@ -109,6 +115,15 @@ class QemuMachine(MachineState, Machine):
         self._expect_exit = False
         self._legacy_workspace()
 
+    @property
+    def ram_file(self) -> Path | None:
+        """The running guest's RAM as a file (None: this host has no RAM folder, RAM is anonymous)."""
+        root = Path(RAM_DIR)
+        if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
+            return None
+        tag = zlib.crc32(str(self.dir.resolve()).encode())
+        return root / f"apz-vm-{self.spec.name}-{tag:08x}" / "ram"
+
     # -- files ---------------------------------------------------------------------
     @property
     def workspace(self) -> Path:
@@ -179,23 +194,34 @@ class QemuMachine(MachineState, Machine):
             cmdline.append(f"tsc_early_khz={tsc}")
         if s.volumes:
             cmdline.append("apz.vols=" + ",".join(v.name for v in s.volumes))
+        extra = getattr(self._image(), "cmdline", "")   # the tuned image's own words
+        if extra:
+            cmdline.append(extra)
         return " ".join(cmdline)
 
-    def command(self, paths: dict, incoming: bool = False) -> list:
+    def command(self, paths: dict, incoming: bool = False, qmp: bool = True) -> list:
         """QEMU argv; ``paths`` maps kernel/initrd/rootfs/workspace/vol<i>/run to the
         paths QEMU sees (inside its jail or on the host). ``incoming``: wait for a
-        migration stream (a restore) instead of running the guest."""
+        migration stream (a restore) instead of running the guest. QEMU connects to the
+        host's ``qmp.sock`` and ``channel.sock`` in ``run`` (listening before it starts)."""
         s, p = self.spec, self.platform
         accel = p.accel
         run = paths["run"]
         wsfmt = paths.get("workspace_format", "qcow2")
+        machine = "microvm,memory-backend=ram" if paths.get("ram") else "microvm"
         argv = [p.qemu or "qemu-system-x86_64",
-                "-M", "microvm", "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
+                "-M", machine, "-accel", accel if accel == "kvm" else f"tcg,tb-size={TCG_TB_MIB}",
+                "-cpu", "host" if accel == "kvm" else "max",
                 "-m", str(s.memory_mib), "-smp", str(s.vcpus),
                 "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-                "-chardev", f"file,id=con,path={run}/console.log", "-serial", "chardev:con",
-                "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
-                "-kernel", paths["kernel"], "-initrd", paths["initrd"],
+                "-chardev", f"file,id=con,path={run}/console.log", "-serial", "chardev:con"]
+        if paths.get("ram"):
+            argv += ["-object", f"memory-backend-file,id=ram,size={s.memory_mib}M,"
+                                f"mem-path={paths['ram']},share=on"]
+        if qmp:   # QEMU connects to the host's sockets: no waiting for a socket to appear
+            argv += ["-chardev", f"socket,id=qmp,path={run}/qmp.sock,server=off",
+                     "-mon", "chardev=qmp,mode=control"]
+        argv += ["-kernel", paths["kernel"], "-initrd", paths["initrd"],
                 "-append", self.kernel_cmdline(),
                 "-drive", f"id=root,file={paths['rootfs']},format=raw,if=none,readonly=on",
                 "-device", "virtio-blk-device,drive=root,serial=apz-root",
@@ -207,9 +233,11 @@ class QemuMachine(MachineState, Machine):
         if p.channel == "virtio-vsock":
             argv += ["-device", f"vhost-vsock-device,guest-cid={s.cid or 3}"]
         else:
-            argv += ["-chardev", f"socket,id=chan,path={run}/channel.sock,server=on,wait=off",
+            argv += ["-chardev", f"socket,id=chan,path={run}/channel.sock,server=off",
                      "-device", "virtio-serial-device",
                      "-device", "virtserialport,chardev=chan,name=apz.channel"]
+        # Free page reporting: the guest hands pages it freed back, and QEMU discards them.
+        argv += ["-device", "virtio-balloon-device,free-page-reporting=on"]
         if incoming:
             argv += ["-incoming", "defer"]
         argv += ["-sandbox", SANDBOX]
@@ -290,6 +318,9 @@ class QemuMachine(MachineState, Machine):
                       "workspace": str(self.disks.top), "run": str(self.run_dir)}
         for i, v in enumerate(self.spec.volumes):
             host_paths[f"vol{i}"] = str(Path(v.image).resolve())
+        man = snap.read(incoming) if incoming is not None else None
+        filling = self._make_ram(host_paths, owner, incoming, man)
+        listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
 
         self._setup_cgroup()
         use_jail = self.spec.jail
@@ -308,11 +339,15 @@ class QemuMachine(MachineState, Machine):
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              preexec_fn=self._join_cgroup_fn())
-            self.qmp = self._connect_qmp(timeout=10)
-            self._connect_channel(hello=incoming is None)
+            self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
+            self._connect_channel(self._accept(listeners["channel.sock"], "the channel", 10),
+                                  hello=incoming is None)
             if incoming is not None:
-                man = snap.read(incoming)
-                self._load_memory(incoming / snap.memory_name(man), man.compression, timeout)
+                if filling is not None:
+                    filling.join()
+                    if filling.error is not None:
+                        raise VMError(f"could not load the snapshot's RAM: {filling.error}")
+                self._load_memory(incoming, man, timeout)
                 self.qmp.execute("cont")
                 self._refresh_guest(max(1.0, timeout - (time.monotonic() - t0)))
                 self.restore_seconds = time.monotonic() - t0
@@ -324,6 +359,9 @@ class QemuMachine(MachineState, Machine):
             self.kill()
             self._expect_exit = False
             raise
+        finally:
+            for sock in listeners.values():
+                sock.close()
         self.phase = "running"
         if self.keep_alive:
             threading.Thread(target=self._watch, args=(self.proc,), daemon=True,
@@ -369,6 +407,10 @@ class QemuMachine(MachineState, Machine):
             ro[inner[f"vol{i}"]] = host_paths[f"vol{i}"]
         for jp, hp in jailmod.qemu_files(self.platform.qemu, self.platform.accel).items():
             ro[jp] = hp
+        rw = {"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]}
+        if "ram" in host_paths:   # the RAM file's own folder, nothing else of the tmpfs
+            rw["/vm/ram"] = str(Path(host_paths["ram"]).parent)
+            inner["ram"] = "/vm/ram/ram"
         devices = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
         if self.platform.accel == "kvm":
             devices += ("/dev/kvm",)
@@ -376,7 +418,7 @@ class QemuMachine(MachineState, Machine):
         # snapshot can open its new layer); frozen layers are root's and read-only,
         # so the VM's uid can write only its top layer.
         spec = jailmod.JailSpec(root=str(jroot), uid=uid, ro=ro,
-                                rw={"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]},
+                                rw=rw,
                                 devices=devices,
                                 cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
         argv = self.command(inner, incoming)
@@ -389,21 +431,73 @@ class QemuMachine(MachineState, Machine):
         """A file of the disks folder as QEMU sees it."""
         return f"/vm/disks/{host.name}" if self.jailed else str(host)
 
-    def _connect_qmp(self, timeout: float) -> QMP:
-        sock = self.run_dir / "qmp.sock"
-        end = time.monotonic() + timeout
-        while not sock.exists():
+    def _make_ram(self, host_paths: dict, owner: int | None, incoming: Path | None,
+                  man) -> threading.Thread | None:
+        """The guest's RAM file, sized (and for a mapped snapshot, filled from its ``memory.ram``
+        by a thread while QEMU starts: the caller joins it before the device state loads)."""
+        ram = self.ram_file
+        if ram is None:
+            return None
+        if ram.parent.exists():
+            shutil.rmtree(ram.parent)
+        ram.parent.mkdir(mode=0o700)
+        fd = os.open(ram, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, self.spec.memory_mib << 20)
+        finally:
+            os.close(fd)
+        if owner is not None:
+            os.chown(ram.parent, owner, owner)
+            os.chown(ram, owner, owner)
+        host_paths["ram"] = str(ram)
+        if man is None or not man.memory or man.compression != "mapped":
+            return None
+        src = incoming / snap.MEMORY_MAPPED
+
+        class Fill(threading.Thread):
+            error = None
+
+            def run(self) -> None:
+                try:
+                    snap.copy_ram(src, ram, skip_zeros=False)
+                except OSError as e:
+                    self.error = e
+        t = Fill(daemon=True, name=f"vmm-ram-{self.spec.name}")
+        t.start()
+        return t
+
+    def _listen(self, name: str, owner: int | None) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = self.run_dir / name
+        s.bind(str(path))
+        if owner is not None:
+            os.chown(path, owner, owner)
+        os.chmod(path, 0o600)
+        s.listen(1)
+        return s
+
+    def _accept(self, listener: socket.socket, what: str, timeout: float) -> socket.socket:
+        """QEMU's connection, or the reason it will not come: woken by the connection or by the
+        process's end (a pidfd), never by a timer."""
+        import selectors
+        sel = selectors.DefaultSelector()
+        pidfd = os.pidfd_open(self.proc.pid)
+        try:
+            sel.register(listener, selectors.EVENT_READ)
+            sel.register(pidfd, selectors.EVENT_READ)
+            for key, _ in sel.select(timeout):
+                if key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    return conn
             if self.proc.poll() is not None:
                 out = self.proc.stdout.read().decode(errors="replace") if self.proc.stdout else ""
                 raise VMError(f"QEMU exited with {self.proc.returncode}: {out.strip()[-2000:]}")
-            if time.monotonic() > end:
-                raise VMError("QEMU's QMP socket did not appear")
-            time.sleep(0.005)
-        return QMP(str(sock)).connect(timeout)
+            raise VMError(f"QEMU did not connect to {what} within {timeout:g} s")
+        finally:
+            sel.close()
+            os.close(pidfd)
 
-    def _connect_channel(self, hello: bool = True) -> None:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(str(self.run_dir / "channel.sock"))
+    def _connect_channel(self, s: socket.socket, hello: bool = True) -> None:
         self._refreshed = threading.Event()
 
         def on_hello(h: dict) -> None:
@@ -517,6 +611,10 @@ class QemuMachine(MachineState, Machine):
         if self.proc is not None and self.proc.stdout:
             self.proc.stdout.close()
         rc = self.proc.returncode if self.proc is not None else 0
+        if not self.running():   # the guest's memory goes with its process
+            ram = self.ram_file
+            if ram is not None and ram.parent.exists():
+                shutil.rmtree(ram.parent, ignore_errors=True)
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
