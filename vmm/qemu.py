@@ -644,26 +644,6 @@ class QemuMachine(MachineState, Machine):
         except (QMPError, OSError, AttributeError):
             return "stopped"
 
-    def rss_bytes(self) -> int:
-        """Resident memory of the QEMU process (inside the jail: the helper's child)."""
-        if not self.running():
-            return 0
-        pids = [self.proc.pid]
-        try:
-            kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-            pids += [int(k) for k in kids]
-        except OSError:
-            pass
-        total = 0
-        for pid in pids:
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            except OSError:
-                pass
-        return total
-
     # -- crash recovery -----------------------------------------------------------------
     def _watch(self, proc: subprocess.Popen) -> None:
         proc.wait()

@@ -160,6 +160,49 @@ class MachineState:
             if was_running and self.running():
                 self.qmp.execute("cont")
 
+    # -- host memory -------------------------------------------------------------------
+    def _pids(self) -> list:
+        if not self.running():
+            return []
+        pids = [self.proc.pid]
+        try:
+            kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            pids += [int(k) for k in kids]
+        except OSError:
+            pass
+        return pids
+
+    def host_memory(self) -> dict:
+        """What the running machine holds on the host, in bytes: ``rss`` (VmRSS of QEMU and its jail
+        helper), ``shared_files`` (the part of it that is file pages every guest shares: QEMU's
+        libraries, the guest kernel file; one copy in the page cache for all), and ``own`` (what this
+        guest alone costs: the processes' anonymous memory plus its RAM file's pages, mapped or not)."""
+        out = {"rss": 0, "shared_files": 0, "own": 0}
+        if not self.running():
+            return out
+        shmem = 0
+        for pid in self._pids():
+            try:
+                st = {ln.split(":")[0]: int(ln.split()[1]) * 1024
+                      for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ln.startswith(("VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"))}
+            except (OSError, ValueError):
+                continue
+            out["rss"] += st.get("VmRSS", 0)
+            out["shared_files"] += st.get("RssFile", 0)
+            out["own"] += st.get("RssAnon", 0)
+            shmem += st.get("RssShmem", 0)
+        ram = self.ram_file
+        try:
+            out["own"] += ram.stat().st_blocks * 512 if ram is not None else shmem
+        except OSError:
+            out["own"] += shmem
+        return out
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the QEMU process and its jail helper (VmRSS; see ``host_memory``)."""
+        return self.host_memory()["rss"]
+
     # -- snapshots: listing ----------------------------------------------------------
     def snapshots(self) -> list:
         """Every snapshot of this machine (sleep and checkpoints), oldest first."""
