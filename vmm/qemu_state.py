@@ -38,8 +38,9 @@ class MachineState:
             caps.append({"capability": "x-ignore-shared", "state": True})
         self.qmp.execute("migrate-set-capabilities", {"capabilities": caps})
 
-    def _save_memory(self, folder: Path, compression: str = "zstd") -> tuple:
-        """The stopped VM's device state and RAM into folder. (bytes on disk, RAM bytes)."""
+    def _save_memory(self, folder: Path, compression: str = "zstd", sync: bool = True) -> tuple:
+        """The stopped VM's device state and RAM into folder. (bytes on disk, RAM bytes).
+        ``sync=False``: the caller fsyncs the files (after letting the guest run on)."""
         mapped = compression == "mapped"
         self._migrate_caps(mapped)
         self.qmp.execute("migrate-set-parameters", {"max-bandwidth": MIGRATE_BANDWIDTH})
@@ -55,7 +56,7 @@ class MachineState:
         if not mapped:
             return size, int(st.get("ram", {}).get("total", 0))
         ram = folder / snap.MEMORY_MAPPED
-        snap.copy_ram(self.ram_file, ram, fsync=True)
+        snap.copy_ram(self.ram_file, ram, fsync=sync)
         return size + ram.stat().st_blocks * 512, ram.stat().st_size
 
     def _wait_migration(self, timeout: float = 300.0, what: str = "saving the machine's memory") -> dict:
@@ -142,12 +143,19 @@ class MachineState:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         self.qmp.execute("stop")
+        paused = True
         try:
             layers = self._push_live()
             man = self._manifest(kind, name, label, layers, memory)
             man.compression = self._memory_format(compression)
             if memory:
-                man.memory_bytes, man.ram_bytes = self._save_memory(tmp, man.compression)
+                man.memory_bytes, man.ram_bytes = self._save_memory(tmp, man.compression, sync=False)
+            if was_running and self.running():   # the copy is taken: the guest runs on while it syncs
+                self.qmp.execute("cont")
+            paused = False
+            for mem in snap.memory_files(man):
+                with open(tmp / mem, "rb") as f:
+                    os.fsync(f.fileno())
             snap.write(tmp, man)
             if folder.exists():
                 shutil.rmtree(folder)
@@ -157,7 +165,7 @@ class MachineState:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         finally:
-            if was_running and self.running():
+            if paused and was_running and self.running():
                 self.qmp.execute("cont")
 
     # -- host memory -------------------------------------------------------------------
