@@ -339,7 +339,14 @@ class QemuMachine(MachineState, Machine):
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              preexec_fn=self._join_cgroup_fn())
-            self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
+            try:
+                self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
+            except (OSError, QMPError) as e:   # QEMU ended while it started: say why
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+                raise VMError(f"QEMU did not start ({e}): {self._proc_output()}") from e
             self._connect_channel(self._accept(listeners["channel.sock"], "the channel", 10),
                                   hello=incoming is None)
             if incoming is not None:
