@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import zlib
@@ -113,16 +114,17 @@ class QemuMachine(MachineState, Machine):
         self.phase = "sleeping" if self.sleeping else "stopped"   # running, waking, restoring, exited
         self._lock = threading.RLock()
         self._expect_exit = False
+        self._ram: Path | None = None   # the RAM file of the running process
         self._legacy_workspace()
 
     @property
     def ram_file(self) -> Path | None:
-        """The running guest's RAM as a file (None: this host has no RAM folder, RAM is anonymous)."""
-        root = Path(RAM_DIR)
-        if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
-            return None
-        tag = zlib.crc32(str(self.dir.resolve()).encode())
-        return root / f"apz-vm-{self.spec.name}-{tag:08x}" / "ram"
+        """The running guest's RAM as a file (None: not running, or this host has no RAM folder and
+        the RAM is anonymous)."""
+        return self._ram
+
+    def _ram_prefix(self) -> str:
+        return f"apz-vm-{self.spec.name}-{zlib.crc32(str(self.dir.resolve()).encode()):08x}-"
 
     # -- files ---------------------------------------------------------------------
     @property
@@ -319,8 +321,6 @@ class QemuMachine(MachineState, Machine):
         for i, v in enumerate(self.spec.volumes):
             host_paths[f"vol{i}"] = str(Path(v.image).resolve())
         man = snap.read(incoming) if incoming is not None else None
-        filling = self._make_ram(host_paths, owner, incoming, man)
-        listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
 
         self._setup_cgroup()
         use_jail = self.spec.jail
@@ -331,7 +331,10 @@ class QemuMachine(MachineState, Machine):
                 log.warning("machine %s runs without its jail: %s", self.spec.name, why)
                 use_jail = False
         self._expect_exit = False
+        listeners: dict = {}
         try:
+            filling = self._make_ram(host_paths, owner, incoming, man)
+            listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
             if use_jail:
                 self._spawn_jailed(host_paths, incoming is not None)
             else:
@@ -442,12 +445,17 @@ class QemuMachine(MachineState, Machine):
                   man) -> threading.Thread | None:
         """The guest's RAM file, sized (and for a mapped snapshot, filled from its ``memory.ram``
         by a thread while QEMU starts: the caller joins it before the device state loads)."""
-        ram = self.ram_file
-        if ram is None:
+        root = Path(RAM_DIR)
+        self._ram = None
+        if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
             return None
-        if ram.parent.exists():
-            shutil.rmtree(ram.parent)
-        ram.parent.mkdir(mode=0o700)
+        prefix = self._ram_prefix()
+        for stale in root.glob(prefix + "*"):   # left by a process that did not end through us
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        # a fresh name each run (mkdtemp: 0700, never one someone else made in a shared tmpfs)
+        ram = Path(tempfile.mkdtemp(prefix=prefix, dir=root)) / "ram"
+        self._ram = ram
         fd = os.open(ram, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, self.spec.memory_mib << 20)
@@ -618,10 +626,9 @@ class QemuMachine(MachineState, Machine):
         if self.proc is not None and self.proc.stdout:
             self.proc.stdout.close()
         rc = self.proc.returncode if self.proc is not None else 0
-        if not self.running():   # the guest's memory goes with its process
-            ram = self.ram_file
-            if ram is not None and ram.parent.exists():
-                shutil.rmtree(ram.parent, ignore_errors=True)
+        if not self.running() and self._ram is not None:   # the guest's memory goes with its process
+            shutil.rmtree(self._ram.parent, ignore_errors=True)
+            self._ram = None
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None

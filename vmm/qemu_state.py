@@ -80,6 +80,9 @@ class MachineState:
         if mapped and self.ram_file is None:
             raise snap.SnapshotError(f"snapshot {man.name} keeps its RAM as a file; this host has "
                                      f"no RAM folder for it ({RAM_DIR_HELP})")
+        if not mapped and self.ram_file is not None:
+            raise snap.SnapshotError(f"snapshot {man.name} streams its RAM (written without a RAM "
+                                     f"folder); this machine runs with one ({RAM_DIR_HELP})")
         try:
             self._migrate_caps(mapped)
             path = folder / (snap.DEVICES if mapped else snap.memory_name(man))
