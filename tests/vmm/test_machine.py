@@ -34,12 +34,27 @@ def test_command_has_no_network_and_no_default_devices(tmp_path):
     argv = m.command({"kernel": "/k", "initrd": "/i", "rootfs": "/r", "workspace": "/w",
                       "vol0": "/v", "run": "/run"})
     line = " ".join(argv)
-    assert "-nodefaults" in argv and "-accel" in argv and argv[argv.index("-accel") + 1] == "tcg"
+    assert "-nodefaults" in argv and "-accel" in argv and argv[argv.index("-accel") + 1].split(",")[0] == "tcg"
     assert "-netdev" not in argv and "-nic" not in argv and "virtio-net" not in line
     assert "apz.vols=corpus" in line and "serial=apz-vol0" in line
     assert "file=/v,format=raw,if=none,readonly=on" in line
     assert argv[argv.index("-sandbox") + 1].startswith("on")
     assert "console.log" in line
+
+
+def test_command_ram_as_a_file_and_qemu_connects_out(tmp_path):
+    """RAM is a shared file when a RAM path is given; QMP and the channel are sockets QEMU connects
+    to (the host listens first), and TCG's code cache is bounded."""
+    m = QemuMachine(MachineSpec("ram", image=FakeImage(), memory_mib=192), tmp_path, platform())
+    paths = {"kernel": "/k", "initrd": "/i", "rootfs": "/r", "workspace": "/w", "run": "/run"}
+    line = " ".join(m.command(dict(paths, ram="/vm/ram/ram")))
+    assert "memory-backend-file,id=ram,size=192M,mem-path=/vm/ram/ram,share=on" in line
+    assert "microvm,memory-backend=ram" in line
+    assert "socket,id=qmp,path=/run/qmp.sock,server=off" in line and "chardev=qmp,mode=control" in line
+    assert "socket,id=chan,path=/run/channel.sock,server=off" in line
+    assert "tcg,tb-size=" in line and "free-page-reporting=on" in line
+    plain = m.command(paths, qmp=False)
+    assert "memory-backend" not in " ".join(plain) and "-mon" not in plain
 
 
 def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
