@@ -449,6 +449,13 @@ class QemuMachine(MachineState, Machine):
         self._ram = None
         if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
             return None
+        room = os.statvfs(root)
+        if room.f_bavail * room.f_frsize < self.spec.memory_mib << 20:
+            # a tmpfs too small for the guest (a container's 64 MiB /dev/shm) would kill QEMU with SIGBUS
+            # when the guest touches a page past its end: the guest's RAM stays anonymous memory instead
+            log.warning("machine %s: %s has less room than the guest's %d MiB; its RAM is not a file",
+                        self.spec.name, root, self.spec.memory_mib)
+            return None
         prefix = self._ram_prefix()
         for stale in root.glob(prefix + "*"):   # left by a process that did not end through us
             if stale.is_dir() and not stale.is_symlink():

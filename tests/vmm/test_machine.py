@@ -57,6 +57,21 @@ def test_command_ram_as_a_file_and_qemu_connects_out(tmp_path):
     assert "memory-backend" not in " ".join(plain) and "-mon" not in plain
 
 
+def test_ram_is_a_file_only_where_the_tmpfs_has_room_for_it(tmp_path, monkeypatch):
+    """A RAM folder with less room than the guest (a container's small /dev/shm) would end QEMU with
+    SIGBUS when the guest touches a page past the room: the guest's RAM stays anonymous instead."""
+    import vmm.qemu as qemu
+
+    monkeypatch.setattr(qemu, "RAM_DIR", str(tmp_path))
+    roomy = QemuMachine(MachineSpec("roomy", image=FakeImage(), memory_mib=64), tmp_path / "a", platform())
+    paths: dict = {}
+    assert roomy._make_ram(paths, None, None, None) is None and paths["ram"].startswith(str(tmp_path))
+    assert Path(paths["ram"]).stat().st_size == 64 << 20
+    huge = QemuMachine(MachineSpec("huge", image=FakeImage(), memory_mib=1 << 20), tmp_path / "b", platform())  # 1 TiB
+    paths = {}
+    assert huge._make_ram(paths, None, None, None) is None and "ram" not in paths and huge._ram is None
+
+
 def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
     top = tmp_path / "cg"
     top.mkdir()
