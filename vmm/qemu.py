@@ -388,6 +388,11 @@ class QemuMachine(MachineState, Machine):
                     f.write(str(os.getpid()))
         return join
 
+    def cgroup_name(self) -> str:
+        """The machine's cgroup: its name and a digest of its folder, so that two nodes (or two test runs)
+        on one host that both run a machine "agent-3" never share one memory limit."""
+        return f"{self.spec.name}.{zlib.crc32(str(self.dir.resolve()).encode()):08x}"
+
     def _setup_cgroup(self) -> None:
         cg, why = cgroupsmod.detect()
         if cg is None:
@@ -396,7 +401,7 @@ class QemuMachine(MachineState, Machine):
             return
         mem = (self.spec.memory_mib + self.spec.memory_overhead_mib) << 20
         try:
-            self.cgroup = cg.create(self.spec.name, mem, self.spec.cpu_max or self.spec.vcpus,
+            self.cgroup = cg.create(self.cgroup_name(), mem, self.spec.cpu_max or self.spec.vcpus,
                                     self.spec.pids_max)
         except cgroupsmod.CgroupError as e:
             raise VMError(f"machine {self.spec.name} not started: {e}") from e
