@@ -21,6 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from jhrl.catalog import high_risk
 from vmm.channel import ChannelClosed, Stream, StreamReset
 from vmm.guest import contract
 from vmm.guest.contract import error
@@ -227,6 +228,8 @@ class HarnessSession:
 
         c = self.rt.cmds.run(decide).value
         d = c.decision
+        if d.effect == "allow" and high_risk(tool):  # the owner's vm_auto_checkpoints: undo is a rollback away
+            self.rt.auto_checkpoint(self.cid, tool, call_id)
         if d.effect == "deny":
             msg = c.extra.get("message") or (f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")")
         elif d.effect == "ask":
