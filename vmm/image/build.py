@@ -5,7 +5,7 @@
   (and checked against the pin when one is set). The bootable ``vmlinux`` is
   the LZ4 stream inside the bzImage.
 - Initramfs: busybox-static, the virtio modules and ``init.sh``.
-- Root: ``debootstrap --variant=minbase --include=python3,git`` plus the guest
+- Root: ``debootstrap --variant=minbase --include=python3,git,ca-certificates,python3-pip`` plus the guest
   side of the channel (``/opt/apz/channeld.py`` and ``channel.py``), the agent
   harness (``/opt/apz/harness.py``, started by the node over ``exec``) and the guest contract
   both read (``/opt/apz/contract.py``), as an
@@ -39,7 +39,9 @@ KERNEL_DEB_SHA256 = os.environ.get(
     "APZ_KERNEL_DEB_SHA256", "efe19f605b6f54a8352e68d85a629abb2d30b72a085faef603a9152590baa791")
 SUITE = "bookworm"
 MIRROR = os.environ.get("APZ_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-INCLUDE = ("python3", "git")  # git: agents clone and push to the plaza's git server
+# git: agents clone and push to the plaza's git server; ca-certificates and pip: the web tools (vm.fetch
+# and vm.download over https, vm.install with pip), all through the egress proxy.
+INCLUDE = ("python3", "git", "ca-certificates", "python3-pip")
 MODULES = ("virtio_ring", "virtio", "virtio_mmio", "vsock", "vmw_vsock_virtio_transport_common",
            "vmw_vsock_virtio_transport", "virtio_console", "virtio_blk")
 HERE = Path(__file__).resolve().parent
