@@ -146,10 +146,11 @@ _TOOLS = (
          "your user site under /workspace (python3 finds them), or with the guest's apt. Returns the "
          f"installer's output (its end, cut to {MAX_OUTPUT:,} characters). At most {INSTALL_MAX_PACKAGES} "
          f"packages, {INSTALL_TIMEOUT_S} s.",
-         obj({"packages": {"type": "array",
+         obj({"packages": {"type": ["array", "string"],
                            "items": string("A package: a name, maybe [extras] and one version clause "
                                            "(requests, requests==2.32.3); never an option.", minLength=1),
-                           "description": f"The packages to install: 1 to {INSTALL_MAX_PACKAGES}."},
+                           "description": f"The packages to install: 1 to {INSTALL_MAX_PACKAGES}, as a list or "
+                                          "one string of names separated by spaces or commas."},
               "manager": {"type": "string", "enum": list(INSTALL_MANAGERS),
                           "description": "pip (default) or apt."},
               "index_url": string("pip only: the package index to use instead of PyPI (http:// or https://); "

@@ -167,8 +167,9 @@ def test_install_takes_names_never_options():
     assert argv[argv.index("--trusted-host") + 1] == "pages.plaza.test"
     assert "--trusted-host" not in harness.install_command({"packages": ["x"], "index_url": "https://pypi.org/simple/"})
     assert harness.install_command({"packages": ["jq"], "manager": "apt"})[-1] == "jq"
+    assert harness.install_command({"packages": "a, b c"})[-3:] == ["a", "b", "c"]
     for bad in ({"packages": ["--index-url=http://evil/"]}, {"packages": ["-e", "."]}, {"packages": ["a b"]},
-                {"packages": ["x; rm -rf /"]}, {"packages": []}, {"packages": "x"},
+                {"packages": ["x; rm -rf /"]}, {"packages": []}, {"packages": " "}, {"packages": "x --pre"},
                 {"packages": ["x"] * (contract.INSTALL_MAX_PACKAGES + 1)}, {"packages": ["x"], "manager": "npm"},
                 {"packages": ["x"], "manager": "apt", "index_url": "http://x/"},
                 {"packages": ["x"], "index_url": "file:///tmp"}):

@@ -30,6 +30,7 @@ from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.api.main import gateway_call
 from agentplaza.commands import agents as ac
+from agentplaza.commands import laws as law_commands
 from agentplaza.commands import models as model_commands
 from agentplaza.runtime.egress import EgressPolicy
 from agentplaza.runtime.fleet import AgentRuntime
@@ -128,6 +129,10 @@ def web(folders, image, tmp_path):  # noqa: F811
     model_commands.add_provider(hub.commands, owner, config_from_preset("mock", id="mock"))
     model_commands.set_policy(hub.commands, owner, {"worker": [MOCK], "orchestrator": [MOCK], "default_model": MOCK,
                                                     "orchestrator_model": MOCK, "fetch_blocklist": ["blocked.plaza.test"]})
+    # The test's server is not on a web port: the owner opens its port, as the guide says (the proxy's
+    # ports, and statute S-006c "Web ports only" disabled).
+    law_commands.change(hub.commands, hub.commands.context("owner", "the test's server port"), "disable",
+                        rule_id="S-006c")
     egress = EgressPolicy(ports=frozenset({80, 443, site.port}), allow_addresses=frozenset({"127.0.0.1"}))
     app = create_app(hub)
     with start_blocking_portal("trio") as portal:
@@ -169,7 +174,7 @@ def test_a_builder_fetches_downloads_and_installs_through_the_egress_proxy(web):
 
     # A page: readable text, with the final URL (a redirect followed), status, content type and bytes.
     r = step(tool("vm.fetch", url=f"{base}/moved"))
-    assert r["kind"] == "tool_result" and r["detail"]["ok"], r
+    assert r["kind"] == "tool_result" and r["detail"]["ok"], (r, r["detail"])
     text = r["text"]
     assert f"URL: {base}/" in text and "status: 200" in text and "content type: text/html" in text
     assert f"bytes: {len(PAGE)}" in text and "title: The plaza's test page" in text
@@ -189,22 +194,25 @@ def test_a_builder_fetches_downloads_and_installs_through_the_egress_proxy(web):
     assert rc == 0 and out.decode().split()[0] == hashlib.sha256(DATA).hexdigest()
 
     # A package from the test's own index, through the proxy; then used.
-    r = step(tool("vm.install", packages=["apz-hello"], index_url=f"{base}/simple/"))
+    r = step(tool("vm.install", packages="apz-hello", index_url=f"{base}/simple/"))  # (the mock's args hold no ']')
     assert r["detail"]["ok"], r["text"]
     assert (f"pages.plaza.test:{site.port}", "/simple/apz-hello/") in site.seen
     r = step(tool("vm.shell", command="python3 -c 'import apz_hello; print(apz_hello.greet())'"))
     assert "hello from a local index" in r["text"], r["text"]
 
-    # Refused and recorded: a host on the fetch blocklist, a private address, a name that resolves to one,
-    # a port that is not open. None of them reaches the server.
+    # Refused and recorded: a host on the fetch blocklist, a private and a loopback address (the law C-003
+    # first), a port that is not open, a name that resolves to a private address. None reaches the server.
     seen = len(site.seen)
-    for url, why in ((f"http://blocked.plaza.test:{site.port}/", "on the fetch blocklist"),
-                     (f"http://10.0.0.8:{site.port}/", "a private address"),
-                     (f"http://127.0.0.2:{site.port}/", "a loopback address"),
-                     (f"http://pages.plaza.test:{site.port + 1 if site.port < 65535 else 1}/", "is not open")):
+    for url, law, why in ((f"http://blocked.plaza.test:{site.port}/", None, "on the fetch blocklist"),
+                          (f"http://10.0.0.8:{site.port}/", "C-003", None),
+                          (f"http://127.0.0.2:{site.port}/", "C-003", None),
+                          (f"http://pages.plaza.test:{site.port + 1 if site.port < 65535 else 1}/", None, "is not open")):
         r = step(tool("vm.fetch", url=url))
-        assert r["kind"] == "tool_call" and r["detail"]["effect"] == "deny" and why in r["detail"]["refusal"], r
-        assert r["detail"]["reason"] == "egress_refused"
+        assert r["kind"] == "tool_call" and r["detail"]["effect"] == "deny", (r, r["detail"])
+        if law:
+            assert r["detail"]["law"] == law, r["detail"]
+        else:
+            assert r["detail"]["reason"] == "egress_refused" and why in r["detail"]["refusal"], r["detail"]
     r = step(tool("vm.fetch", url=f"http://intranet.plaza.test:{site.port}/"))  # refused at the CONNECT
     assert r["kind"] == "tool_result" and not r["detail"]["ok"] and "resolves to 10.0.0.8" in r["text"], r
     assert len(site.seen) == seen

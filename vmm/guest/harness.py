@@ -429,17 +429,25 @@ def tool_download(args: dict, workspace: str = None, proxy_port: int = None) -> 
 PACKAGE_RE = re.compile(contract.PACKAGE_PATTERN)
 
 
-def install_command(args: dict) -> list:
-    """The argv ``vm.install`` runs: checked names only, never an option the model wrote."""
-    manager = args.get("manager", "pip")
-    if manager not in contract.INSTALL_MANAGERS:
-        raise ToolError(f"manager is one of {', '.join(contract.INSTALL_MANAGERS)}")
+def packages_of(args: dict) -> list:
+    """The packages of a ``vm.install`` call, each checked: a name, never an option."""
     packages = args.get("packages")
+    if isinstance(packages, str):  # "requests numpy" or "requests, numpy"
+        packages = packages.replace(",", " ").split()
     if not isinstance(packages, list) or not 0 < len(packages) <= contract.INSTALL_MAX_PACKAGES:
         raise ToolError(f"packages is a list of 1 to {contract.INSTALL_MAX_PACKAGES} names")
     for p in packages:
         if not isinstance(p, str) or not PACKAGE_RE.fullmatch(p):
             raise ToolError(f"{p!r} is not a package name (like requests or requests==2.32.3)")
+    return packages
+
+
+def install_command(args: dict) -> list:
+    """The argv ``vm.install`` runs: checked names only, never an option the model wrote."""
+    manager = args.get("manager", "pip")
+    if manager not in contract.INSTALL_MANAGERS:
+        raise ToolError(f"manager is one of {', '.join(contract.INSTALL_MANAGERS)}")
+    packages = packages_of(args)
     index = args.get("index_url")
     if manager == "apt":
         if index is not None:
@@ -473,8 +481,9 @@ def tool_install(args: dict, workspace: str = None) -> Out:
     if p.returncode != 0:
         raise ToolError(f"{manager} install failed (exit {p.returncode})\n{_clip(out[-MAX_OUTPUT:])}")
     host = web_url(args["index_url"]).hostname if args.get("index_url") else None
-    return Out.of(f"installed {', '.join(args['packages'])} with {manager}\n" + _clip(out[-MAX_OUTPUT:]),
-                  manager=manager, packages=", ".join(args["packages"])[:200], host=host,
+    names = packages_of(args)
+    return Out.of(f"installed {', '.join(names)} with {manager}\n" + _clip(out[-MAX_OUTPUT:]),
+                  manager=manager, packages=", ".join(names)[:200], host=host,
                   ms=int((time.monotonic() - t0) * 1000))
 
 
