@@ -170,7 +170,11 @@ def test_a_builder_fetches_downloads_and_installs_through_the_egress_proxy(web):
         rt.work_for(b)
         wait_for("the item done", lambda: sum(e["kind"] == "done" for e in transcript(hub, b)) > n, 300,
                  diag=lambda: [(e["kind"], e["tool"], (e["text"] or "")[:160]) for e in transcript(hub, b)][-8:])
-        return [e for e in transcript(hub, b) if e["kind"] in ("tool_result", "tool_call")][-1]
+        last = [e for e in transcript(hub, b) if e["kind"] in ("tool_result", "tool_call")][-1]
+        if last["kind"] == "tool_call" and last["detail"]["effect"] == "allow":  # ran, and its result is missing
+            raise AssertionError([(e["kind"], e["tool"], (e["text"] or "")[:300], e["detail"])
+                                  for e in transcript(hub, b)][-6:])
+        return last
 
     # A page: readable text, with the final URL (a redirect followed), status, content type and bytes.
     r = step(tool("vm.fetch", url=f"{base}/moved"))
