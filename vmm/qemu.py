@@ -111,6 +111,7 @@ class QemuMachine(MachineState, Machine):
         self.restore_seconds: float | None = None
         self.booted_from = ""          # "cold", "template:<key>", "snapshot:<name>"
         self.recoveries: list = []     # (time, what it recovered from) of each recovery
+        self.on_exit = None            # called (plan, rc) after a guest stopped by itself was handled
         self.phase = "sleeping" if self.sleeping else "stopped"   # running, waking, restoring, exited
         self._lock = threading.RLock()
         self._expect_exit = False
@@ -676,9 +677,11 @@ class QemuMachine(MachineState, Machine):
         with self._lock:
             if proc is not self.proc or self._expect_exit:
                 return
-            self._on_exit(proc.returncode)
+            p = self._on_exit(proc.returncode)
+        if self.on_exit is not None:
+            self.on_exit(p, proc.returncode)
 
-    def _on_exit(self, rc) -> None:
+    def _on_exit(self, rc) -> recovery.Plan:
         now = time.time()
         self._cleanup()
         recent = [t for t, _ in self.recoveries]
@@ -687,7 +690,7 @@ class QemuMachine(MachineState, Machine):
         if p.action == "exit":
             log.warning("machine %s exited (rc %s) and stays exited: %s", self.spec.name, rc, p.reason)
             self.phase = "exited"
-            return
+            return p
         log.warning("machine %s exited by itself (rc %s): %s", self.spec.name, rc, p.reason)
         self.recoveries.append((now, p.snapshot or "cold"))
         try:
@@ -700,6 +703,8 @@ class QemuMachine(MachineState, Machine):
         except Exception as e:
             log.error("machine %s: recovery failed: %s", self.spec.name, e)
             self.phase = "exited"
+            return recovery.Plan("exit", reason=f"recovery failed: {e}")
+        return p
 
     # -- moves ----------------------------------------------------------------------------
     def export(self):

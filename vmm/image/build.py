@@ -10,7 +10,7 @@
   compiled once, the kernel command line (``Image.cmdline``) is trimmed for a one-tenant guest, and the
   balloon driver is in (free page reporting). ``stock`` is the first image as it was (gzip initramfs,
   ``busybox --install`` at boot, ``vmm/image/stock/init.sh``), kept so the bench can compare the two.
-- Root: ``debootstrap --variant=minbase --include=python3,git`` plus the guest
+- Root: ``debootstrap --variant=minbase --include=python3,git,ca-certificates,python3-pip`` plus the guest
   side of the channel (``/opt/apz/channeld.py`` and ``channel.py``), the agent
   harness (``/opt/apz/harness.py``, started by the node over ``exec``) and the guest contract
   both read (``/opt/apz/contract.py``), as an
@@ -44,7 +44,9 @@ KERNEL_DEB_SHA256 = os.environ.get(
     "APZ_KERNEL_DEB_SHA256", "efe19f605b6f54a8352e68d85a629abb2d30b72a085faef603a9152590baa791")
 SUITE = "bookworm"
 MIRROR = os.environ.get("APZ_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-INCLUDE = ("python3", "git")  # git: agents clone and push to the plaza's git server
+# git: agents clone and push to the plaza's git server; ca-certificates and pip: the web tools (vm.fetch
+# and vm.download over https, vm.install with pip), all through the egress proxy.
+INCLUDE = ("python3", "git", "ca-certificates", "python3-pip")
 MODULES = ("virtio_ring", "virtio", "virtio_mmio", "vsock", "vmw_vsock_virtio_transport_common",
            "vmw_vsock_virtio_transport", "virtio_console", "virtio_blk")
 #: The tuned guest's extra module: the balloon, for free page reporting (idle guests give memory back).
