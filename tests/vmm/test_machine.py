@@ -80,17 +80,25 @@ def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
     parent = top / "agentplaza.slice"
     parent.mkdir()
     (parent / "cgroup.subtree_control").write_text("")
-    vm = parent / "vm-lim"
+    m = QemuMachine(MachineSpec("lim", image=FakeImage()), tmp_path / "vms", platform())
+    vm = parent / f"vm-{m.cgroup_name()}"
     vm.mkdir()
     (vm / "memory.max").mkdir()          # a write to it fails
     monkeypatch.setattr(cgroups, "detect", lambda: (cgroups.CgroupsV2(parent), ""))
     spawned = []
     monkeypatch.setattr(jail, "spawn", lambda *a, **k: spawned.append(a))
-    m = QemuMachine(MachineSpec("lim", image=FakeImage()), tmp_path / "vms", platform())
     monkeypatch.setattr("vmm.qemu.make_workspace", lambda p, s: p.write_bytes(b""))
     with pytest.raises(VMError, match="not started"):
         m.boot()
     assert not spawned and m.proc is None
+
+
+def test_two_nodes_machines_of_one_name_have_two_cgroups(tmp_path):
+    one = QemuMachine(MachineSpec("agent-3", image=FakeImage()), tmp_path / "node-a", platform())
+    two = QemuMachine(MachineSpec("agent-3", image=FakeImage()), tmp_path / "node-b", platform())
+    assert one.cgroup_name() != two.cgroup_name() and one.cgroup_name().startswith("agent-3.")
+    again = QemuMachine(MachineSpec("agent-3", image=FakeImage()), tmp_path / "node-a", platform())
+    assert again.cgroup_name() == one.cgroup_name()  # the same machine finds its own cgroup after a restart
 
 
 def test_cgroup_v2_limits_written(tmp_path):
