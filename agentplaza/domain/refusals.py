@@ -54,6 +54,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_path", "too_many_refs",
         # hub mcp
         "unknown_tool",
+        # e2b
+        "e2b_field_not_served",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -93,6 +95,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_item", "item_missing",
         # hub mcp
         "no_orchestrator", "unknown_token",
+        # e2b
+        "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -117,6 +121,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "not_fast_forward", "repo_exists",
         # library
         "item_corrupt",
+        # e2b
+        "e2b_sandbox_paused", "e2b_sandbox_running", "e2b_sandbox_busy",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -135,11 +141,15 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "decision_failed", "decision_unreadable",
         # git
         "git_failed",
+        # e2b
+        "sandbox_failed",
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",
         # cli (the first start)
         "node_cannot_boot",
+        # e2b
+        "node_unavailable",
     ),
     Kind.NOT_BUILT: (
         "not_available",

@@ -46,7 +46,8 @@ HERE = Path(__file__).resolve().parent
 GUEST_FILES = {"channeld.py": HERE.parent / "guest" / "channeld.py",
                "channel.py": HERE.parent / "channel.py",
                "harness.py": HERE.parent / "guest" / "harness.py",
-               "contract.py": HERE.parent / "guest" / "contract.py"}
+               "contract.py": HERE.parent / "guest" / "contract.py",
+               "envd.py": HERE.parent / "guest" / "envd.py"}
 INIT = HERE / "init.sh"
 BUSYBOX = Path("/bin/busybox")
 TOOLS = {"apt-get": "apt", "dpkg": "dpkg", "debootstrap": "debootstrap", "lz4": "lz4",

@@ -58,6 +58,8 @@ GUEST_SERVICES = SERVICES
 UNKNOWN_OP, NODE_FAILED = "unknown_op", "node_failed"
 #: Each agent's microVM, unless the hub asks otherwise.
 DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
+#: The role a sandbox VM is started with (the E2B API's sandboxes run no harness).
+SANDBOX_ROLE = "sandbox"
 HARNESS_ARGV = ["/usr/bin/python3", "-u", "-B", "/opt/apz/harness.py"]
 BOOT_TIMEOUT_S = 90.0
 
@@ -111,6 +113,8 @@ class Run:
         self.stopping = False
         self.sleeping = False
         self.console: ConsoleTail | None = None
+        #: A sandbox VM (the E2B API's) runs no harness: the SDK drives it through the ``envd`` op.
+        self.sandbox = False
 
     def start(self) -> None:
         self._tail_console()
@@ -132,7 +136,8 @@ class Run:
         """Carry the (new) channel's guest streams, run the harness, watch the process."""
         self._tail_console()
         threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
-        self._start_harness()
+        if not self.sandbox:
+            self._start_harness()
         threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
 
     def sleep(self) -> dict:
@@ -284,6 +289,9 @@ class Node:
             if op == "events":
                 self._event_streams.append(st)
                 return
+            if op == "envd":
+                self.op_envd(st)
+                return
             st.read_all(timeout=30)
             result = getattr(self, f"op_{op}")(st.meta) if op in OPS else error(UNKNOWN_OP, f"no op {op!r}")
         except Exception as e:  # noqa: BLE001 - every request gets an answer that says why
@@ -293,6 +301,21 @@ class Node:
             st.close()
         except (ChannelClosed, StreamReset):
             pass
+
+    def op_envd(self, st) -> None:
+        """Carry one E2B SDK request (the stream's bytes, both ways) to a sandbox VM's ``envd`` service.
+        Only a machine started as a sandbox is reached: an agent's guest never sees this stream."""
+        with self.lock:
+            run = self.runs.get(int(st.meta.get("cid") or 0))
+        if run is None or not run.sandbox or run.sleeping:
+            st.reset("no running sandbox with that cid")
+            return
+        try:
+            guest = run.machine.channel.open("envd")
+        except Exception as e:  # noqa: BLE001 - a waking or gone machine: the gateway answers 502
+            st.reset(f"{type(e).__name__}: {e}")
+            return
+        splice_streams(st, guest)
 
     def op_facts(self, meta: dict) -> dict:
         # ``blockers``: why a microVM cannot boot here now (no QEMU; no guest image and no way to build one).
@@ -334,12 +357,14 @@ class Node:
         spec = self._spec(cid, meta)
         changed = identity is not None and self.identity(cid) != identity
         if changed and meta.get("fork_of") is not None:
-            return self._fork(cid, spec, int(meta["fork_of"]), str(meta.get("checkpoint") or ""), identity)
+            return self._fork(cid, spec, int(meta["fork_of"]), str(meta.get("checkpoint") or ""), identity,
+                              meta.get("role") == SANDBOX_ROLE)
         m = self.backend.machine(spec, self.vms_dir)
         if meta.get("wipe") or changed:
             m.wipe()
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
+        run.sandbox = meta.get("role") == SANDBOX_ROLE
         with self.lock:
             self.runs[cid] = run
         try:
@@ -351,7 +376,8 @@ class Node:
         return {"boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
                 "jailed": m.jailed, "notes": m.notes}
 
-    def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str) -> dict:
+    def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str,
+              sandbox: bool = False) -> dict:
         """A new machine for ``cid`` from a copy of ``source``'s machine at ``checkpoint``: its disk layers
         and its memory, so it resumes where the source was; then a harness of its own is started."""
         if not checkpoint:
@@ -369,6 +395,7 @@ class Node:
         _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir)
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
+        run.sandbox = sandbox
         with self.lock:
             self.runs[cid] = run
         try:
