@@ -186,6 +186,9 @@ class AgentRuntime:
             return
         for s in list(self.sessions.values()):
             s.cancel(HELD_MESSAGE)
+        sandboxes = getattr(self.hub, "e2b", None)
+        if sandboxes is not None:  # STOP ALL ends every E2B sandbox too (runtime/e2b.py)
+            sandboxes.end_all(HELD_MESSAGE)
 
     # -- checkpoints (vmm's checkpoint, restore, delete) --------------------------------------------
     def checkpoint_op(self, cid: int, op: str, **meta) -> dict:

@@ -1,0 +1,116 @@
+"""The unmodified E2B Python SDK against a real hub, its node gateway and real sandbox microVMs.
+
+Few boots on purpose (each takes seconds under TCG): one sandbox is driven through commands, files,
+timeout, list, pause and connect, then killed; a second one is ended by STOP ALL. Run under
+``flock /tmp/apz-vm.lock``."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from support.deadline import until
+from support.hubproc import HubProcess, free_port
+
+e2b = pytest.importorskip("e2b")  # a test extra: pip install -e '.[test]'
+
+pytestmark = pytest.mark.vm
+IMAGES = os.environ.get("APZ_IMAGE_DIR") or str(
+    Path(os.environ["APZ_DATA_DIR"]) / "images" if os.environ.get("APZ_DATA_DIR")
+    else Path.home() / ".local/share/agentplaza/images")
+
+
+@pytest.fixture(scope="module")
+def plaza(tmp_path_factory):
+    from agentplaza.config import Folders
+
+    root = tmp_path_factory.mktemp("e2b")
+    folders = Folders(root / "state", root / "config", root / "data").make()
+    port = free_port()
+    h = HubProcess(folders, args=("--e2b-gateway-port", str(port)))
+    h.env["APZ_IMAGE_DIR"] = IMAGES
+    h.env["APZ_PRICE_FETCH"] = "off"
+    h.start(timeout=120)
+    key = h.client().post("/v1/e2b/keys", json={"label": "sdk"}).json()
+    env = {"E2B_API_URL": f"{h.url}/e2b", "E2B_API_KEY": key["key"], "E2B_SANDBOX_URL": f"http://127.0.0.1:{port}"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield h, key
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        h.stop()
+
+
+def test_sdk_drives_a_sandbox_vm(plaza):
+    h, key = plaza
+    from e2b import Sandbox, SandboxQuery
+
+    tag = uuid.uuid4().hex[:8]
+    sbx = Sandbox.create(metadata={"suite": tag}, envs={"GREETING": "hello from the plaza"}, timeout=300)
+    try:
+        r = sbx.commands.run("echo hi")
+        assert r.stdout == "hi\n" and r.exit_code == 0
+        assert sbx.commands.run("echo $GREETING").stdout.strip() == "hello from the plaza"
+        failed = pytest.raises(e2b.CommandExitException, sbx.commands.run, "echo oops >&2; exit 3")
+        assert failed.value.exit_code == 3 and "oops" in failed.value.stderr
+
+        seen: list = []
+        bg = sbx.commands.run("for i in 1 2 3; do echo line$i; sleep 0.3; done", background=True)
+        assert bg.pid > 0
+        done = bg.wait(on_stdout=seen.append)  # the sync SDK streams a background command's output here
+        assert done.exit_code == 0 and "".join(seen).split() == ["line1", "line2", "line3"]
+
+        sbx.files.write("/workspace/notes/a.txt", "kept across a pause")
+        assert sbx.files.read("/workspace/notes/a.txt") == "kept across a pause"
+        names = [e.name for e in sbx.files.list("/workspace/notes")]
+        assert names == ["a.txt"]
+        assert sbx.files.exists("/workspace/notes/a.txt") and not sbx.files.exists("/workspace/none")
+
+        before = sbx.get_info().end_at
+        sbx.set_timeout(1200)
+        assert sbx.get_info().end_at > before
+
+        mine = Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items()
+        assert [s.sandbox_id for s in mine] == [sbx.sandbox_id]
+        assert Sandbox.list(query=SandboxQuery(metadata={"suite": "other"})).next_items() == []
+
+        sleeper = sbx.commands.run("sleep 900", background=True)
+        sbx.pause()
+        listed = h.client().get("/v1/e2b/sandboxes").json()["sandboxes"]
+        assert [s["state"] for s in listed if s["id"] == sbx.sandbox_id] == ["paused"]
+
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.files.read("/workspace/notes/a.txt") == "kept across a pause"
+        assert sleeper.pid in [p.pid for p in again.commands.list()]
+        assert again.commands.run("echo awake").stdout == "awake\n"
+    finally:
+        sbx.kill()
+    assert Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items() == []
+
+
+def test_stop_all_ends_sandboxes_and_refuses_creates(plaza):
+    h, key = plaza
+    from e2b import Sandbox, SandboxException
+
+    sbx = Sandbox.create(timeout=300)
+    try:
+        assert sbx.commands.run("echo up").stdout == "up\n"
+        assert h.client().post("/v1/plaza/stop", json={"reason": "e2b test"}).status_code == 200
+        until("STOP ALL ended the sandbox",
+              lambda: h.client().get("/v1/e2b/sandboxes").json()["sandboxes"] == [], timeout=60)
+        with pytest.raises(SandboxException) as refused:
+            Sandbox.create(timeout=60)
+        assert "409" in str(refused.value) or "held" in str(refused.value).lower()
+        r = httpx.post(f"{h.url}/e2b/v2/sandboxes", json={"templateID": "base"},
+                       headers={"X-API-Key": key["key"]}, timeout=30)
+        assert r.status_code == 409
+    finally:
+        h.client().post("/v1/plaza/resume", json={"reason": "e2b test done"})
