@@ -16,9 +16,9 @@ from starlette.applications import Starlette
 from ..adapters.kvm.link import NodeError
 from ..adapters.providers.presets import ANTHROPIC
 from ..config import DEFAULT_BIND, folders
-from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
 from ..runtime.e2b import sandboxes_of
 from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway
+from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
 from ..runtime.fleet import AgentRuntime
 from ..runtime.modelrelay import GatewayCall
 from . import ws

@@ -15,7 +15,7 @@ import pytest
 from support.deadline import until
 from support.hubproc import HubProcess, cli, free_port
 
-from agentplaza.runtime.e2bgate import Gateway, parse_head, sandbox_named
+from agentplaza.runtime.e2bgate import BadRequest, Gateway, parse_head, sandbox_named
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_gateway_routing_refusals_and_audit_lines():
     assert sandbox_named({"e2b-sandbox-id": "iabc"}) == "iabc"
     assert sandbox_named({"host": "49983-iabc.e2b.local"}) == "iabc"
     assert sandbox_named({"host": "49983-iabc"}) is None and sandbox_named({"host": "evil.com"}) is None
-    with pytest.raises(Exception):
+    with pytest.raises(BadRequest):
         parse_head(b"GARBAGE")
     lines: list = []
     gw = Gateway(_NoSandboxes(), free_port(), out=lines.append).start()

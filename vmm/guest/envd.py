@@ -238,7 +238,7 @@ def entry(path: str) -> dict:
     e = {"name": os.path.basename(path) or "/", "type": kind, "path": path, "size": str(st.st_size),
          "mode": stat.S_IMODE(st.st_mode), "permissions": stat.filemode(st.st_mode),
          "owner": "root" if st.st_uid == 0 else str(st.st_uid), "group": "root" if st.st_gid == 0 else str(st.st_gid),
-         "modifiedTime": dt.datetime.fromtimestamp(st.st_mtime, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+         "modifiedTime": dt.datetime.fromtimestamp(st.st_mtime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
     if stat.S_ISLNK(st.st_mode):
         e["symlinkTarget"] = os.readlink(path)
         e["isSymlink"] = True
