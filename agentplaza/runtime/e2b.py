@@ -19,10 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,6 +59,75 @@ SANDBOX_VCPUS, SANDBOX_MEMORY_MIB, SANDBOX_DISK_MB = 1, 256, 1024
 BOOT_TIMEOUT_S = 180.0
 #: The sandbox states of E2B's API.
 RUNNING, PAUSED = "running", "paused"
+
+
+#: A network rule's fields (E2B's SandboxNetworkConfig as the SDK sends it); any other is refused.
+NETWORK_FIELDS = frozenset({"allow_out", "deny_out", "allowOut", "denyOut"})
+
+
+def check_rules(network: dict) -> dict:
+    """``{"allowOut": [...], "denyOut": [...]}`` from a request's network config, or Refusal.
+    allowOut: a name, ``*.`` and a name (subdomains only), an IP address or a CIDR block; denyOut: an IP
+    address or a CIDR block (``0.0.0.0/0`` denies every host)."""
+    if not isinstance(network, dict) or set(network) - NETWORK_FIELDS:
+        extra = sorted(set(network) - NETWORK_FIELDS) if isinstance(network, dict) else ["network"]
+        raise Refusal("e2b_field_not_served", f"this hub does not serve the network field(s) {', '.join(extra)}")
+    allow = network.get("allowOut", network.get("allow_out")) or []
+    deny = network.get("denyOut", network.get("deny_out")) or []
+    if not isinstance(allow, list) or not isinstance(deny, list) or \
+            not all(isinstance(x, str) for x in [*allow, *deny]):
+        raise Refusal("invalid_request", "allowOut and denyOut are lists of strings")
+    for d in deny:
+        try:
+            ipaddress.ip_network(d, strict=False)
+        except ValueError:
+            raise Refusal("invalid_request", f"denyOut takes an IP address or a CIDR block, not {d!r}") from None
+    for a in allow:
+        try:
+            ipaddress.ip_network(a, strict=False)
+        except ValueError:
+            name = a[2:] if a.startswith("*.") else a
+            if not name or any(c not in "abcdefghijklmnopqrstuvwxyz0123456789.-_" for c in name.lower()):
+                raise Refusal("invalid_request", f"allowOut takes a name, *.name, an IP or a CIDR, not {a!r}") from None
+    return {"allowOut": list(allow), "denyOut": list(deny)}
+
+
+def _in_nets(addr: str, entries: list) -> str | None:
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return None
+    for e in entries:
+        try:
+            if ip in ipaddress.ip_network(e, strict=False):
+                return e
+        except ValueError:
+            continue
+    return None
+
+
+def rule_verdict(rules: dict, host: str, resolve=None) -> str | None:
+    """Why the sandbox's rules refuse ``host``, or None. An allowed entry wins over a denied one; the
+    deny list also applies to the addresses a name resolves to."""
+    h = host.lower().rstrip(".")
+    for a in rules.get("allowOut") or []:
+        a = a.lower()
+        if a.startswith("*.") and h.endswith(a[1:]) and h != a[2:]:
+            return None
+        if h == a or _in_nets(h, [a]):
+            return None
+    deny = rules.get("denyOut") or []
+    if not deny:
+        return None
+    hit = _in_nets(h, deny)
+    if hit is None:
+        try:
+            addrs = [h] if _in_nets(h, ["0.0.0.0/0", "::/0"]) else \
+                [i[4][0] for i in (resolve or socket.getaddrinfo)(h, 443, type=socket.SOCK_STREAM)]
+        except OSError:
+            addrs = []
+        hit = next((e for e in (_in_nets(x, deny) for x in addrs) if e), None)
+    return f"the sandbox's denyOut refuses {host} ({hit})" if hit else None
 
 
 def _now() -> dt.datetime:
@@ -122,6 +193,15 @@ class Keys:
         with self.lock:
             rows = self._read()
         return next((r["id"] for r in rows if hmac.compare_digest(r["sha256"], h)), None)
+
+
+@dataclass(frozen=True)
+class SandboxParty:
+    """A sandbox as the laws see it: its CID and the role ``sandbox`` (never an agent's role)."""
+
+    cid: int
+    role: str = SANDBOX_ROLE
+    tier: str = "worker"
 
 
 @dataclass
@@ -200,6 +280,7 @@ class Sandboxes:
         self._refuse_if_held()
         if template not in (BASE_TEMPLATE, "e2bdev/base"):
             raise Refusal("e2b_template_not_found", f"template '{template}' not found")
+        network = check_rules(network)
         link = self.link  # no node: refused before anything is made
         ttl = DEFAULT_TIMEOUT_S if timeout is None else timeout
         if not 1 <= ttl <= MAX_TIMEOUT_S:
@@ -315,6 +396,16 @@ class Sandboxes:
         if woke:
             self._event(sb, "resumed")
         return sb, woke
+
+    def by_cid(self, cid: int) -> Sandbox | None:
+        with self.lock:
+            return next((s for s in self.items.values() if s.cid == cid), None)
+
+    def set_network(self, sid: str, network: dict) -> None:
+        """New rules; they apply to the sandbox's next connection (the proxy asks on every CONNECT)."""
+        sb = self.get(sid)
+        sb.network = check_rules(network)
+        self._event(sb, "network", **sb.network)
 
     def running_cid(self, sid: str, token: str | None) -> int:
         """The CID the gateway carries a request to; refuses a wrong access token or a paused sandbox."""

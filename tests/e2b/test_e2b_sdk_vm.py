@@ -114,3 +114,40 @@ def test_stop_all_ends_sandboxes_and_refuses_creates(plaza):
         assert r.status_code == 409
     finally:
         h.client().post("/v1/plaza/resume", json={"reason": "e2b test done"})
+
+
+GUEST_CONNECT = r"""
+import socket, sys
+for target in sys.argv[1:]:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    print(target, s.makefile("rb").readline().decode().strip(), flush=True)
+"""
+
+
+def test_network_rules_deny_a_host_and_allow_wins(plaza):
+    h, key = plaza
+    from e2b import Sandbox
+
+    sbx = Sandbox.create(timeout=300, network={"deny_out": ["0.0.0.0/0"], "allow_out": ["1.0.0.1"]})
+    try:
+        sbx.files.write("/workspace/connect.py", GUEST_CONNECT)
+        out = sbx.commands.run("python3 /workspace/connect.py 1.1.1.1:443 1.0.0.1:443", timeout=120).stdout
+        answers = dict(line.split(" ", 1) for line in out.strip().splitlines())
+        assert answers["1.1.1.1:443"].startswith("HTTP/1.1 403"), answers  # denied by denyOut
+        assert not answers["1.0.0.1:443"].startswith("HTTP/1.1 403"), answers  # allowOut wins (200, or 502 offline)
+        # the proxy's environment is the sandbox's own: a process sees it
+        assert "127.0.0.1:3128" in sbx.commands.run("echo $https_proxy").stdout
+        # new rules apply to the next connection: now nothing is denied but the laws' private ranges
+        r = httpx.put(f"{h.url}/e2b/sandboxes/{sbx.sandbox_id}/network", json={"deny_out": []},
+                      headers={"X-API-Key": key["key"]}, timeout=30)
+        assert r.status_code == 204, r.text
+        out = sbx.commands.run("python3 /workspace/connect.py 1.1.1.1:443 10.0.0.1:443", timeout=120).stdout
+        answers = dict(line.split(" ", 1) for line in out.strip().splitlines())
+        assert not answers["1.1.1.1:443"].startswith("HTTP/1.1 403"), answers
+        assert answers["10.0.0.1:443"].startswith("HTTP/1.1 403"), answers  # the laws' private ranges stay
+        bad = httpx.put(f"{h.url}/e2b/sandboxes/{sbx.sandbox_id}/network", json={"deny_out": ["example.com"]},
+                        headers={"X-API-Key": key["key"]}, timeout=30)
+        assert bad.status_code == 422
+    finally:
+        sbx.kill()

@@ -25,6 +25,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -36,8 +37,16 @@ import urllib.parse
 ENVD_VERSION = "0.5.1"
 #: The sandbox user's home and the default working directory (the root filesystem is read-only).
 HOME = "/workspace"
+#: Outbound connections go through this local proxy, carried to the hub's egress proxy (service
+#: ``egress``), where the sandbox's network rules and the laws (role ``sandbox``) decide each one.
+PROXY_PORT = 3128
+_PROXY = f"http://127.0.0.1:{PROXY_PORT}"
 DEFAULT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               "HOME": HOME, "LANG": "C.UTF-8", "USER": "user"}
+               "HOME": HOME, "LANG": "C.UTF-8", "USER": "user",
+               "http_proxy": _PROXY, "https_proxy": _PROXY, "HTTP_PROXY": _PROXY, "HTTPS_PROXY": _PROXY,
+               "no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
+#: The guest's door to the hub (channeld's unix socket; the first line names the service).
+CHANNEL_SOCK = "/run/apz/channel.sock"
 #: The longest request head and body the daemon reads.
 HEAD_MAX, BODY_MAX = 64 << 10, 256 << 20
 #: Connect's envelope flags: a compressed message (refused), the end of a stream.
@@ -376,6 +385,60 @@ UNARY = {"/process.Process/List": proc_list, "/process.Process/SendInput": proc_
          "/filesystem.Filesystem/RemoveWatcher": fs_remove_watcher}
 STREAMS = {"/process.Process/Start": proc_start, "/process.Process/Connect": proc_connect,
            "/filesystem.Filesystem/WatchDir": fs_watch}
+
+
+# -- the egress forwarder ------------------------------------------------------------------------
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _forward(conn: socket.socket) -> None:
+    up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        up.connect(CHANNEL_SOCK)
+        up.sendall(b"egress\n")
+    except OSError:
+        conn.close()
+        up.close()
+        return
+    t = threading.Thread(target=_pipe, args=(up, conn), daemon=True)
+    t.start()
+    _pipe(conn, up)
+    t.join()
+    conn.close()
+    up.close()
+
+
+def start_forwarder() -> None:
+    """127.0.0.1:PROXY_PORT: each connection, as it is, to the hub's egress proxy."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        srv.bind(("127.0.0.1", PROXY_PORT))
+    except OSError:
+        return  # already serving
+    srv.listen(64)
+
+    def serve() -> None:
+        while True:
+            conn, _ = srv.accept()
+            threading.Thread(target=_forward, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+start_forwarder()
 
 
 # -- HTTP over one channel stream -----------------------------------------------------------------

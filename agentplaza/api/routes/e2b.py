@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...domain.base import Refusal
-from ...runtime.e2b import BASE_TEMPLATE, PAUSED, RUNNING, sandboxes_of
+from ...runtime.e2b import BASE_TEMPLATE, NETWORK_FIELDS, PAUSED, RUNNING, sandboxes_of
 from ...runtime.e2bgate import DEFAULT_GATEWAY_PORT
 from ..errors import ApiError, read_raw, status_of
 from ..kit import api_of, endpoint
@@ -30,7 +30,7 @@ from ..kit import api_of, endpoint
 E2B_PREFIX = "/e2b"
 #: The fields of a create the hub serves (E2B's NewSandbox / NewSandboxV2); any other is refused.
 CREATE_FIELDS = frozenset({"templateID", "timeout", "autoPause", "autoPauseMemory", "metadata", "envVars",
-                           "secure"})
+                           "secure", "network", "allow_internet_access"})
 #: The SDK's ``secure`` is always on here (every request to a sandbox carries its access token).
 TIMEOUT_FIELDS, CONNECT_FIELDS = frozenset({"timeout"}), frozenset({"timeout", "memory"})
 REFRESH_FIELDS, RESUME_FIELDS = frozenset({"duration"}), frozenset({"timeout", "autoPause"})
@@ -112,8 +112,26 @@ async def create(request: Request, key_id: str) -> Response:
         raise ApiError("e2b_field_not_served", "autoPauseMemory false (a filesystem-only auto-pause) is not served")
     sb = await _run(lambda: sandboxes_of(api_of(request).hub).create(
         key_id, template, _int(data, "timeout"), _strings(data, "metadata"), _strings(data, "envVars"),
-        bool(data.get("autoPause")), {}))
+        bool(data.get("autoPause")), _network(data)))
     return JSONResponse(sb.created(), status_code=201)
+
+
+def _network(data: dict) -> dict:
+    """The create's network rules; ``allow_internet_access: false`` is ``denyOut 0.0.0.0/0``."""
+    net = data.get("network") or {}
+    if not isinstance(net, dict):
+        raise ApiError("invalid_request", "network is an object")
+    if data.get("allow_internet_access") is False:
+        net = {**net, "denyOut": [*(net.get("denyOut") or net.get("deny_out") or []), "0.0.0.0/0"]}
+        net.pop("deny_out", None)
+    return net
+
+
+@e2b
+async def network(request: Request, key_id: str) -> Response:
+    data = await _body(request, NETWORK_FIELDS)
+    sandboxes_of(api_of(request).hub).set_network(request.path_params["id"], data)
+    return Response(status_code=204)
 
 
 def _metadata_query(request: Request) -> dict:
@@ -263,6 +281,7 @@ ROUTES = [
     Route(E2B_PREFIX + "/sandboxes/{id}/pause", pause, methods=["POST"]),
     Route(E2B_PREFIX + "/sandboxes/{id}/resume", resume, methods=["POST"]),
     Route(E2B_PREFIX + "/sandboxes/{id}/connect", connect, methods=["POST"]),
+    Route(E2B_PREFIX + "/sandboxes/{id}/network", network, methods=["PUT"]),
     Route(E2B_PREFIX + "/v2/sandboxes/{id}/connect", connect, methods=["POST"]),
     Route("/v1/e2b/keys", keys_list),
     Route("/v1/e2b/keys", keys_create, methods=["POST"]),
