@@ -55,7 +55,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # hub mcp
         "unknown_tool",
         # e2b
-        "e2b_field_not_served",
+        "e2b_field_not_served", "e2b_image_not_served", "e2b_step_not_served",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -96,7 +96,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # hub mcp
         "no_orchestrator", "unknown_token",
         # e2b
-        "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found",
+        "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found", "e2b_build_not_found",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -122,7 +122,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # library
         "item_corrupt",
         # e2b
-        "e2b_sandbox_paused", "e2b_sandbox_running", "e2b_sandbox_busy",
+        "e2b_sandbox_paused", "e2b_sandbox_running", "e2b_sandbox_busy", "e2b_build_started",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

@@ -34,6 +34,7 @@ from typing import Any
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
+from .e2btemplates import BASE_IMAGE, Templates
 
 log = logging.getLogger("apid.e2b")
 
@@ -254,6 +255,7 @@ class Sandboxes:
         self.next_cid = FIRST_SANDBOX_CID
         self.stopped = threading.Event()
         self.gateway_port: int | None = None
+        self.templates = Templates(self)
 
     # -- the node -------------------------------------------------------------------------------
     @property
@@ -278,27 +280,29 @@ class Sandboxes:
     def create(self, key_id: str, template: str, timeout: int | None, metadata: dict, env: dict,
                auto_pause: bool, network: dict) -> Sandbox:
         self._refuse_if_held()
-        if template not in (BASE_TEMPLATE, "e2bdev/base"):
-            raise Refusal("e2b_template_not_found", f"template '{template}' not found")
+        build = None
+        if template not in (BASE_TEMPLATE, BASE_IMAGE):
+            build = self.templates.resolve(template)
+            if build is None:
+                raise Refusal("e2b_template_not_found", f"template '{template}' not found")
         network = check_rules(network)
         link = self.link  # no node: refused before anything is made
         ttl = DEFAULT_TIMEOUT_S if timeout is None else timeout
         if not 1 <= ttl <= MAX_TIMEOUT_S:
             raise Refusal("invalid_request", f"timeout is 1 to {MAX_TIMEOUT_S} seconds")
-        with self.lock:
-            cid = self.next_cid
-            self.next_cid += 1
+        cid = self.new_cid()
         now = _now()
-        sb = Sandbox(id="i" + secrets.token_hex(10), cid=cid, template_id=BASE_TEMPLATE, client_id=key_id,
-                     metadata=dict(metadata), env=dict(env), timeout_s=ttl, auto_pause=auto_pause,
+        sb = Sandbox(id="i" + secrets.token_hex(10), cid=cid, template_id=build.template_id if build else BASE_TEMPLATE,
+                     client_id=key_id, metadata=dict(metadata), env={**(build.env if build else {}), **env}, timeout_s=ttl, auto_pause=auto_pause,
                      started_at=now, end_at=now + dt.timedelta(seconds=ttl),
                      access_token=secrets.token_urlsafe(24), network=dict(network))
         with self.lock:
             self.items[sb.id] = sb
             self.busy.add(sb.id)
         try:
+            how = {"fork_of": build.cid, "checkpoint": build.checkpoint} if build else {"wipe": True}
             answer = link.request("start", timeout=BOOT_TIMEOUT_S, cid=cid, identity=f"sandbox:{sb.id}",
-                                       role=SANDBOX_ROLE, wipe=True)
+                                  role=SANDBOX_ROLE, **how)
             self._init(sb)
         except Exception as e:
             with self.lock:
@@ -311,6 +315,7 @@ class Sandboxes:
         if self.held():  # STOP ALL came while it booted: it does not outlive the hold
             self.kill(sb.id)
             self._refuse_if_held()
+        sb.alias = template
         self._event(sb, "created", boot_s=answer.get("boot_s"), template=template)
         return sb
 
@@ -322,6 +327,12 @@ class Sandboxes:
         status, _ = envd_call(self.link, sb.cid, "POST", "/init", body)
         if status >= 300:
             raise RuntimeError(f"the sandbox's daemon answered {status} to /init")
+
+    def new_cid(self) -> int:
+        with self.lock:
+            cid = self.next_cid
+            self.next_cid += 1
+        return cid
 
     def get(self, sid: str) -> Sandbox:
         with self.lock:

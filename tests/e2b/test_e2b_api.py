@@ -129,3 +129,31 @@ def test_gateway_routing_refusals_and_audit_lines():
     finally:
         gw.close()
     assert json.dumps(lines)
+
+
+def test_template_requests_refuse_what_is_not_served(hub):
+    key = make_key(hub)["key"]
+    with httpx.Client(base_url=hub.url, timeout=30, headers={"X-API-Key": key}) as c:
+        r = c.post("/e2b/v3/templates", json={"name": "web:v1", "cpuCount": 1, "memoryMB": 256, "minFreeDiskMb": 0})
+        assert r.status_code == 202, r.text
+        made = r.json()
+        assert made["names"] == ["web"] and made["tags"] == ["v1"]
+        tid, bid = made["templateID"], made["buildID"]
+        assert c.post("/e2b/v3/templates", json={"name": "web", "cpuCount": 4}).status_code == 422
+        assert c.post("/e2b/v3/templates", json={"name": "bad name!"}).status_code == 422
+        path = f"/e2b/v2/templates/{tid}/builds/{bid}"
+        copy = c.post(path, json={"fromImage": "e2bdev/base", "steps": [{"type": "COPY", "args": ["a", "b"]}]})
+        assert copy.status_code == 422 and "COPY" in copy.json()["message"]
+        image = c.post(path, json={"fromImage": "python:3.12", "steps": []})
+        assert image.status_code == 422 and "e2bdev/base" in image.json()["message"]
+        assert c.post(path, json={"fromImage": "e2bdev/base", "registry": {}}).status_code == 422
+        status = c.get(f"/e2b/templates/{tid}/builds/{bid}/status").json()
+        assert status["status"] == "waiting" and status["templateID"] == tid
+        assert c.get(f"/e2b/templates/{tid}/builds/nope/status").status_code == 404
+        assert c.get(f"/e2b/templates/{tid}/files/abc").status_code == 422
+        assert [t["names"] for t in c.get("/e2b/templates").json()] == [["web"]]
+    r = cli(hub, "e2b", "templates")
+    assert r.returncode == 0 and "web" in r.stdout, r.stderr
+    r = cli(hub, "e2b", "delete-template", tid, "--yes")
+    assert r.returncode == 0, r.stderr
+    assert hub.client().get("/v1/e2b/templates").json()["templates"] == []

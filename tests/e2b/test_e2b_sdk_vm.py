@@ -151,3 +151,43 @@ def test_network_rules_deny_a_host_and_allow_wins(plaza):
         assert bad.status_code == 422
     finally:
         sbx.kill()
+
+
+def test_template_build_then_build_cached_then_a_warm_sandbox(plaza):
+    h, key = plaza
+    from e2b import BuildException, Sandbox, Template
+
+    name = "tpl-" + uuid.uuid4().hex[:6]
+
+    def template():
+        return (Template().from_base_image()
+                .run_cmd("echo one > /workspace/one")
+                .run_cmd("echo built step two")
+                .set_start_cmd("while true; do date +%s%N > /tmp/tick; sleep 0.3; done", "test -s /tmp/tick"))
+
+    first: list = []
+    Template.build(template(), name, on_build_logs=lambda e: first.append(e.message))
+    assert "built step two" in first and "Build cached" not in first
+    second: list = []
+    Template.build(template(), name, on_build_logs=lambda e: second.append(e.message))
+    assert "Build cached" in second
+    rows = h.client().get("/v1/e2b/templates").json()["templates"]
+    assert [(r["names"], r["buildStatus"], r["tags"]) for r in rows if r["names"] == [name]] == \
+        [([name], "ready", ["default"])]
+
+    sbx = Sandbox.create(name, timeout=300)
+    try:
+        assert sbx.files.read("/workspace/one") == "one\n"  # what the steps made
+        # warm: the start command's loop, in the snapshot's memory, still runs (/tmp is the guest's RAM)
+        t0 = sbx.files.read("/tmp/tick")
+        until("the start command still ticks", lambda: sbx.files.read("/tmp/tick") != t0, timeout=30)
+    finally:
+        sbx.kill()
+
+    with pytest.raises(BuildException) as failed:
+        Template.build(Template().from_base_image().run_cmd("echo before; exit 4"), name + "-bad")
+    assert "exited 4" in str(failed.value)
+    bad = [r for r in h.client().get("/v1/e2b/templates").json()["templates"] if r["names"] == [name + "-bad"]]
+    assert bad[0]["buildStatus"] == "error" and "exited 4" in bad[0]["reason"]
+    with pytest.raises(Exception, match="only e2bdev/base"):
+        Template.build(Template().from_image("python:3.12"), name + "-img")

@@ -216,6 +216,64 @@ async def resume(request: Request, key_id: str) -> Response:
     return JSONResponse(sb.created(), status_code=201)
 
 
+# -- templates and builds --------------------------------------------------------------------------
+async def _any_body(request: Request) -> dict:
+    raw = await read_raw(request)
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError as e:
+        raise ApiError("bad_json", f"the body is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ApiError("invalid_request", "the body must be a JSON object")
+    return data
+
+
+@e2b
+async def template_request(request: Request, key_id: str) -> Response:
+    data = await _any_body(request)
+    made = sandboxes_of(api_of(request).hub).templates.request(data)
+    return JSONResponse(made, status_code=202)
+
+
+@e2b
+async def build_start(request: Request, key_id: str) -> Response:
+    data = await _any_body(request)
+    p = request.path_params
+    await _run(sandboxes_of(api_of(request).hub).templates.trigger, p["id"], p["build"], data)
+    return Response(status_code=202)
+
+
+@e2b
+async def build_status(request: Request, key_id: str) -> dict:
+    p = request.path_params
+    offset = api_of(request).int_param(request, "logsOffset", 0, 0)
+    return sandboxes_of(api_of(request).hub).templates.status(p["id"], p["build"], offset)
+
+
+@e2b
+async def build_logs(request: Request, key_id: str) -> dict:
+    p = request.path_params
+    offset = api_of(request).int_param(request, "cursor", 0, 0)
+    view = sandboxes_of(api_of(request).hub).templates.status(p["id"], p["build"], offset)
+    return {"logs": view["logEntries"]}
+
+
+@e2b
+async def template_files(request: Request, key_id: str) -> dict:
+    raise ApiError("e2b_step_not_served", "COPY steps (file uploads) are not served by this hub yet")
+
+
+@e2b
+async def templates_list(request: Request, key_id: str) -> list:
+    return sandboxes_of(api_of(request).hub).templates.list()
+
+
+@e2b
+async def template_delete(request: Request, key_id: str) -> Response:
+    await _run(sandboxes_of(api_of(request).hub).templates.delete, request.path_params["id"])
+    return Response(status_code=204)
+
+
 # -- the owner's side (/v1/e2b) -------------------------------------------------------------------
 @endpoint
 async def keys_list(request: Request) -> dict:
@@ -269,6 +327,17 @@ async def owner_resume(request: Request) -> dict:
     return {"resumed": sb.id, "state": sb.state}
 
 
+@endpoint
+async def owner_templates(request: Request) -> dict:
+    return {"templates": sandboxes_of(api_of(request).hub).templates.list()}
+
+
+@endpoint
+async def owner_template_delete(request: Request) -> dict:
+    await _run(sandboxes_of(api_of(request).hub).templates.delete, request.path_params["id"])
+    return {"deleted": request.path_params["id"]}
+
+
 ROUTES = [
     Route(E2B_PREFIX + "/sandboxes", create, methods=["POST"]),
     Route(E2B_PREFIX + "/v2/sandboxes", create, methods=["POST"]),
@@ -283,6 +352,16 @@ ROUTES = [
     Route(E2B_PREFIX + "/sandboxes/{id}/connect", connect, methods=["POST"]),
     Route(E2B_PREFIX + "/sandboxes/{id}/network", network, methods=["PUT"]),
     Route(E2B_PREFIX + "/v2/sandboxes/{id}/connect", connect, methods=["POST"]),
+    Route(E2B_PREFIX + "/v3/templates", template_request, methods=["POST"]),
+    Route(E2B_PREFIX + "/v2/templates/{id}/builds/{build}", build_start, methods=["POST"]),
+    Route(E2B_PREFIX + "/templates/{id}/builds/{build}/status", build_status),
+    Route(E2B_PREFIX + "/templates/{id}/builds/{build}/logs", build_logs),
+    Route(E2B_PREFIX + "/templates/{id}/files/{hash}", template_files),
+    Route(E2B_PREFIX + "/templates", templates_list),
+    Route(E2B_PREFIX + "/v2/templates", templates_list),
+    Route(E2B_PREFIX + "/templates/{id}", template_delete, methods=["DELETE"]),
+    Route("/v1/e2b/templates", owner_templates),
+    Route("/v1/e2b/templates/{id}", owner_template_delete, methods=["DELETE"]),
     Route("/v1/e2b/keys", keys_list),
     Route("/v1/e2b/keys", keys_create, methods=["POST"]),
     Route("/v1/e2b/keys/{id}", keys_revoke, methods=["DELETE"]),

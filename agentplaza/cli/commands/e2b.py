@@ -1,5 +1,6 @@
 """agentplaza e2b keys list|create --label L|revoke ID [--yes] | sandboxes | kill ID [--yes] | pause ID |
-resume ID: the E2B API's keys and sandboxes (see docs/e2b.md)."""
+resume ID | templates | delete-template ID [--yes]: the E2B API's keys, sandboxes and templates
+(see docs/e2b.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ..output import refuse, table
 
 KEY_COLUMNS = ["id", "label", "created"]
 SANDBOX_COLUMNS = ["id", "cid", "template", "state", "started", "ends"]
+TEMPLATE_COLUMNS = ["templateID", "names", "buildStatus", "tags", "diskSizeMB", "reason"]
 
 
 def keys(env: Env) -> int:
@@ -42,4 +44,9 @@ AREA = Area("e2b", "the E2B API: keys, sandboxes (kill, pause, resume)", (
            "/v1/e2b/sandboxes/{id}/pause", args=(arg("id", metavar="ID"),), render=lambda d: f"paused {d['paused']}"),
     Action("resume", "resume a paused sandbox", "POST", "/v1/e2b/sandboxes/{id}/resume",
            args=(arg("id", metavar="ID"),), render=lambda d: f"resumed {d['resumed']}"),
+    Action("templates", "the templates built through the API, with their newest build's status", "GET",
+           "/v1/e2b/templates", render=lambda d: table(d["templates"], TEMPLATE_COLUMNS)),
+    Action("delete-template", "delete a template and its builds' snapshots", "DELETE", "/v1/e2b/templates/{id}",
+           args=(arg("id", metavar="ID"),), confirm=lambda a: f"Delete template {a.id} and its snapshots?",
+           render=lambda d: f"deleted {d['deleted']}"),
 ))
