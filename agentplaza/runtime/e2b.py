@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..commands import e2b as e2b_commands
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
@@ -273,8 +274,14 @@ class Sandboxes:
             raise Refusal("plaza_held", f"{HELD_MESSAGE}: no sandbox is created, woken or connected to")
 
     def _event(self, sb: Sandbox, what: str, **detail) -> None:
-        """One line per sandbox event in the hub's log (the bus and transcript are not wired yet)."""
+        """Each sandbox event: an ``e2b`` event in the log (so on the live bus), and a line in the hub's log."""
         log.info("e2b sandbox %s (cid %s) %s %s", sb.id, sb.cid, what, json.dumps(detail) if detail else "")
+        try:
+            ctx = self.hub.commands.context("hub")
+            e2b_commands.record(self.hub.commands, ctx, sb.id, sb.cid, sb.template_id, what,
+                                {k: v for k, v in detail.items() if isinstance(v, (str, int, float, bool, list))})
+        except Exception:  # noqa: BLE001 - the sandbox's change stands; the log says why its record did not
+            log.exception("e2b: recording %s of sandbox %s", what, sb.id)
 
     # -- the API's operations -------------------------------------------------------------------
     def create(self, key_id: str, template: str, timeout: int | None, metadata: dict, env: dict,

@@ -94,6 +94,14 @@ def test_sdk_drives_a_sandbox_vm(plaza):
     finally:
         sbx.kill()
     assert Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items() == []
+    events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
+    mine = [e["data"] for e in events if e["data"].get("cid") == sbx_cid(h, events, sbx.sandbox_id)]
+    assert [d["what"] for d in mine if "what" in d] == ["created", "timeout", "paused", "resumed", "ended"]
+
+
+def sbx_cid(h, events, sandbox_id):
+    """The CID the log gave a sandbox (its Created event)."""
+    return next(e["data"]["cid"] for e in events if e["data"].get("sandbox_id") == sandbox_id)
 
 
 def test_stop_all_ends_sandboxes_and_refuses_creates(plaza):
