@@ -59,6 +59,8 @@ ENVD_VERSION = "0.5.1"
 SANDBOX_VCPUS, SANDBOX_MEMORY_MIB, SANDBOX_DISK_MB = 1, 256, 1024
 #: The longest the hub waits for a sandbox VM to boot or wake, in seconds.
 BOOT_TIMEOUT_S = 180.0
+#: The most sandboxes one fork makes.
+MAX_FORKS = 8
 #: The sandbox states of E2B's API.
 RUNNING, PAUSED = "running", "paused"
 
@@ -244,6 +246,21 @@ class Sandbox:
                 "started": iso(self.started_at), "ends": iso(self.end_at), "metadata": self.metadata}
 
 
+@dataclass
+class Snapshot:
+    """A checkpoint of a sandbox's VM (memory and disk); shaped like a template's build for a create."""
+
+    id: str
+    names: list
+    cid: int
+    checkpoint: str
+    env: dict
+    template_id: str
+
+    def info(self) -> dict:
+        return {"snapshotID": self.id, "names": self.names}
+
+
 class Sandboxes:
     """The hub's sandboxes, on the agents' runtime's node link."""
 
@@ -257,6 +274,7 @@ class Sandboxes:
         self.stopped = threading.Event()
         self.gateway_port: int | None = None
         self.templates = Templates(self)
+        self.snapshots: dict[str, Snapshot] = {}
 
     # -- the node -------------------------------------------------------------------------------
     @property
@@ -289,7 +307,7 @@ class Sandboxes:
         self._refuse_if_held()
         build = None
         if template not in (BASE_TEMPLATE, BASE_IMAGE):
-            build = self.templates.resolve(template)
+            build = self.templates.resolve(template) or self.snapshot_named(template)
             if build is None:
                 raise Refusal("e2b_template_not_found", f"template '{template}' not found")
         network = check_rules(network)
@@ -335,6 +353,48 @@ class Sandboxes:
         if status >= 300:
             raise RuntimeError(f"the sandbox's daemon answered {status} to /init")
 
+    # -- snapshots and forks ------------------------------------------------------------------------
+    def snapshot_named(self, ref: str) -> Snapshot | None:
+        """A snapshot by its id, or by a name exactly one snapshot has."""
+        with self.lock:
+            snap = self.snapshots.get(ref)
+            named = [x for x in self.snapshots.values() if ref in x.names]
+        if snap is not None:
+            return snap
+        if len(named) > 1:
+            raise Refusal("invalid_request", f"{len(named)} snapshots are named {ref}; name one by its id")
+        return named[0] if named else None
+
+    def snapshot(self, sid: str, name: str | None, memory: bool = True) -> Snapshot:
+        """A memory checkpoint of a running sandbox; a create that names it starts from it."""
+        if not memory:
+            raise Refusal("e2b_field_not_served", "a cold snapshot (memory false) is not served yet")
+        if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 128):
+            raise Refusal("invalid_name", "a snapshot's name is 1 to 128 characters")
+        sb = self.get(sid)
+        if sb.state != RUNNING:
+            raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is paused; connect to it first")
+        cp = self.link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}")
+        snap = Snapshot(id="s" + secrets.token_hex(8), names=[name] if name else [], cid=sb.cid,
+                        checkpoint=cp["name"], env=dict(sb.env), template_id=sb.template_id)
+        with self.lock:
+            self.snapshots[snap.id] = snap
+        return snap
+
+    def fork(self, key_id: str, sid: str, count: int, timeout: int | None) -> list:
+        if not 1 <= count <= MAX_FORKS:
+            raise Refusal("invalid_count", f"a fork makes 1 to {MAX_FORKS} sandboxes")
+        sb = self.get(sid)
+        snap = self.snapshot(sid, None)
+        out = []
+        for _ in range(count):
+            try:
+                out.append({"sandbox": self.create(key_id, snap.id, timeout, dict(sb.metadata), {},
+                                                   sb.auto_pause, dict(sb.network)).created()})
+            except Refusal as r:
+                out.append({"error": {"code": 409 if r.code == "plaza_held" else 500, "message": r.message}})
+        return out
+
     def new_cid(self) -> int:
         with self.lock:
             cid = self.next_cid
@@ -366,7 +426,8 @@ class Sandboxes:
         sb = self.get(sid)
         with self.lock:
             self.items.pop(sid, None)
-        self._stop_vm(sb, "delete")
+            held = any(x.cid == sb.cid for x in self.snapshots.values())
+        self._stop_vm(sb, "stop" if held else "delete")  # a snapshot of it keeps its files
         self._event(sb, "ended")
 
     def _stop_vm(self, sb: Sandbox, how: str) -> None:

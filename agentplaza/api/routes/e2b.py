@@ -216,6 +216,29 @@ async def resume(request: Request, key_id: str) -> Response:
     return JSONResponse(sb.created(), status_code=201)
 
 
+@e2b
+async def snapshot(request: Request, key_id: str) -> Response:
+    data = await _body(request, frozenset({"name", "memory"}))
+    snap = await _run(sandboxes_of(api_of(request).hub).snapshot, request.path_params["id"], data.get("name"),
+                      data.get("memory", True) is not False)
+    return JSONResponse(snap.info(), status_code=201)
+
+
+@e2b
+async def snapshots(request: Request, key_id: str) -> list:
+    sbx = sandboxes_of(api_of(request).hub)
+    with sbx.lock:
+        return [x.info() for x in sbx.snapshots.values()]
+
+
+@e2b
+async def fork(request: Request, key_id: str) -> Response:
+    data = await _body(request, frozenset({"timeout", "count"}))
+    out = await _run(sandboxes_of(api_of(request).hub).fork, key_id, request.path_params["id"],
+                     _int(data, "count", 1), _int(data, "timeout"))
+    return JSONResponse(out, status_code=201)
+
+
 # -- templates and builds --------------------------------------------------------------------------
 async def _any_body(request: Request) -> dict:
     raw = await read_raw(request)
@@ -351,6 +374,9 @@ ROUTES = [
     Route(E2B_PREFIX + "/sandboxes/{id}/resume", resume, methods=["POST"]),
     Route(E2B_PREFIX + "/sandboxes/{id}/connect", connect, methods=["POST"]),
     Route(E2B_PREFIX + "/sandboxes/{id}/network", network, methods=["PUT"]),
+    Route(E2B_PREFIX + "/sandboxes/{id}/snapshots", snapshot, methods=["POST"]),
+    Route(E2B_PREFIX + "/sandboxes/{id}/fork", fork, methods=["POST"]),
+    Route(E2B_PREFIX + "/snapshots", snapshots),
     Route(E2B_PREFIX + "/v2/sandboxes/{id}/connect", connect, methods=["POST"]),
     Route(E2B_PREFIX + "/v3/templates", template_request, methods=["POST"]),
     Route(E2B_PREFIX + "/v2/templates/{id}/builds/{build}", build_start, methods=["POST"]),
