@@ -199,3 +199,53 @@ def test_template_build_then_build_cached_then_a_warm_sandbox(plaza):
     assert bad[0]["buildStatus"] == "error" and "exited 4" in bad[0]["reason"]
     with pytest.raises(Exception, match="only e2bdev/base"):
         Template.build(Template().from_image("python:3.12"), name + "-img")
+
+
+def test_snapshot_and_fork(plaza):
+    h, key = plaza
+    from e2b import Sandbox
+
+    src = Sandbox.create(timeout=300, envs={"FROM": "source"})
+    made: list = []
+    try:
+        src.files.write("/workspace/state.txt", "before")
+        src.commands.run("while true; do date +%s%N > /tmp/alive; sleep 0.3; done", background=True)
+        name = "snap-" + uuid.uuid4().hex[:6]
+        snap = src.create_snapshot(name)
+        src.files.write("/workspace/state.txt", "after")  # the snapshot keeps what was before
+        for ref in (snap.snapshot_id, name):
+            child = Sandbox.create(ref, timeout=300, envs={"EXTRA": "mine"})
+            made.append(child)
+            assert child.files.read("/workspace/state.txt") == "before"
+            assert child.commands.run("echo $FROM $EXTRA").stdout.strip() == "source mine"
+            t0 = child.files.read("/tmp/alive")  # the source's process, from the snapshot's memory
+            until("the snapshot's process runs on", lambda c=child, t=t0: c.files.read("/tmp/alive") != t, timeout=30)
+        forks = src.fork(count=2)
+        assert all(isinstance(f, Sandbox) for f in forks), forks
+        made += forks
+        rand = [f.commands.run("head -c 16 /dev/urandom | od -An -tx1").stdout for f in forks]
+        assert rand[0] != rand[1]  # entropy refreshed after each restore
+        assert all(f.files.read("/workspace/state.txt") == "after" for f in forks)
+        with pytest.raises(Exception, match="memory false|not served"):
+            src.create_snapshot(mode="filesystem")
+    finally:
+        for s in [*made, src]:
+            s.kill()
+
+
+def test_the_reaper_ends_or_pauses_a_sandbox_past_its_end(plaza):
+    h, key = plaza
+    from e2b import Sandbox
+
+    ends = Sandbox.create(timeout=2)
+    pauses = Sandbox.create(timeout=2, lifecycle={"on_timeout": "pause"})
+    try:
+        def states():
+            return {s["id"]: s["state"] for s in h.client().get("/v1/e2b/sandboxes").json()["sandboxes"]}
+
+        until("the reaper ended one and paused the other",
+              lambda: ends.sandbox_id not in states() and states().get(pauses.sandbox_id) == "paused", timeout=60)
+        again = Sandbox.connect(pauses.sandbox_id, timeout=60)
+        assert again.commands.run("echo back").stdout == "back\n"
+    finally:
+        pauses.kill()

@@ -1,5 +1,6 @@
 // E2B API: the keys the E2B SDKs sign in with (a new key is shown once, with the three environment
-// lines), and the sandboxes with Pause, Resume and End. Templates are not built in this hub yet.
+// lines), the sandboxes with Pause, Resume and End, and the templates built through the API with their
+// newest build's status, tags, size and failure, and Delete.
 
 import {del, get, post} from "../api.js";
 import {action, badge, card, field, form, h, table} from "../ui.js";
@@ -23,7 +24,7 @@ export async function render(view, ctx) {
             message: "Every SDK using this key stops working.", reason: false, danger: true, yes: "Revoke"}})}],
       keys, {empty: "No keys yet.", label: "E2B keys"}));
     }, {label: "Keys"}),
-    ctx.live(["plaza"], async () => {
+    ctx.live(["plaza", "e2b"], async () => {
       const {sandboxes} = await get("/v1/e2b/sandboxes");
       const id = (s) => encodeURIComponent(s.id);
       return card("Sandboxes", table([{label: "Sandbox", value: (s) => s.id}, {label: "CID", value: (s) => String(s.cid)},
@@ -34,7 +35,17 @@ export async function render(view, ctx) {
             : action("Resume", () => post(`/v1/e2b/sandboxes/${id(s)}/resume`).then(() => "Resumed."), {label: `Resume ${s.id}`}),
           action("End", () => del(`/v1/e2b/sandboxes/${id(s)}`).then(() => "Ended."), {label: `End ${s.id}`, kind: "danger",
             confirm: {title: `End sandbox ${s.id}?`, message: "Its VM and files are removed.", reason: false, danger: true, yes: "End"}}))}],
-      sandboxes, {empty: "No sandboxes. Create one with the E2B SDK (see docs/e2b.md).", label: "Sandboxes"}),
-      h("p", {class: "empty"}, "Templates built through the API are not built in this hub yet."));
-    }, {label: "Sandboxes"}));
+      sandboxes, {empty: "No sandboxes. Create one with the E2B SDK (see docs/e2b.md).", label: "Sandboxes"}));
+    }, {label: "Sandboxes"}),
+    ctx.live(["plaza"], async () => {
+      const {templates} = await get("/v1/e2b/templates");
+      return card("Templates", table([{label: "Name", value: (t) => t.names.join(", ")}, {label: "Id", value: (t) => t.templateID},
+        {label: "Newest build", value: (t) => badge(t.buildStatus, t.buildStatus === "ready" ? "approved" : t.buildStatus === "error" ? "denied" : "pending")},
+        {label: "Tags", value: (t) => t.tags.join(", ") || "—"}, {label: "Size", value: (t) => `${t.diskSizeMB} MB`},
+        {label: "Failure", value: (t) => t.reason || ""},
+        {label: "", value: (t) => action("Delete", () => del(`/v1/e2b/templates/${encodeURIComponent(t.templateID)}`).then(() => "Deleted."),
+          {label: `Delete template ${t.names.join(", ")}`, kind: "danger", confirm: {title: `Delete ${t.names.join(", ")}?`,
+            message: "Its builds and their snapshots are removed.", reason: false, danger: true, yes: "Delete"}})}],
+      templates, {empty: "No templates. Build one with the SDK's Template.build.", label: "Templates"}));
+    }, {label: "Templates"}));
 }
