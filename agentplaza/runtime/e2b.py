@@ -256,7 +256,6 @@ class Snapshot:
     checkpoint: str
     env: dict
     template_id: str
-    memory: bool = True
 
     def info(self) -> dict:
         return {"snapshotID": self.id, "names": self.names}
@@ -367,18 +366,17 @@ class Sandboxes:
         return named[0] if named else None
 
     def snapshot(self, sid: str, name: str | None, memory: bool = True) -> Snapshot:
-        """A checkpoint of a running sandbox; a create that names it starts from it. With memory (the
-        default) it resumes where the source was; a cold one (``memory`` false) keeps the disk only (the
-        guest syncs first) and a sandbox made from it boots cold with the files and none of the processes."""
+        """A memory checkpoint of a running sandbox; a create that names it starts from it."""
+        if not memory:
+            raise Refusal("e2b_field_not_served", "a cold snapshot (memory false) is not served yet")
         if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 128):
             raise Refusal("invalid_name", "a snapshot's name is 1 to 128 characters")
         sb = self.get(sid)
         if sb.state != RUNNING:
             raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is paused; connect to it first")
-        cp = self.link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}",
-                               disk_only=not memory)
+        cp = self.link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}")
         snap = Snapshot(id="s" + secrets.token_hex(8), names=[name] if name else [], cid=sb.cid,
-                        checkpoint=cp["name"], env=dict(sb.env), template_id=sb.template_id, memory=memory)
+                        checkpoint=cp["name"], env=dict(sb.env), template_id=sb.template_id)
         with self.lock:
             self.snapshots[snap.id] = snap
         return snap

@@ -226,12 +226,8 @@ def test_snapshot_and_fork(plaza):
         rand = [f.commands.run("head -c 16 /dev/urandom | od -An -tx1").stdout for f in forks]
         assert rand[0] != rand[1]  # entropy refreshed after each restore
         assert all(f.files.read("/workspace/state.txt") == "after" for f in forks)
-        cold = src.create_snapshot(mode="filesystem")  # disk only: the guest flushed first
-        child = Sandbox.create(cold.snapshot_id, timeout=300)
-        made.append(child)
-        assert child.files.read("/workspace/state.txt") == "after"  # the files
-        assert not child.files.exists("/tmp/alive")  # a cold boot: none of the processes, a fresh /tmp
-        assert child.commands.run("echo $FROM").stdout.strip() == "source"
+        with pytest.raises(Exception, match="memory false|not served"):
+            src.create_snapshot(mode="filesystem")
     finally:
         for s in [*made, src]:
             s.kill()

@@ -432,8 +432,7 @@ class Node:
         return self._run(meta).wake()
 
     def op_checkpoint(self, meta: dict) -> dict:
-        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""),
-                                                  disk_only=bool(meta.get("disk_only")))
+        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""))
         return {"name": name}
 
     def op_checkpoints(self, meta: dict) -> dict:
