@@ -46,6 +46,8 @@ class Hub:
     anchors: Anchors | None = None
     #: The agents' runtime (node n0 and the guests' channels); None when the hub runs without a node.
     runtime: Any = None
+    #: The E2B API's keys and sandboxes (``runtime.e2b``), made on first use.
+    e2b: Any = None
     #: The Host names and origins the hub answers (apid sets them from --bind, --public-url, --allow-host).
     names: HubNames = field(default_factory=HubNames)
     #: Loopback callers are the owner unless apid --loopback-trust off.

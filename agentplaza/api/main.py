@@ -16,6 +16,8 @@ from starlette.applications import Starlette
 from ..adapters.kvm.link import NodeError
 from ..adapters.providers.presets import ANTHROPIC
 from ..config import DEFAULT_BIND, folders
+from ..runtime.e2b import sandboxes_of
+from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway
 from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
 from ..runtime.fleet import AgentRuntime
 from ..runtime.modelrelay import GatewayCall
@@ -75,6 +77,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         f"(repeatable; also {PUBLIC_URL_ENV}, comma-separated)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help=f"another Host name this hub answers to (repeatable; also {ALLOW_HOSTS_ENV}, comma-separated)")
+    p.add_argument("--e2b-gateway-port", type=int, default=None, metavar="PORT",
+                   help="serve the E2B SDK's node gateway on 127.0.0.1:PORT (off unless given; "
+                        f"the SDK's E2B_SANDBOX_URL; {DEFAULT_GATEWAY_PORT} is the usual port)")
     p.add_argument("--version", action="version", version=f"apid {VERSION}")
     return p.parse_args(argv)
 
@@ -141,6 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         async with BlockingPortal() as portal:
             if args.node != "off":  # started here: the runtime's gateway calls run on this loop
                 await trio.to_thread.run_sync(start_runtime, hub, args.node, egress, gateway_call(app, portal))
+            sandboxes = sandboxes_of(hub)  # the E2B sandboxes' reaper runs from hub start
+            if args.e2b_gateway_port is not None:
+                try:
+                    gw = Gateway(sandboxes, args.e2b_gateway_port).start()
+                except OSError as e:
+                    print(f"apid: cannot serve the E2B gateway on 127.0.0.1:{args.e2b_gateway_port}: {e}",
+                          file=sys.stderr)
+                    return
+                sandboxes.gateway_port = gw.port
+                print(f"apid: E2B gateway on http://127.0.0.1:{gw.port}", flush=True)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(on_signals)
                 await nursery.start(_serve, app, config, stop)

@@ -54,6 +54,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_path", "too_many_refs",
         # hub mcp
         "unknown_tool",
+        # e2b
+        "e2b_field_not_served", "e2b_image_not_served", "e2b_step_not_served",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -95,6 +97,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_orchestrator", "unknown_token",
         # editors over ACP
         "no_session",
+        # e2b
+        "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found", "e2b_build_not_found",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -119,6 +123,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "not_fast_forward", "repo_exists",
         # library
         "item_corrupt",
+        # e2b
+        "e2b_sandbox_paused", "e2b_sandbox_running", "e2b_sandbox_busy", "e2b_build_started",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -137,11 +143,15 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "decision_failed", "decision_unreadable",
         # git
         "git_failed",
+        # e2b
+        "sandbox_failed",
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",
         # cli (the first start)
         "node_cannot_boot",
+        # e2b
+        "node_unavailable",
     ),
     Kind.NOT_BUILT: (
         "not_available",

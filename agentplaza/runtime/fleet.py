@@ -38,6 +38,7 @@ from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
+from . import e2b as e2b_rules
 from . import gitdoor, tooldecide, tools
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import GatewayCall, ModelRelay
@@ -208,6 +209,9 @@ class AgentRuntime:
             return
         for s in list(self.sessions.values()):
             s.cancel(HELD_MESSAGE)
+        sandboxes = getattr(self.hub, "e2b", None)
+        if sandboxes is not None:  # STOP ALL ends every E2B sandbox too (runtime/e2b.py)
+            sandboxes.end_all(HELD_MESSAGE)
 
     # -- checkpoints (vmm's checkpoint, restore, delete) --------------------------------------------
     def checkpoint_op(self, cid: int, op: str, **meta) -> dict:
@@ -537,6 +541,12 @@ class AgentRuntime:
 
     # -- streams from guests ----------------------------------------------------------------------
     def _on_stream(self, service: str, cid: int, st: Stream) -> None:
+        if self._sandbox(cid) is not None:  # an E2B sandbox: its own party; egress only (runtime/e2b.py)
+            if service == "egress":
+                self.egress.handle(cid, st)
+            else:
+                st.reset(f"no service {service!r} for a sandbox")
+            return
         if self.agent_of(cid) is None:
             st.reset(f"cid {cid} was not started by the plaza; it has no role")
             return
@@ -549,7 +559,21 @@ class AgentRuntime:
         else:
             st.reset(f"no service {service!r} on this hub")
 
+    def _sandbox(self, cid: int):
+        sandboxes = getattr(self.hub, "e2b", None)
+        return sandboxes.by_cid(cid) if sandboxes is not None else None
+
     def _decide_egress(self, cid: int, host: str, port: int) -> None:
+        sb = self._sandbox(cid)
+        if sb is not None:  # the sandbox's own rules, then the laws under the role sandbox
+            why = e2b_rules.rule_verdict(sb.network, host)
+            if why:
+                raise Refused(why)
+            party = e2b_rules.SandboxParty(cid)
+            d = tooldecide.decide_tool(self.hub, party, "egress.connect", {"host": host, "port": port})
+            if d.effect != "allow":
+                raise Refused(f"the laws refuse egress.connect to {host}:{port} for a sandbox ({d.reason})")
+            return
         a = self.agent_of(cid)
         if a is None:
             raise Refused(f"cid {cid} has no role")
@@ -564,6 +588,9 @@ class AgentRuntime:
         return row["policy"].get("fetch_blocklist", []) if row else []
 
     def _record_egress(self, cid: int, detail: dict) -> None:
+        if self._sandbox(cid) is not None:
+            log.info("e2b sandbox cid %s egress %s", cid, detail)
+            return
         where = f"{detail.get('host')}:{detail.get('port')}" if detail.get("host") else "(bad request)"
         self._entry(cid, "egress", f"{detail['verdict']} {where}" + (f": {detail['why']}" if detail.get("why") else ""),
                     tool="egress.connect", detail=detail)

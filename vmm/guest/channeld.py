@@ -12,6 +12,7 @@ Host -> guest services (the host opens a stream with {"service": ...}):
   the stream, the CLOSE carries {"exit": code}.
 - ``echo``     sends back whatever it reads (used to test the channel).
 - ``shutdown`` syncs the disks and powers the guest off.
+- ``envd``     one HTTP request of the E2B SDK to a sandbox (``envd.py``).
 
 Guest -> host: a program in the guest connects to the unix socket
 ``/run/apz/channel.sock`` and writes one line, the service it wants on the
@@ -137,7 +138,13 @@ def power_off() -> None:
     os._exit(0)
 
 
-SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown}
+def serve_envd(st: chan.Stream) -> None:
+    """One E2B SDK request from the node gateway (a sandbox VM's daemon, ``envd.py`` beside this file)."""
+    import envd  # noqa: PLC0415 - loaded on a sandbox's first request; an agent's guest never loads it
+    envd.serve(st)
+
+
+SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown, "envd": serve_envd}
 
 
 def on_open(st: chan.Stream) -> None:

@@ -64,7 +64,8 @@ HERE = Path(__file__).resolve().parent
 GUEST_FILES = {"channeld.py": HERE.parent / "guest" / "channeld.py",
                "channel.py": HERE.parent / "channel.py",
                "harness.py": HERE.parent / "guest" / "harness.py",
-               "contract.py": HERE.parent / "guest" / "contract.py"}
+               "contract.py": HERE.parent / "guest" / "contract.py",
+               "envd.py": HERE.parent / "guest" / "envd.py"}
 INIT = HERE / "init.sh"
 INIT_STOCK = HERE / "stock" / "init.sh"
 BUSYBOX = Path("/bin/busybox")

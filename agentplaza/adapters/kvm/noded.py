@@ -62,6 +62,8 @@ DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
 #: The harness, imported (so the tuned image's compiled copy is used) with the standard library only (-S).
 HARNESS_ARGV = ["/usr/bin/python3", "-S", "-u", "-B", "-c",
                 "import sys; sys.path.insert(0, '/opt/apz'); import harness; sys.exit(harness.main())"]
+#: The role a sandbox VM is started with (the E2B API's sandboxes run no harness).
+SANDBOX_ROLE = "sandbox"
 BOOT_TIMEOUT_S = 90.0
 
 
@@ -115,6 +117,8 @@ class Run:
         self.sleeping = False
         self.console: ConsoleTail | None = None
         machine.on_exit = self._machine_exited  # a kept-alive machine's guest stopped by itself
+        #: A sandbox VM (the E2B API's) runs no harness: the SDK drives it through the ``envd`` op.
+        self.sandbox = False
 
     def start(self) -> None:
         self._tail_console()
@@ -136,7 +140,8 @@ class Run:
         """Carry the (new) channel's guest streams, run the harness, watch the process."""
         self._tail_console()
         threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
-        self._start_harness()
+        if not self.sandbox:
+            self._start_harness()
         if not getattr(self.machine, "keep_alive", False):  # a kept-alive machine watches itself
             threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
 
@@ -317,6 +322,9 @@ class Node:
             if op == "events":
                 self._event_streams.append(st)
                 return
+            if op == "envd":
+                self.op_envd(st)
+                return
             st.read_all(timeout=30)
             result = getattr(self, f"op_{op}")(st.meta) if op in OPS else error(UNKNOWN_OP, f"no op {op!r}")
         except Exception as e:  # noqa: BLE001 - every request gets an answer that says why
@@ -326,6 +334,21 @@ class Node:
             st.close()
         except (ChannelClosed, StreamReset):
             pass
+
+    def op_envd(self, st) -> None:
+        """Carry one E2B SDK request (the stream's bytes, both ways) to a sandbox VM's ``envd`` service.
+        Only a machine started as a sandbox is reached: an agent's guest never sees this stream."""
+        with self.lock:
+            run = self.runs.get(int(st.meta.get("cid") or 0))
+        if run is None or not run.sandbox or run.sleeping:
+            st.reset("no running sandbox with that cid")
+            return
+        try:
+            guest = run.machine.channel.open("envd")
+        except Exception as e:  # noqa: BLE001 - a waking or gone machine: the gateway answers 502
+            st.reset(f"{type(e).__name__}: {e}")
+            return
+        splice_streams(st, guest)
 
     def op_facts(self, meta: dict) -> dict:
         # ``blockers``: why a microVM cannot boot here now (no QEMU; no guest image and no way to build one).
@@ -367,12 +390,14 @@ class Node:
         spec = self._spec(cid, meta)
         changed = identity is not None and self.identity(cid) != identity
         if changed and meta.get("fork_of") is not None:
-            return self._fork(cid, spec, int(meta["fork_of"]), str(meta.get("checkpoint") or ""), identity)
+            return self._fork(cid, spec, int(meta["fork_of"]), str(meta.get("checkpoint") or ""), identity,
+                              meta.get("role") == SANDBOX_ROLE)
         m = self.backend.machine(spec, self.vms_dir, keep_alive=True)
         if meta.get("wipe") or changed:
             m.wipe()
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
+        run.sandbox = meta.get("role") == SANDBOX_ROLE
         with self.lock:
             self.runs[cid] = run
         try:
@@ -384,7 +409,8 @@ class Node:
         return {"boot_s": round(took, 3), "booted_from": getattr(m, "booted_from", ""),
                 "jailed": m.jailed, "notes": m.notes}
 
-    def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str) -> dict:
+    def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str,
+              sandbox: bool = False) -> dict:
         """A new machine for ``cid`` from a copy of ``source``'s machine at ``checkpoint``: its disk layers
         and its memory, so it resumes where the source was; then a harness of its own is started."""
         if not checkpoint:
@@ -402,6 +428,7 @@ class Node:
         _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir, keep_alive=self.backend.recover)
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
+        run.sandbox = sandbox
         with self.lock:
             self.runs[cid] = run
         try:

@@ -12,6 +12,7 @@ from . import (
     console,
     conversations,
     decide,
+    e2b,
     gateway,
     git,
     hub_mcp,
@@ -30,4 +31,5 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp]
+         agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
+         e2b]

@@ -13,6 +13,7 @@ from . import (
     conversations,
     decide,
     doctor,
+    e2b,
     events,
     git,
     hub,
@@ -39,5 +40,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
-              doctor, mcp, acp)
+              doctor, mcp, acp, e2b)
 }

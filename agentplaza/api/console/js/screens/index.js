@@ -27,6 +27,6 @@ export const SCREENS = [
   {id: "tools", title: "Tools", group: "Setup", later: "Packaged tools (approve a version, see x_ tools) have no API in this hub yet."},
   {id: "mcp", title: "MCP", group: "Setup", load: () => import("./mcp.js")},
   {id: "egress", title: "Egress", group: "Setup", later: "Egress credential rules have no API in this hub yet."},
-  {id: "e2b", title: "E2B API", group: "Setup", later: "The E2B API (keys, sandboxes, templates) is not built in this hub yet."},
+  {id: "e2b", title: "E2B API", group: "Setup", load: () => import("./e2b.js")},
   {id: "volumes", title: "Volumes", group: "Setup", later: "Shared read-only volumes are not built in this hub yet."},
 ];
