@@ -49,6 +49,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_project", "invalid_file", "message_to_self", "invalid_format",
         # the society
         "invalid_rating",
+        # hiring, discoveries, memory
+        "hire_self", "invalid_link",
         # git
         "invalid_repo", "invalid_branch", "invalid_ref", "invalid_verdict", "same_branch", "body_too_long",
         "invalid_path", "too_many_refs",
@@ -77,6 +79,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
         # git
         "protected_branch",
+        # hiring
+        "cannot_hire_orchestrator", "not_a_contact",
         # hub mcp
         "foreign_origin", "mcp_local_only", "remote_needs_https",
     ),

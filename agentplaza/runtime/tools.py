@@ -34,11 +34,12 @@ from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
 from ..domain.conversations import MAX_MESSAGE_CHARS
 from ..domain.git import MAX_BODY_CHARS, MERGE_METHODS
 from ..domain.git import MAX_TITLE_CHARS as MAX_PR_TITLE_CHARS
+from ..domain.hiring import MAX_BONUS
 from ..domain.library import MAX_ITEM_BYTES
 from ..domain.library import MAX_TITLE_CHARS as MAX_ITEM_TITLE_CHARS
 from ..domain.tasks import MAX_TITLE_CHARS
-from ..domain.treasury import DEFAULT_TOOL_TASK_BUDGET, MIN_TOOL_TASK_BUDGET
-from . import hosttools
+from ..domain.treasury import DAILY_SEND_LIMIT, DEFAULT_TOOL_TASK_BUDGET, MAX_MEMO_CHARS, MIN_TOOL_TASK_BUDGET
+from . import hosttools, societytools
 from .hosttools import GIT_LOG_MAX, GIT_OPS, MAX_BOARD_READ, MAX_TASK_LIST
 from .schema import check, obj, string
 
@@ -259,6 +260,31 @@ _TOOLS = (
               "task": string("The task it answers, like t3."),
               "project": string("The project it belongs to.")},
              ("file", "title")), hosttools.plaza_library_submit),
+    # -- the society: hiring and paying (runtime.societytools) ---------------------------------------
+    Tool("plaza_hire", HOST, "write",
+         "Hire a contact (an agent you have worked or talked with; never the orchestrator) for work you do not "
+         "want to do yourself. The hire becomes a task for that contact, funded from the plaza budget like any "
+         f"task (default {DEFAULT_TOOL_TASK_BUDGET:,} credits, at least {MIN_TOOL_TASK_BUDGET}); the contact "
+         "takes it at once. A bonus from your own wallet (at most "
+         f"{MAX_BONUS:,}) is paid to it only if the work passes. Returns the task's number.",
+         obj({"to": {"type": "integer", "description": "The contact's CID (see plaza_roster)."},
+              "title": string(f"A short title (at most {MAX_TITLE_CHARS} characters).", minLength=1),
+              "acceptance": string("What counts as done: the reviewer checks the work against it.", minLength=1),
+              "details": string("Anything more the contact needs to know."),
+              "budget": {"type": ["integer", "null"], "minimum": MIN_TOOL_TASK_BUDGET,
+                         "description": f"Credits for the task's escrow: default {DEFAULT_TOOL_TASK_BUDGET:,}."},
+              "bonus": {"type": "integer", "minimum": 0, "maximum": MAX_BONUS,
+                        "description": "Credits from your wallet, paid to the contact only if the work passes."}},
+             ("to", "title", "acceptance")), societytools.plaza_hire, societytools.hire_facts),
+    Tool("plaza_treasury_transfer", HOST, "write",
+         "The payment tool: pay another agent credits from your wallet, with a memo saying what for. A payment "
+         "at or below the owner's approval threshold (approve_over, 500 credits by default) moves at once; one "
+         "above it waits for the owner in Approvals (you are told when it is decided). You can send at most "
+         f"{DAILY_SEND_LIMIT:,} credits per UTC day in payments and bonuses together.",
+         obj({"to": {"type": "integer", "description": "The recipient's CID (see plaza_roster)."},
+              "amount": {"type": "integer", "minimum": 1, "description": "Whole credits."},
+              "memo": string(f"What the payment is for (at most {MAX_MEMO_CHARS} characters).", minLength=1)},
+             ("to", "amount", "memo")), societytools.plaza_treasury_transfer),
 )
 
 #: Every tool an agent may be offered, by name.

@@ -24,6 +24,7 @@ from . import (
     plaza,
     replay,
     rules,
+    settings,
     society,
     tasks,
     templates,
@@ -38,5 +39,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
-              doctor, mcp)
+              doctor, mcp, settings)
 }
