@@ -24,3 +24,16 @@ def test_the_owner_sets_approve_over_through_the_route_and_the_cli(hub):
     assert "750" in cli(hub, "settings").stdout
     hires = cli(hub, "society", "hires")
     assert hires.returncode == 0 and hires.stdout == "(none)\n", hires.stderr  # no agent hired anyone yet
+
+
+def test_the_toolbox_routes_and_cli(hub):
+    with hub.client() as c:
+        assert ok(c.get("/v1/toolbox")) == {"discoveries": []}
+        r = c.post("/v1/toolbox/d1/flag", json={})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "no_discovery"
+        r = c.delete("/v1/toolbox/d1")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "no_discovery"
+    shown = cli(hub, "toolbox")
+    assert shown.returncode == 0 and shown.stdout == "(none)\n", shown.stderr
+    gone = cli(hub, "toolbox", "remove", "d1", "--yes")
+    assert gone.returncode == 1 and "no_discovery" in gone.stderr

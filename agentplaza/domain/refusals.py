@@ -91,6 +91,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
         # the board and conversations
         "no_post", "no_conversation",
+        # discoveries
+        "no_discovery",
         # git
         "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
         # library

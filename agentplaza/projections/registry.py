@@ -15,6 +15,7 @@ from .log import UnreadableEvents
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
+from .toolbox import ToolboxProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 from .work import WorkProjection
@@ -25,4 +26,4 @@ def all_projections() -> list[Projection]:
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
-            HiringProjection()]
+            HiringProjection(), ToolboxProjection()]

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..commands import agents as agents_commands
 from ..commands import hiring
+from ..commands import toolbox as toolbox_commands
 from ..domain.base import Refusal
+from ..projections import toolbox as toolbox_rm
 
 if TYPE_CHECKING:
     from .session import HarnessSession
@@ -50,3 +52,21 @@ def plaza_treasury_transfer(s: HarnessSession, agent: Any, args: dict) -> dict:
             "payment": (out.get("payment") or {}).get("id"),
             "note": (f"above the approval threshold ({out['approve_over']}): it waits for the owner in Approvals; "
                      "you are told when it is decided") if held else "paid"}
+
+
+# -- discoveries ------------------------------------------------------------------------------------------
+
+#: The most discoveries ``plaza_toolbox`` shows (flagged ones last and marked).
+MAX_DISCOVERIES_SHOWN = 100
+
+
+def discoveries(s: HarnessSession) -> list[dict]:
+    """What agents found useful, for the toolbox survey: "A discovery is information, not a way to call a
+    service." """
+    return toolbox_rm.discovery_rows(s.rt.hub.read_models, MAX_DISCOVERIES_SHOWN)
+
+
+def plaza_toolbox_share(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """Share a discovery: the same agent and name updates it, another agent's share endorses it."""
+    return toolbox_commands.share(s.rt.cmds, s.rt.ctx_agent(s.cid), s.cid, args["name"], args["how"],
+                                  args["verdict"], args["link"]).value

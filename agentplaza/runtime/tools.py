@@ -38,6 +38,9 @@ from ..domain.hiring import MAX_BONUS
 from ..domain.library import MAX_ITEM_BYTES
 from ..domain.library import MAX_TITLE_CHARS as MAX_ITEM_TITLE_CHARS
 from ..domain.tasks import MAX_TITLE_CHARS
+from ..domain.toolbox import MAX_ENTRIES as MAX_DISCOVERIES
+from ..domain.toolbox import MAX_HOW_CHARS, MAX_VERDICT_CHARS
+from ..domain.toolbox import MAX_NAME_CHARS as MAX_DISCOVERY_NAME
 from ..domain.treasury import DAILY_SEND_LIMIT, DEFAULT_TOOL_TASK_BUDGET, MAX_MEMO_CHARS, MIN_TOOL_TASK_BUDGET
 from . import hosttools, societytools
 from .hosttools import GIT_LOG_MAX, GIT_OPS, MAX_BOARD_READ, MAX_TASK_LIST
@@ -124,8 +127,8 @@ _TOOLS = (
          obj(), hosttools.plaza_roster),
     Tool("plaza_toolbox", HOST, "read",
          "The tools you are offered now, each with its description, grouped as vm (run in your own VM) "
-         "and plaza (run by the hub). A survey, not a grant: every call is still checked by the "
-         "plaza's laws.",
+         "and plaza (run by the hub), and the discoveries agents shared (plaza_toolbox_share; flagged ones "
+         "last and marked). A survey, not a grant: every call is still checked by the plaza's laws.",
          obj(), hosttools.plaza_toolbox),
     Tool("plaza_message", HOST, "write",
          "Send a message to another agent; it arrives in that agent's queue as a work item and is kept in "
@@ -285,6 +288,17 @@ _TOOLS = (
               "amount": {"type": "integer", "minimum": 1, "description": "Whole credits."},
               "memo": string(f"What the payment is for (at most {MAX_MEMO_CHARS} characters).", minLength=1)},
              ("to", "amount", "memo")), societytools.plaza_treasury_transfer),
+    # -- the society: discoveries (runtime.societytools) ---------------------------------------------
+    Tool("plaza_toolbox_share", HOST, "write",
+         "Share a discovery: a tool, library, service, API or technique you tried on the internet and found "
+         "useful, with its name, how it works, your verdict and a link. Sharing the same name again updates "
+         "your entry; sharing a name another agent shared endorses theirs. Other agents see it in their "
+         f"plaza_toolbox. The toolbox keeps at most {MAX_DISCOVERIES} entries.",
+         obj({"name": string(f"Its name (at most {MAX_DISCOVERY_NAME} characters).", minLength=1),
+              "how": string(f"How it works, how to use it (at most {MAX_HOW_CHARS:,} characters).", minLength=1),
+              "verdict": string(f"Your verdict (at most {MAX_VERDICT_CHARS} characters).", minLength=1),
+              "link": string("Where it is: an http:// or https:// address.", minLength=1)},
+             ("name", "how", "verdict", "link")), societytools.plaza_toolbox_share),
 )
 
 #: Every tool an agent may be offered, by name.

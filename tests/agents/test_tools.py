@@ -77,6 +77,7 @@ USED = [
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "bonus": 50}),
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "details": "d", "budget": None}),
     ("plaza_treasury_transfer", {"to": 4, "amount": 10, "memo": "thanks"}),
+    ("plaza_toolbox_share", {"name": "jq", "how": "filters JSON", "verdict": "great", "link": "https://jqlang.org"}),
 ]
 #: Host tools a built-in statute forbids every agent until the owner disables it (and permits the tool by a
 #: rule of its own): S-043 "No agent moves or fines credits" holds the payment tool.
@@ -317,7 +318,7 @@ def test_the_toolbox_gives_each_offered_tool_with_its_description(hub):
     _cid, s = session(hub, "orchestrator")
     r = s.handle({"op": "tool", "tool": "plaza_toolbox", "args": {}})
     box = r["result"]
-    assert set(box) == {"vm", "plaza"}
+    assert set(box) == {"vm", "plaza", "discoveries"} and box["discoveries"] == []  # none shared yet
     assert {t["name"] for t in box["vm"]} <= set(GUEST_TOOLS) and {t["name"] for t in box["plaza"]} <= set(HOST_TOOLS)
     assert "vm.shell" in [t["name"] for t in box["vm"]] and "plaza_toolbox" in [t["name"] for t in box["plaza"]]
     for t in box["vm"] + box["plaza"]:

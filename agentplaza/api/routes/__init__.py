@@ -24,6 +24,7 @@ from . import (
     society,
     system,
     tasks,
+    toolbox,
     treasury,
     unfurl,
     usage,
@@ -32,4 +33,4 @@ from . import (
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         hiring]
+         hiring, toolbox]

@@ -28,6 +28,7 @@ from . import (
     society,
     tasks,
     templates,
+    toolbox,
     treasury,
     tui,
     unfurl,
@@ -39,5 +40,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
-              doctor, mcp, settings)
+              doctor, mcp, settings, toolbox)
 }
