@@ -37,3 +37,14 @@ def test_the_toolbox_routes_and_cli(hub):
     assert shown.returncode == 0 and shown.stdout == "(none)\n", shown.stderr
     gone = cli(hub, "toolbox", "remove", "d1", "--yes")
     assert gone.returncode == 1 and "no_discovery" in gone.stderr
+
+
+def test_the_owner_reads_an_agents_memory(hub):
+    with hub.client() as c:
+        cid = ok(c.post("/v1/agents", json={"role": "builder", "count": 1}))["agents"][0]["cid"]
+        assert ok(c.get(f"/v1/agents/{cid}/memory")) == {"cid": cid, "notes": []}
+        assert ok(c.get(f"/v1/agents/{cid}/memory", params={"note": "Warnings"})) == {"cid": cid, "note": None}
+        r = c.get(f"/v1/agents/{cid}/memory", params={"note": "!!"})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_name"
+    shown = cli(hub, "agents", "memory", str(cid))
+    assert shown.returncode == 0 and shown.stdout == "(none)\n", shown.stderr

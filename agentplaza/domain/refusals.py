@@ -91,8 +91,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
         # the board and conversations
         "no_post", "no_conversation",
-        # discoveries
-        "no_discovery",
+        # discoveries, memory
+        "no_discovery", "no_note",
         # git
         "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
         # library
@@ -118,6 +118,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_decision_model",
         # the society
         "nothing_to_rate",
+        # memory
+        "memory_full",
         # git
         "pull_request_exists", "pull_request_closed", "nothing_to_merge", "merge_conflict",
         "not_fast_forward", "repo_exists",

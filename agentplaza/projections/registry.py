@@ -12,6 +12,7 @@ from .hub_mcp import HubMcpProjection
 from .laws import LawsProjection
 from .library import LibraryProjection
 from .log import UnreadableEvents
+from .memory import MemoryProjection
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
@@ -26,4 +27,4 @@ def all_projections() -> list[Projection]:
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
-            HiringProjection(), ToolboxProjection()]
+            HiringProjection(), ToolboxProjection(), MemoryProjection()]

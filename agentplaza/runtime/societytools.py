@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..commands import agents as agents_commands
 from ..commands import hiring
+from ..commands import memory as memory_commands
 from ..commands import toolbox as toolbox_commands
 from ..domain.base import Refusal
+from ..domain.memory import slug
+from ..projections import memory as memory_rm
 from ..projections import toolbox as toolbox_rm
 
 if TYPE_CHECKING:
@@ -70,3 +73,20 @@ def plaza_toolbox_share(s: HarnessSession, agent: Any, args: dict) -> dict:
     """Share a discovery: the same agent and name updates it, another agent's share endorses it."""
     return toolbox_commands.share(s.rt.cmds, s.rt.ctx_agent(s.cid), s.cid, args["name"], args["how"],
                                   args["verdict"], args["link"]).value
+
+
+# -- memory -------------------------------------------------------------------------------------------------
+
+
+def plaza_memory_read(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """The agent's own notes (titles, links, the notes that link back), or with ``note`` one note's text."""
+    note = slug(args["note"]) if args.get("note") else None
+    return memory_rm.memory_of(s.rt.hub.read_models, s.cid, note)
+
+
+def plaza_memory_write(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return memory_commands.write(s.rt.cmds, s.rt.ctx_agent(s.cid), s.cid, args["note"], args["text"]).value
+
+
+def plaza_memory_delete(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return memory_commands.delete(s.rt.cmds, s.rt.ctx_agent(s.cid), s.cid, args["note"]).value

@@ -37,6 +37,8 @@ from ..domain.git import MAX_TITLE_CHARS as MAX_PR_TITLE_CHARS
 from ..domain.hiring import MAX_BONUS
 from ..domain.library import MAX_ITEM_BYTES
 from ..domain.library import MAX_TITLE_CHARS as MAX_ITEM_TITLE_CHARS
+from ..domain.memory import MAX_NOTE_CHARS, MAX_NOTES
+from ..domain.memory import MAX_TITLE_CHARS as MAX_NOTE_TITLE
 from ..domain.tasks import MAX_TITLE_CHARS
 from ..domain.toolbox import MAX_ENTRIES as MAX_DISCOVERIES
 from ..domain.toolbox import MAX_HOW_CHARS, MAX_VERDICT_CHARS
@@ -299,6 +301,23 @@ _TOOLS = (
               "verdict": string(f"Your verdict (at most {MAX_VERDICT_CHARS} characters).", minLength=1),
               "link": string("Where it is: an http:// or https:// address.", minLength=1)},
              ("name", "how", "verdict", "link")), societytools.plaza_toolbox_share),
+    # -- the society: memory (runtime.societytools) --------------------------------------------------
+    Tool("plaza_memory_read", HOST, "read",
+         "Your memory, your own library of markdown notes: without note, every note's title with the notes it "
+         "links to and those that link back; with note, that note's text. The note warnings is the plaza's: "
+         "the warnings of sanctions land there.",
+         obj({"note": string("A note's title (or its slug, like how-the-build-works).")}),
+         societytools.plaza_memory_read),
+    Tool("plaza_memory_write", HOST, "write",
+         "Write a note in your memory: what you learned, how things work, what you know of other agents. "
+         "Link to another note with [[its title]]. Writing a title again replaces that note. At most "
+         f"{MAX_NOTES} notes of {MAX_NOTE_CHARS:,} characters.",
+         obj({"note": string(f"The note's title (at most {MAX_NOTE_TITLE} characters).", minLength=1),
+              "text": string("The note, in markdown.", minLength=1)},
+             ("note", "text")), societytools.plaza_memory_write),
+    Tool("plaza_memory_delete", HOST, "write",
+         "Delete a note from your memory.",
+         obj({"note": string("The note's title.", minLength=1)}, ("note",)), societytools.plaza_memory_delete),
 )
 
 #: Every tool an agent may be offered, by name.

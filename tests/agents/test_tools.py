@@ -77,6 +77,10 @@ USED = [
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "bonus": 50}),
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "details": "d", "budget": None}),
     ("plaza_treasury_transfer", {"to": 4, "amount": 10, "memo": "thanks"}),
+    ("plaza_memory_write", {"note": "How the build works", "text": "make; see [[Release]]"}),
+    ("plaza_memory_read", {}),
+    ("plaza_memory_read", {"note": "How the build works"}),
+    ("plaza_memory_delete", {"note": "How the build works"}),
     ("plaza_toolbox_share", {"name": "jq", "how": "filters JSON", "verdict": "great", "link": "https://jqlang.org"}),
 ]
 #: Host tools a built-in statute forbids every agent until the owner disables it (and permits the tool by a

@@ -18,6 +18,7 @@ from . import (
     hub_mcp,
     library,
     log,
+    memory,
     models,
     plaza,
     rules,
@@ -33,4 +34,4 @@ from . import (
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         hiring, toolbox]
+         hiring, toolbox, memory]
