@@ -101,6 +101,8 @@ def test_a_hire_becomes_a_funded_task_for_the_contact_and_its_bonus_is_paid_when
     [row] = hiring_rm.hire_rows(hub.read_models, ann)
     assert (row["task"], row["hirer"], row["contact"], row["bonus"], row["bonus_state"], row["outcome"]) == (
         number, ann, bob, 100, "paid", "done")
+    live = hub.read_models.live(["hiring"])["hiring"]
+    assert hub.read_models.replay(hub.commands.store.max_position(), ["hiring"])["hiring"] == live
 
 
 def test_no_bonus_when_the_work_fails_and_an_unpayable_bonus_is_recorded_not_paid(hub):
