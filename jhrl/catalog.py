@@ -54,6 +54,8 @@ _PLAZA = {
     "plaza_treasury_transfer": "write", "plaza_fine": "write", "plaza_vault_list": "read",
     "plaza_vault_read": "read", "plaza_law_edit": "write", "plaza_sanction": "write",
     "plaza_stop_all": "write", "plaza_resume": "write", "plaza_settings": "write",
+    # an agent's own memory ("What an agent is": Memory)
+    "plaza_memory_read": "read", "plaza_memory_write": "write", "plaza_memory_delete": "write",
 }
 _FOUNDRY = {
     "foundry_hf_search": "read", "foundry_export": "write", "foundry_job_write": "write",

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..domain import treasury as t
 from ..domain.base import Context, Refusal
+from ..domain.hiring import Hire, hire_id, pay_bonus
 from ..domain.names import TASK_PREFIX, check_cid, known_role, known_role_or_none, task_number
 from ..domain.plaza import require_running
 from ..domain.tasks import ENDED, Sequence, Task, Worker, task_id, worker_id
@@ -71,23 +72,27 @@ def create(cmds: Commands, ctx: Context, title: str, acceptance: str, budget: in
     credits and one below 200 is refused; the owner's default is the same 2,000.  If the plaza
     budget cannot cover it, nothing is created.
     """
-    through_tools = ctx.actor.startswith("agent:")
-    amount = t.DEFAULT_TOOL_TASK_BUDGET if budget is None else budget
     if parent is not None:
         parent = load(cmds, parent).number
+    return cmds.run(lambda unit: view(create_in(unit, ctx, title, acceptance, budget, details=details, role=role,
+                                                project=project, parent=parent)))
 
-    def decide(unit: Unit) -> dict:
-        seq = unit.get(Sequence.id_for(TASK_PREFIX)) or Sequence.open(ctx, TASK_PREFIX)
-        number = seq.issue(ctx)
-        books = treasury.books(unit, ctx, [t.BUDGET], [parent])
-        t.fund_task_escrow(books, number, amount, parent=parent, through_tools=through_tools,
-                           memo=f"budget of task {number}")
-        task = Task.create(ctx, number, title=title, acceptance=acceptance, budget=amount, details=details,
-                           role=role, project=project, parent=parent, through_tools=through_tools)
-        unit.add(seq, task, *books.changed())
-        return view(task)
 
-    return cmds.run(decide)
+def create_in(unit: Unit, ctx: Context, title: str, acceptance: str, budget: int | None = None, *,
+              details: str = "", role: str | None = None, project: str | None = None,
+              parent: str | None = None) -> Task:
+    """``create``'s decision in the caller's unit (a hire makes its task so): the task, funded."""
+    through_tools = ctx.actor.startswith("agent:")
+    amount = t.DEFAULT_TOOL_TASK_BUDGET if budget is None else budget
+    seq = unit.get(Sequence.id_for(TASK_PREFIX)) or Sequence.open(ctx, TASK_PREFIX)
+    number = seq.issue(ctx)
+    books = treasury.books(unit, ctx, [t.BUDGET], [parent])
+    t.fund_task_escrow(books, number, amount, parent=parent, through_tools=through_tools,
+                       memo=f"budget of task {number}")
+    task = Task.create(ctx, number, title=title, acceptance=acceptance, budget=amount, details=details,
+                       role=role, project=project, parent=parent, through_tools=through_tools)
+    unit.add(seq, task, *books.changed())
+    return task
 
 
 # -- taking work -----------------------------------------------------------------------------
@@ -239,10 +244,14 @@ def review(cmds: Commands, ctx: Context, number: str, reviewer: str, passed: boo
         task = load_in(unit, number)
         task.verdict(ctx, check_cid(reviewer), passed, notes)
         society.worked_in(unit, ctx, task.number, task.worker, check_cid(reviewer), passed)
+        hire = unit.get(hire_id(task.number)) if passed else None
         keys = [t.BUDGET] + ([t.wallet_key(task.worker)] if passed else [])
+        keys += [t.wallet_key(hire.hirer)] if isinstance(hire, Hire) else []
         books = treasury.books(unit, ctx, keys, [task.number])
         if passed:
             t.settle_task(books, treasury.plaza_in(unit), task.number, True, worker=task.worker, metered_cost=metered_cost)
+            if isinstance(hire, Hire):  # a hired task's bonus: "paid only if the work passes"
+                pay_bonus(books, treasury.plaza_in(unit), hire)
         else:
             t.refund_task(books, task.number, "failed")
         unit.add(task, *_release_all(unit, ctx, task, [reviewer]))

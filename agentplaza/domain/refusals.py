@@ -49,6 +49,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_project", "invalid_file", "message_to_self", "invalid_format",
         # the society
         "invalid_rating",
+        # hiring, discoveries, memory
+        "hire_self", "invalid_link",
         # git
         "invalid_repo", "invalid_branch", "invalid_ref", "invalid_verdict", "same_branch", "body_too_long",
         "invalid_path", "too_many_refs",
@@ -79,6 +81,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "tool_suspended", "training_model_refused", "unseal_failed", "wrong_role",
         # git
         "protected_branch",
+        # hiring
+        "cannot_hire_orchestrator", "not_a_contact",
         # hub mcp
         "foreign_origin", "mcp_local_only", "remote_needs_https",
     ),
@@ -89,6 +93,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_read_model", "unknown_secret", "unknown_slot", "unknown_template", "unknown_version",
         # the board and conversations
         "no_post", "no_conversation",
+        # discoveries, memory
+        "no_discovery", "no_note",
         # git
         "no_pull_request", "no_repo", "no_branch", "no_file", "not_found",
         # library
@@ -118,6 +124,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_decision_model",
         # the society
         "nothing_to_rate",
+        # memory
+        "memory_full",
         # git
         "pull_request_exists", "pull_request_closed", "nothing_to_merge", "merge_conflict",
         "not_fast_forward", "repo_exists",

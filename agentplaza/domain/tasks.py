@@ -39,7 +39,7 @@ PHASES = ("working", "review", "reviewing")
 #: The role of the agents that review finished work.
 REVIEWER_ROLE = "reviewer"
 #: How a worker came to hold a task.
-CLAIM_HOW = ("scheduler", "assigned", "claimed", "awarded")
+CLAIM_HOW = ("scheduler", "assigned", "claimed", "awarded", "hired")
 #: Why a claimed task failed.
 FAIL_WHY = ("review", "worker", "offline")
 MAX_TITLE_CHARS = 200
@@ -118,7 +118,7 @@ class Task(PlazaAggregate):
 
     class Claimed(PlazaAggregate.Event):
         worker: str
-        how: str  # scheduler, assigned, claimed, awarded
+        how: str  # scheduler, assigned, claimed, awarded, hired
         price: int | None  # the awarded bid's price
 
         def apply(self, task: Task) -> None:

@@ -7,13 +7,16 @@ from .board import BoardProjection
 from .conversations import ConversationsProjection
 from .framework import Projection
 from .git import GitProjection
+from .hiring import HiringProjection
 from .hub_mcp import HubMcpProjection
 from .laws import LawsProjection
 from .library import LibraryProjection
 from .log import UnreadableEvents
+from .memory import MemoryProjection
 from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
+from .toolbox import ToolboxProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 from .work import WorkProjection
@@ -23,4 +26,5 @@ def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
-            SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection()]
+            SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
+            HiringProjection(), ToolboxProjection(), MemoryProjection()]

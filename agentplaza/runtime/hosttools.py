@@ -25,7 +25,7 @@ from ..projections import board as board_rm
 from ..projections import git as git_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import forge
+from . import forge, societytools
 from .library import library_of
 from .work import delivery_ref
 
@@ -55,7 +55,7 @@ def plaza_roster(s: HarnessSession, agent: Any, args: dict) -> list:
 
 
 def plaza_toolbox(s: HarnessSession, agent: Any, args: dict) -> dict:
-    return s.rt.toolbox(agent)
+    return {**s.rt.toolbox(agent), "discoveries": societytools.discoveries(s)}
 
 
 def plaza_message(s: HarnessSession, agent: Any, args: dict) -> dict:

@@ -46,11 +46,17 @@ from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
 from ..domain.conversations import MAX_MESSAGE_CHARS
 from ..domain.git import MAX_BODY_CHARS, MERGE_METHODS
 from ..domain.git import MAX_TITLE_CHARS as MAX_PR_TITLE_CHARS
+from ..domain.hiring import MAX_BONUS
 from ..domain.library import MAX_ITEM_BYTES
 from ..domain.library import MAX_TITLE_CHARS as MAX_ITEM_TITLE_CHARS
+from ..domain.memory import MAX_NOTE_CHARS, MAX_NOTES
+from ..domain.memory import MAX_TITLE_CHARS as MAX_NOTE_TITLE
 from ..domain.tasks import MAX_TITLE_CHARS
-from ..domain.treasury import DEFAULT_TOOL_TASK_BUDGET, MIN_TOOL_TASK_BUDGET
-from . import hosttools
+from ..domain.toolbox import MAX_ENTRIES as MAX_DISCOVERIES
+from ..domain.toolbox import MAX_HOW_CHARS, MAX_VERDICT_CHARS
+from ..domain.toolbox import MAX_NAME_CHARS as MAX_DISCOVERY_NAME
+from ..domain.treasury import DAILY_SEND_LIMIT, DEFAULT_TOOL_TASK_BUDGET, MAX_MEMO_CHARS, MIN_TOOL_TASK_BUDGET
+from . import hosttools, societytools
 from .hosttools import GIT_LOG_MAX, GIT_OPS, MAX_BOARD_READ, MAX_TASK_LIST
 from .schema import check, obj, string
 
@@ -167,8 +173,8 @@ _TOOLS = (
          obj(), hosttools.plaza_roster),
     Tool("plaza_toolbox", HOST, "read",
          "The tools you are offered now, each with its description, grouped as vm (run in your own VM) "
-         "and plaza (run by the hub). A survey, not a grant: every call is still checked by the "
-         "plaza's laws.",
+         "and plaza (run by the hub), and the discoveries agents shared (plaza_toolbox_share; flagged ones "
+         "last and marked). A survey, not a grant: every call is still checked by the plaza's laws.",
          obj(), hosttools.plaza_toolbox),
     Tool("plaza_message", HOST, "write",
          "Send a message to another agent; it arrives in that agent's queue as a work item and is kept in "
@@ -303,6 +309,59 @@ _TOOLS = (
               "task": string("The task it answers, like t3."),
               "project": string("The project it belongs to.")},
              ("file", "title")), hosttools.plaza_library_submit),
+    # -- the society: hiring and paying (runtime.societytools) ---------------------------------------
+    Tool("plaza_hire", HOST, "write",
+         "Hire a contact (an agent you have worked or talked with; never the orchestrator) for work you do not "
+         "want to do yourself. The hire becomes a task for that contact, funded from the plaza budget like any "
+         f"task (default {DEFAULT_TOOL_TASK_BUDGET:,} credits, at least {MIN_TOOL_TASK_BUDGET}); the contact "
+         "takes it at once. A bonus from your own wallet (at most "
+         f"{MAX_BONUS:,}) is paid to it only if the work passes. Returns the task's number.",
+         obj({"to": {"type": "integer", "description": "The contact's CID (see plaza_roster)."},
+              "title": string(f"A short title (at most {MAX_TITLE_CHARS} characters).", minLength=1),
+              "acceptance": string("What counts as done: the reviewer checks the work against it.", minLength=1),
+              "details": string("Anything more the contact needs to know."),
+              "budget": {"type": ["integer", "null"], "minimum": MIN_TOOL_TASK_BUDGET,
+                         "description": f"Credits for the task's escrow: default {DEFAULT_TOOL_TASK_BUDGET:,}."},
+              "bonus": {"type": "integer", "minimum": 0, "maximum": MAX_BONUS,
+                        "description": "Credits from your wallet, paid to the contact only if the work passes."}},
+             ("to", "title", "acceptance")), societytools.plaza_hire, societytools.hire_facts),
+    Tool("plaza_treasury_transfer", HOST, "write",
+         "The payment tool: pay another agent credits from your wallet, with a memo saying what for. A payment "
+         "at or below the owner's approval threshold (approve_over, 500 credits by default) moves at once; one "
+         "above it waits for the owner in Approvals (you are told when it is decided). You can send at most "
+         f"{DAILY_SEND_LIMIT:,} credits per UTC day in payments and bonuses together.",
+         obj({"to": {"type": "integer", "description": "The recipient's CID (see plaza_roster)."},
+              "amount": {"type": "integer", "minimum": 1, "description": "Whole credits."},
+              "memo": string(f"What the payment is for (at most {MAX_MEMO_CHARS} characters).", minLength=1)},
+             ("to", "amount", "memo")), societytools.plaza_treasury_transfer),
+    # -- the society: discoveries (runtime.societytools) ---------------------------------------------
+    Tool("plaza_toolbox_share", HOST, "write",
+         "Share a discovery: a tool, library, service, API or technique you tried on the internet and found "
+         "useful, with its name, how it works, your verdict and a link. Sharing the same name again updates "
+         "your entry; sharing a name another agent shared endorses theirs. Other agents see it in their "
+         f"plaza_toolbox. The toolbox keeps at most {MAX_DISCOVERIES} entries.",
+         obj({"name": string(f"Its name (at most {MAX_DISCOVERY_NAME} characters).", minLength=1),
+              "how": string(f"How it works, how to use it (at most {MAX_HOW_CHARS:,} characters).", minLength=1),
+              "verdict": string(f"Your verdict (at most {MAX_VERDICT_CHARS} characters).", minLength=1),
+              "link": string("Where it is: an http:// or https:// address.", minLength=1)},
+             ("name", "how", "verdict", "link")), societytools.plaza_toolbox_share),
+    # -- the society: memory (runtime.societytools) --------------------------------------------------
+    Tool("plaza_memory_read", HOST, "read",
+         "Your memory, your own library of markdown notes: without note, every note's title with the notes it "
+         "links to and those that link back; with note, that note's text. The note warnings is the plaza's: "
+         "the warnings of sanctions land there.",
+         obj({"note": string("A note's title (or its slug, like how-the-build-works).")}),
+         societytools.plaza_memory_read),
+    Tool("plaza_memory_write", HOST, "write",
+         "Write a note in your memory: what you learned, how things work, what you know of other agents. "
+         "Link to another note with [[its title]]. Writing a title again replaces that note. At most "
+         f"{MAX_NOTES} notes of {MAX_NOTE_CHARS:,} characters.",
+         obj({"note": string(f"The note's title (at most {MAX_NOTE_TITLE} characters).", minLength=1),
+              "text": string("The note, in markdown.", minLength=1)},
+             ("note", "text")), societytools.plaza_memory_write),
+    Tool("plaza_memory_delete", HOST, "write",
+         "Delete a note from your memory.",
+         obj({"note": string("The note's title.", minLength=1)}, ("note",)), societytools.plaza_memory_delete),
 )
 
 #: Every tool an agent may be offered, by name.

@@ -79,7 +79,18 @@ USED = [
     ("plaza_git_review", {"pr": "pr1", "verdict": "request_changes", "text": "name it better"}),
     ("plaza_git_merge", {"pr": "pr1", "method": "auto"}),
     ("plaza_library_submit", {"file": "0123456789abcdef-report.md", "title": "The report", "task": "t1"}),
+    ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "bonus": 50}),
+    ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "details": "d", "budget": None}),
+    ("plaza_treasury_transfer", {"to": 4, "amount": 10, "memo": "thanks"}),
+    ("plaza_memory_write", {"note": "How the build works", "text": "make; see [[Release]]"}),
+    ("plaza_memory_read", {}),
+    ("plaza_memory_read", {"note": "How the build works"}),
+    ("plaza_memory_delete", {"note": "How the build works"}),
+    ("plaza_toolbox_share", {"name": "jq", "how": "filters JSON", "verdict": "great", "link": "https://jqlang.org"}),
 ]
+#: Host tools a built-in statute forbids every agent until the owner disables it (and permits the tool by a
+#: rule of its own): S-043 "No agent moves or fines credits" holds the payment tool.
+FORBIDDEN_BY_STATUTE = {"plaza_treasury_transfer": "S-043"}
 
 #: A value of the wrong type for each JSON type a schema names.
 WRONG = {"string": 7, "integer": "7", "number": "7", "boolean": "yes", "array": 7, "object": 7, "null": 7}
@@ -94,13 +105,17 @@ def keywords(schema: dict) -> set[str]:
     return out
 
 
+#: Where host tools' functions live: the plaza's, and the society's (hiring, paying, discoveries, memory).
+HOST_TOOL_MODULES = ("agentplaza.runtime.hosttools", "agentplaza.runtime.societytools")
+
+
 def test_every_tool_is_declared_once_and_runs_where_it_says():
     assert set(GUEST_TOOLS) | set(HOST_TOOLS) == set(TOOLS) and len(GUEST_TOOLS) + len(HOST_TOOLS) == len(TOOLS)
     for t in TOOLS.values():
         assert (t.runs == tools.GUEST) == t.name.startswith("vm."), t.name
         assert (t.handler is None) == (t.runs == tools.GUEST), t.name  # a host tool has its function
         if t.handler is not None:
-            assert t.handler.__name__ == t.name and t.handler.__module__ == "agentplaza.runtime.hosttools"
+            assert t.handler.__name__ == t.name and t.handler.__module__ in HOST_TOOL_MODULES
     # the harness runs every guest tool (vm.share_file needs the hub, so it is its own case), and no other
     assert set(h.GUEST_TOOLS) | {"vm.share_file"} == set(GUEST_TOOLS)
     with pytest.raises(h.ToolError, match="no guest tool"):
@@ -302,6 +317,9 @@ def test_every_host_tool_runs_in_the_hub(hub):
     for tool in HOST_TOOLS:  # as the first role the laws let call it
         answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder, reviewer)]
         r = next((a for a in answers if "error" not in a or a["error"]["code"] != "refused"), answers[-1])
+        if tool in FORBIDDEN_BY_STATUTE:
+            assert r["error"]["code"] == "refused" and FORBIDDEN_BY_STATUTE[tool] in r["error"]["message"], (tool, r)
+            continue
         assert "error" not in r or r["error"]["code"] not in ("not_available", "bad_request", "refused"), (tool, r)
 
 
@@ -309,7 +327,7 @@ def test_the_toolbox_gives_each_offered_tool_with_its_description(hub):
     _cid, s = session(hub, "orchestrator")
     r = s.handle({"op": "tool", "tool": "plaza_toolbox", "args": {}})
     box = r["result"]
-    assert set(box) == {"vm", "plaza"}
+    assert set(box) == {"vm", "plaza", "discoveries"} and box["discoveries"] == []  # none shared yet
     assert {t["name"] for t in box["vm"]} <= set(GUEST_TOOLS) and {t["name"] for t in box["plaza"]} <= set(HOST_TOOLS)
     assert "vm.shell" in [t["name"] for t in box["vm"]] and "plaza_toolbox" in [t["name"] for t in box["plaza"]]
     for t in box["vm"] + box["plaza"]:

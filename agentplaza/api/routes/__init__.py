@@ -15,15 +15,18 @@ from . import (
     e2b,
     gateway,
     git,
+    hiring,
     hub_mcp,
     library,
     log,
+    memory,
     models,
     plaza,
     rules,
     society,
     system,
     tasks,
+    toolbox,
     treasury,
     unfurl,
     usage,
@@ -32,4 +35,4 @@ from . import (
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         e2b]
+         e2b, hiring, toolbox, memory]

@@ -26,9 +26,11 @@ from . import (
     plaza,
     replay,
     rules,
+    settings,
     society,
     tasks,
     templates,
+    toolbox,
     treasury,
     tui,
     unfurl,
@@ -40,5 +42,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
-              doctor, mcp, acp, e2b)
+              doctor, mcp, acp, e2b, settings, toolbox)
 }

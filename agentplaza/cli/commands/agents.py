@@ -97,6 +97,14 @@ def napping(name: str, text: str) -> Action:
                   render=lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
 
 
+def render_memory(d: dict) -> str:
+    if "notes" in d:
+        return table([{**n, "links": ", ".join(n["links"]), "backlinks": ", ".join(n["backlinks"])}
+                      for n in d["notes"]], ["note", "title", "links", "backlinks", "by", "updated_at"])
+    n = d["note"]
+    return "(no such note)" if n is None else f"# {n['title']}  ({n['by']}, {n['updated_at']})\n\n{n['text']}"
+
+
 AREA = Area("agents", "spawn, list and drive agents", (
     Action("create", "start 1 to 16 agents of a role", "POST", "/v1/agents",
            args=(arg("--role", required=True), arg("--count", type=int, default=1),
@@ -111,6 +119,9 @@ AREA = Area("agents", "spawn, list and drive agents", (
            args=(CID_ARG, arg("--after", type=int, default=0, help="entries after this number"),
                  arg("--limit", type=int, default=200)),
            query=lambda a: {"after": a.after, "limit": a.limit}, render=lambda d: render_transcript(d["transcript"])),
+    Action("memory", "the agent's memory: its notes and their links, or one note's text with --note", "GET",
+           "/v1/agents/{cid}/memory", args=(CID_ARG, arg("--note", help="one note, by its title")),
+           query=lambda a: {"note": a.note} if a.note else {}, render=render_memory),
     Action("tell", "send the agent a message (work for it)", "POST", "/v1/agents/{cid}/tell",
            args=(CID_ARG, arg("--text", required=True)), body=lambda a: {"text": a.text},
            render=lambda d: f"told agent {d['agent']['cid']} (item {d['item']}, {d['agent']['status']})"),

@@ -1,4 +1,4 @@
-"""agentplaza society reputation | wallets | bonds [--cid CID] | ratings [--cid CID] | roles | proposals
+"""agentplaza society reputation | wallets | bonds [--cid CID] | ratings [--cid CID] | roles | proposals | hires
 | rate CID up|down (the owner's Trust more / Trust less)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ WALLET_COLUMNS = ["cid", "name", "role", "balance", "earned", "spent", "share"]
 BOND_COLUMNS = ["a", "b", "strength", "interactions", "last"]
 RATING_COLUMNS = ["at", "by", "of", "rating", "for", "counts"]
 PROPOSAL_COLUMNS = ["id", "status", "agent", "title"]
+HIRE_COLUMNS = ["at", "task", "hirer", "contact", "bonus", "bonus_state", "outcome"]
 ONLY_CID = arg("--cid", type=int, help="only this agent's")
 
 
@@ -37,6 +38,9 @@ AREA = Area("society", "the society: reputation and wallets, bonds, ratings, rol
     Action("proposals", "the agents' proposals of new agents (approve or reject them in approvals)", "GET",
            "/v1/approvals", query=lambda a: {"kind": "agent", "status": "all"},
            render=lambda d: table(d["approvals"], PROPOSAL_COLUMNS)),
+    Action("hires", "who hired whom, the bonus and whether it was paid (the latest first)", "GET",
+           "/v1/society/hires", args=(ONLY_CID,), query=lambda a: {"cid": a.cid} if a.cid is not None else {},
+           render=lambda d: table(d["hires"], HIRE_COLUMNS)),
     Action("rate", "trust an agent more (up) or less (down), as the owner", "POST", "/v1/society/{cid}/trust",
            args=(arg("cid", type=int), arg("direction", choices=("up", "down"))),
            body=lambda a: {"more": a.direction == "up"}, render=render_rated),
