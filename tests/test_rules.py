@@ -179,7 +179,7 @@ def test_a_statute_needs_a_reason_and_the_constitution_cannot_be_disabled(cmds):
 
 def test_rules_list_show_and_counts(api):
     laws = api.get("/v1/rules").json()
-    assert len(laws["laws"]) == 81 and laws["totals"]["calls"] == 0
+    assert len(laws["laws"]) == 80 and laws["totals"]["calls"] == 0
     for _ in range(3):
         assert decide(api, tool="plaza_vault_list", risk="read").json()["decision"]["forbidding"] == "C-002a"
     assert decide(api).json()["decision"]["effect"] == "allow"

@@ -1,4 +1,4 @@
-"""The 81 built-in laws (the guide's 80 and S-056, memory), in three files: the constitution (C-), the statutes (S-) and the tool laws (T-)."""
+"""The 80 built-in laws, in three files: the constitution (C-), the statutes (S-) and the tool laws (T-)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from ..grammar import parse
 # file, id prefix, law tier, how many laws it holds
 BUILTIN_FILES = (
     ("constitution.jhrl", "C-", "constitutional", 9),
-    ("statutes.jhrl", "S-", "statute", 59),
+    ("statutes.jhrl", "S-", "statute", 58),
     ("tools.jhrl", "T-", "tool", 13),
 )
 BUILTIN_PREFIXES = tuple(prefix for _, prefix, _, _ in BUILTIN_FILES)
-BUILTIN_COUNT = sum(count for *_, count in BUILTIN_FILES)  # 81
+BUILTIN_COUNT = sum(count for *_, count in BUILTIN_FILES)  # 80
 
 
 def builtin_source(name: str) -> str:

@@ -1,4 +1,4 @@
-"""Every one of the 81 built-in laws, each with a concrete call it permits, refuses, holds or records."""
+"""Every one of the 80 built-in laws, each with a concrete call it permits, refuses, holds or records."""
 
 import pytest
 
@@ -84,7 +84,6 @@ CASES = {
     "S-053": (call("sandbox", "egress.inject", host="api.example.com"), "forbid"),
     "S-054": (call("builder", "egress.inject", host="api.example.com", rule_matches=True), "permit"),
     "S-055": (call("builder", "plaza_board_post", to="@all"), "record"),
-    "S-056": (call("builder", "plaza_memory_write", note="how the build works"), "permit"),
     "T-001": (call("sandbox", "vm.read_file", path="/etc/hosts"), "forbid"),
     "T-002": (call("researcher", "foundry_export", what="tasks"), "forbid"),
     "T-003": (call("judge", "station_lease", station="ws1"), "forbid"),
@@ -103,9 +102,9 @@ CASES = {
 
 def test_eighty_built_in_laws_in_three_files():
     laws = builtin_laws()
-    assert len(laws) == BUILTIN_COUNT == 81
+    assert len(laws) == BUILTIN_COUNT == 80
     prefixes = [law.id[:2] for law in laws]
-    assert (prefixes.count("C-"), prefixes.count("S-"), prefixes.count("T-")) == (9, 59, 13)
+    assert (prefixes.count("C-"), prefixes.count("S-"), prefixes.count("T-")) == (9, 58, 13)
     assert "C-002a" in LAWS and "C-004a" in LAWS and "S-006d" in LAWS
 
 
