@@ -78,3 +78,13 @@ MCP_SCOPES = ("observe", "operate", "govern")
 MCP_MODES = ("secure", "open")
 #: An allowlist entry naming an agent an editor may drive over ACP: acp:<name or CID>.
 ACP_ENTRY_PREFIX = "acp:"
+
+# -- projects and the council (governance) -------------------------------------------------------
+#: A project's eight stages, in order, and its kinds (a code project's plan needs a spec).
+PROJECT_STAGES = ("brief", "research", "proposal", "critique", "approval", "implementation", "review", "delivered")
+PROJECT_KINDS = ("code", "other")
+#: A council motion's kinds, a seat's votes, where a motion stands, and the owner's decision.
+MOTION_KINDS = ("priority", "budget_move", "new_town", "replace_mayor", "new_law", "other")
+VOTES = ("yes", "no", "abstain")
+MOTION_STATUSES = ("open", "waiting", "carried", "rejected")
+OWNER_DECISIONS = ("approve", "reject")

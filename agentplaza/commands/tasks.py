@@ -76,18 +76,23 @@ def create(cmds: Commands, ctx: Context, title: str, acceptance: str, budget: in
     if parent is not None:
         parent = load(cmds, parent).number
 
-    def decide(unit: Unit) -> dict:
-        seq = unit.get(Sequence.id_for(TASK_PREFIX)) or Sequence.open(ctx, TASK_PREFIX)
-        number = seq.issue(ctx)
-        books = treasury.books(unit, ctx, [t.BUDGET], [parent])
-        t.fund_task_escrow(books, number, amount, parent=parent, through_tools=through_tools,
-                           memo=f"budget of task {number}")
-        task = Task.create(ctx, number, title=title, acceptance=acceptance, budget=amount, details=details,
-                           role=role, project=project, parent=parent, through_tools=through_tools)
-        unit.add(seq, task, *books.changed())
-        return view(task)
+    return cmds.run(lambda unit: create_in(unit, ctx, title, acceptance, amount, details=details, role=role,
+                                           project=project, parent=parent, through_tools=through_tools))
 
-    return cmds.run(decide)
+
+def create_in(unit: Unit, ctx: Context, title: str, acceptance: str, amount: int, *, details: str = "",
+              role: str | None = None, project: str | None = None, parent: str | None = None,
+              through_tools: bool = False) -> dict:
+    """A new task with its escrow, in ``unit`` (a project links its task in the same commit)."""
+    seq = unit.get(Sequence.id_for(TASK_PREFIX)) or Sequence.open(ctx, TASK_PREFIX)
+    number = seq.issue(ctx)
+    books = treasury.books(unit, ctx, [t.BUDGET], [parent])
+    t.fund_task_escrow(books, number, amount, parent=parent, through_tools=through_tools,
+                       memo=f"budget of task {number}")
+    task = Task.create(ctx, number, title=title, acceptance=acceptance, budget=amount, details=details,
+                       role=role, project=project, parent=parent, through_tools=through_tools)
+    unit.add(seq, task, *books.changed())
+    return view(task)
 
 
 # -- taking work -----------------------------------------------------------------------------
@@ -246,6 +251,10 @@ def review(cmds: Commands, ctx: Context, number: str, reviewer: str, passed: boo
         else:
             t.refund_task(books, task.number, "failed")
         unit.add(task, *_release_all(unit, ctx, task, [reviewer]))
+        if passed and task.project:
+            from . import projects  # a project's linked task passed: the project may move on, same commit
+
+            projects.task_done_in(unit, ctx, task.project, task.number)
         return treasury.booked(unit, books)
 
     return cmds.run(decide)

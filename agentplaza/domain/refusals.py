@@ -54,12 +54,16 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_path", "too_many_refs",
         # hub mcp
         "unknown_tool",
+        # projects, the council, the courts
+        "empty_document", "invalid_vote",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
     ),
     Kind.TOO_LARGE: (
         "body_too_large",
+        # projects, the council, the courts
+        "document_too_long", "too_many_documents",
         # git
         "push_too_large",
         # library
@@ -79,6 +83,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "protected_branch",
         # hub mcp
         "foreign_origin", "mcp_local_only", "remote_needs_https",
+        # projects, the council, the courts
+        "own_proposal", "not_a_seat", "courts_never_sit", "own_case",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -93,6 +99,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_item", "item_missing",
         # hub mcp
         "no_orchestrator", "unknown_token",
+        # projects, the council, the courts
+        "no_project", "no_motion", "no_case", "no_incident",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -117,6 +125,9 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "not_fast_forward", "repo_exists",
         # library
         "item_corrupt",
+        # projects, the council, the courts
+        "wrong_stage", "project_ended", "needs_research", "needs_spec", "needs_critique", "critique_blocks",
+        "plan_not_approved", "motion_decided", "motion_not_yours", "case_ruled",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

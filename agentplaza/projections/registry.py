@@ -7,6 +7,7 @@ from .board import BoardProjection
 from .conversations import ConversationsProjection
 from .framework import Projection
 from .git import GitProjection
+from .governance import GovernanceProjection
 from .hub_mcp import HubMcpProjection
 from .laws import LawsProjection
 from .library import LibraryProjection
@@ -23,4 +24,5 @@ def all_projections() -> list[Projection]:
     return [PlazaProjection(), EventCounts(), LawsProjection(), TreasuryProjection(), VaultProjection(),
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
-            SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection()]
+            SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
+            GovernanceProjection()]
