@@ -282,16 +282,16 @@ class Project(PlazaAggregate):
 
     def propose(self, ctx: Context, proposal: str, tasks_doc: str, spec: str | None, *, role: str | None) -> int:
         """A new revision of the plan; its number."""
-        self._at(PLANNING, "a proposal")
+        self._at((BRIEF, *PLANNING), "a proposal")
         _role(role, PLANNERS, "a proposal")
         if not self.research:
             raise Refusal("needs_research", f"project {self.number} has no research yet: researchers attach "
                           "what they found before the planner proposes")
         if len(self.revisions) >= MAX_REVISIONS:
             raise Refusal("too_many_documents", f"a project keeps at most {MAX_REVISIONS} revisions")
-        spec = doc(spec, "the spec", required=self.kind == "code")
-        if self.kind == "code" and not spec.strip():
-            raise Refusal("needs_spec", "a code project's plan needs a spec")
+        if self.kind == "code" and (not isinstance(spec, str) or not spec.strip()):
+            raise Refusal("needs_spec", "a code project's plan needs a spec (the change it makes, as a document)")
+        spec = doc(spec, "the spec", required=False)
         n = self.revision + 1
         self.record(self.Proposed, ctx, revision=n, proposal=doc(proposal, "the proposal"),
                     tasks_doc=doc(tasks_doc, "the tasks document"), spec=spec)

@@ -14,6 +14,7 @@ from . import (
     decide,
     gateway,
     git,
+    governance,
     hub_mcp,
     library,
     log,
@@ -30,4 +31,5 @@ from . import (
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
-         agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp]
+         agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
+         governance]

@@ -10,6 +10,7 @@ from . import (
     board,
     conduct,
     conversations,
+    council,
     decide,
     doctor,
     events,
@@ -22,6 +23,7 @@ from . import (
     nodes,
     overview,
     plaza,
+    projects,
     replay,
     rules,
     society,
@@ -37,6 +39,6 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
+              models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library, decide, unfurl, tui,
               doctor, mcp)
 }
