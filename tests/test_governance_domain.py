@@ -74,3 +74,19 @@ def test_a_carried_budget_move_the_budget_cannot_pay_stays_carried_and_says_why(
         refused(p, "no_wallet", cc.propose, p.ctx("agent:30"), "budget_move", "x", role="finance", amount=5, to="77")
     finally:
         p.close()
+
+
+def test_all_ever_minted_is_the_budgets_mints_even_from_a_snapshot_older_than_the_count(tmp_path, database_url):
+    from agentplaza.commands import treasury as tc
+    from agentplaza.domain import treasury as t
+
+    p = Plaza(tmp_path, database_url)
+    try:
+        tc.mint(p.cmds, p.ctx(), 5_000)
+        budget = p.store.get(t.account_id(t.BUDGET))
+        assert budget.minted == t.GENESIS_CREDITS + 5_000
+        assert t.minted_of(p.store.events_of(t.account_id(t.BUDGET))) == budget.minted
+        del budget.__dict__["minted"]  # as a copy loaded from a snapshot taken before the count existed
+        assert budget.minted is None
+    finally:
+        p.close()

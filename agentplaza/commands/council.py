@@ -67,11 +67,14 @@ def propose(cmds: Commands, ctx: Context, kind: str, title: str, text: str = "",
     def decide(unit: Unit) -> dict:
         require_running(unit.get)
         budget = treasury.account(unit, t.BUDGET)
+        minted = 0 if budget is None else budget.minted
+        if minted is None:  # a budget loaded from a snapshot older than its count: fold its own events
+            minted = t.minted_of(unit.store.events_of(t.account_id(t.BUDGET)))
         payee = check_cid(to, "the recipient") if to is not None else None
         if payee is not None and treasury.account(unit, t.wallet_key(payee)) is None:
             raise Refusal("no_wallet", f"no wallet for agent {payee}")
         m = Motion.propose(ctx, _issue(unit, ctx, MOTION_PREFIX), kind, title, text, role=role, amount=amount,
-                           to=payee, minted=budget.minted if budget is not None else 0)
+                           to=payee, minted=minted)
         unit.add(m)
         return view(m)
 
