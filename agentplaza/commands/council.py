@@ -39,6 +39,11 @@ def motion_ref(number: str) -> str:
     return f"motion:{number}"
 
 
+def minted_of(events) -> int:
+    """All the credits ever minted, from the budget's own events (every Mint posts to the budget)."""
+    return sum(e.amount for e in events if isinstance(e, t.Account.Posted) and e.entry_kind == t.MINT and e.amount > 0)
+
+
 def _issue(unit: Unit, ctx: Context, prefix: str) -> str:
     seq = unit.get(Sequence.id_for(prefix)) or Sequence.open(ctx, prefix)
     unit.add(seq)
@@ -69,7 +74,7 @@ def propose(cmds: Commands, ctx: Context, kind: str, title: str, text: str = "",
         budget = treasury.account(unit, t.BUDGET)
         minted = 0 if budget is None else budget.minted
         if minted is None:  # a budget loaded from a snapshot older than its count: fold its own events
-            minted = t.minted_of(unit.store.events_of(t.account_id(t.BUDGET)))
+            minted = minted_of(unit.store.events_of(t.account_id(t.BUDGET)))
         payee = check_cid(to, "the recipient") if to is not None else None
         if payee is not None and treasury.account(unit, t.wallet_key(payee)) is None:
             raise Refusal("no_wallet", f"no wallet for agent {payee}")

@@ -141,8 +141,7 @@ class Budget(Account):
     class Created(PlazaAggregate.Created):
         pass
 
-    #: All the credits ever minted (the council's share of a budget move is of it); None when this copy
-    #: was loaded from a snapshot taken before the budget counted them (``minted_of`` then folds its events).
+    #: All the credits ever minted; None in a copy from a snapshot older than the count (see commands.council).
     minted = None
 
     def __init__(self) -> None:
@@ -153,11 +152,6 @@ class Budget(Account):
     def on_posted(self, ev: Account.Posted) -> None:
         if self.minted is not None and ev.entry_kind == MINT and ev.amount > 0:
             self.minted += ev.amount
-
-
-def minted_of(events: Iterable[Any]) -> int:
-    """All the credits ever minted, from the budget's own events (every Mint posts to the budget)."""
-    return sum(e.amount for e in events if isinstance(e, Account.Posted) and e.entry_kind == MINT and e.amount > 0)
 
 
 class Wallet(Account):
