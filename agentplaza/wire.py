@@ -78,6 +78,10 @@ MCP_SCOPES = ("observe", "operate", "govern")
 MCP_MODES = ("secure", "open")
 #: An allowlist entry naming an agent an editor may drive over ACP: acp:<name or CID>.
 ACP_ENTRY_PREFIX = "acp:"
+#: Where the hub answers editors over ACP (a WebSocket; ``agentplaza acp`` is the stdio pipe to it).
+ACP_PATH = "/acp"
+#: The approval modes an editor sees, and the agent's permission mode each one is.
+ACP_MODES = {"autonomous": "autonomous", "ask": "ask", "read_only": "read-only"}
 
 # -- projects and the council (governance) -------------------------------------------------------
 #: A project's eight stages, in order, and its kinds (a code project's plan needs a spec).

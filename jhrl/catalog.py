@@ -80,6 +80,17 @@ TOOLS: dict[str, str] = {**_GUEST, **_ENGINE, **_PLAZA, **_FOUNDRY, **_STATION, 
 UNKNOWN_RISK = "irreversible"
 
 
+#: The high-risk class, before which the hub takes an automatic checkpoint of the agent's machine (the
+#: owner's ``vm_auto_checkpoints``): every irreversible call, and the guest calls that change the machine
+#: beyond what a file edit can show (a shell command, a package install).
+HIGH_RISK_CLASSES = ("irreversible",)
+HIGH_RISK_TOOLS = ("vm.shell", "vm.install")
+
+
+def high_risk(tool: str) -> bool:
+    return tool in HIGH_RISK_TOOLS or risk_of(tool) in HIGH_RISK_CLASSES
+
+
 def risk_of(tool: str) -> str:
     """A tool's risk class: the catalogue's, else ``UNKNOWN_RISK``."""
     return TOOLS.get(tool, UNKNOWN_RISK)

@@ -35,4 +35,6 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 # axe-core, from the npm registry, for the console's accessibility check (tests/browser/test_console.py).
 [ -f .cache/npm/node_modules/axe-core/axe.min.js ] || npm install -s --no-audit --no-fund --prefix .cache/npm axe-core@4
-exec .venv/bin/python -m pytest "$@"
+# Several workers (pytest-xdist): most tests wait on a hub process, a browser or PostgreSQL, so two cores
+# keep more than two busy. Tests that boot microVMs run on one worker, in turn (tests/conftest.py).
+exec .venv/bin/python -m pytest -n "${APZ_TEST_WORKERS:-3}" --dist loadgroup "$@"

@@ -20,6 +20,15 @@ from support.pg import TempPostgres  # noqa: E402
 os.environ.setdefault("POSTGRES_PASSWORD", "")
 
 
+def pytest_collection_modifyitems(items):
+    """The test command runs the suite on several workers (pytest-xdist, ``--dist loadgroup``). Tests that
+    boot microVMs all go to one worker, one after another: under TCG each boot takes a whole core, and their
+    machines' cgroups and jail uids are named by machine name and CID, which two hubs would share."""
+    for item in items:
+        if item.get_closest_marker("vm"):
+            item.add_marker(pytest.mark.xdist_group("vm"))
+
+
 class _Pg:
     def __init__(self, admin_url: str | None, server: TempPostgres | None):
         self.server = server

@@ -209,3 +209,25 @@ def test_the_library_read_model_rebuilt_from_event_one_equals_the_live_one(hub):
         assert json.loads(cli(again, "--json", "library", "list").stdout) == live
     finally:
         again.stop()
+
+
+def test_a_preview_is_sandboxed_and_only_the_hubs_own_pages_may_frame_it(api):
+    """The console's Library screen frames a preview (an HTML report runs there): the hub's own pages may
+    frame it, no other site may, and it stays sandboxed in an opaque origin. A download is never framed."""
+    from agentplaza.api.routes.library import INLINE_CSP
+
+    cid, s = builder(api.hub)
+    number = hand_in(s, "report.html", b"<!doctype html><p>hi</p><script>document.title='x'</script>", "Report")["result"]["item"]
+    api.hub.read_models.catch_up()
+    inline = api.get(f"/v1/library/{number}/content", params={"inline": "1"})
+    assert inline.status_code == 200 and inline.headers["content-type"].startswith("text/html")
+    policy = dict(d.strip().split(" ", 1) for d in inline.headers["content-security-policy"].split(";"))
+    assert inline.headers["content-security-policy"] == INLINE_CSP
+    assert policy["sandbox"] == "allow-scripts" and "allow-same-origin" not in INLINE_CSP
+    assert policy["frame-ancestors"] == "'self'" and policy["default-src"] == "'none'"
+    assert inline.headers["x-frame-options"] == "SAMEORIGIN" and inline.headers["x-content-type-options"] == "nosniff"
+    assert "connect-src" not in policy and "form-action" not in policy  # default-src 'none' covers fetches
+    download = api.get(f"/v1/library/{number}/content")
+    assert download.headers["x-frame-options"] == "DENY" and download.headers["content-type"] == "application/octet-stream"
+    assert "frame-ancestors 'none'" in download.headers["content-security-policy"]
+    assert "attachment" in download.headers["content-disposition"]

@@ -59,7 +59,7 @@ class MachineSpec:
         if not 1 <= self.vcpus <= 64:
             raise ValueError("vcpus must be 1..64")
         if not 64 <= self.memory_mib <= 1 << 20:
-            raise ValueError("memory_mib must be at least 64")
+            raise ValueError(f"memory_mib must be 64..{1 << 20} (64 MiB to 1 TiB)")
         if len(self.volumes) > MAX_VOLUMES:
             raise ValueError(f"a machine takes at most {MAX_VOLUMES} volumes")
         names = [v.name for v in self.volumes]

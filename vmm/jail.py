@@ -17,50 +17,22 @@
 Needs root (CAP_SYS_ADMIN) on the host. ``available()`` checks at run time and
 says why not where a wall cannot be built.
 
-This file runs as a script for the helper, so it imports only the standard library.
+The helper is ``vmm/jail_helper.py``, run as a script; it imports only the standard library.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 log = logging.getLogger("vmm.jail")
-
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 38, 24, 28
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-SYS_pivot_root, SYS_capset = 155, 126
-SECBITS_LOCKED_ALL = 0x3f  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED and their locks
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"{what}: {os.strerror(e)}")
-
-
-def _mount(src, target, fstype, flags, data=None) -> None:
-    _check(_libc.mount(src and str(src).encode(), str(target).encode(), fstype and fstype.encode(),
-                       ctypes.c_ulong(flags), data and data.encode()), f"mount {src} on {target}")
-
-
-def _unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
-
+#: The helper script (root, outside): kept apart so what stays resident beside each VM is small.
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail_helper.py")
 
 @dataclasses.dataclass
 class JailSpec:
@@ -87,8 +59,20 @@ def available() -> tuple:
 
 
 def qemu_files(qemu: str, accel: str = "tcg") -> dict:
-    """Host files QEMU needs inside its jail: binary, shared libraries, accel module, firmware."""
+    """Host files QEMU needs inside its jail: binary, shared libraries, accel module, firmware.
+    Worked out once per QEMU binary (``ldd`` at every start cost a wake tens of milliseconds)."""
     qemu = os.path.realpath(qemu)
+    st = os.stat(qemu)
+    key = (qemu, accel, st.st_mtime_ns, st.st_size)
+    if key not in _QEMU_FILES:
+        _QEMU_FILES[key] = _qemu_files(qemu, accel)
+    return dict(_QEMU_FILES[key])
+
+
+_QEMU_FILES: dict = {}
+
+
+def _qemu_files(qemu: str, accel: str) -> dict:
     files = {qemu: qemu}
     objs = [qemu]
     moddir = "/usr/lib/x86_64-linux-gnu/qemu"
@@ -114,115 +98,8 @@ def qemu_files(qemu: str, accel: str = "tcg") -> dict:
 def spawn(argv: list, spec: JailSpec, **popen_kw) -> subprocess.Popen:
     """Start argv inside the jail. Returns the helper's Popen; kill it and the VM goes."""
     cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec)})
-    return subprocess.Popen([sys.executable, "-S", os.path.abspath(__file__), cfg],
+    return subprocess.Popen([sys.executable, "-S", HELPER, cfg],
                             start_new_session=True, **popen_kw)
 
 
 # -- the helper (runs as a script) ----------------------------------------------
-def _drop_all_caps() -> None:
-    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    for cap in range(64):
-        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
-    _check(_libc.prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_ALL, 0, 0, 0), "securebits")
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
-    hdr = Header(0x20080522, 0)
-    data = (Data * 2)()
-    _check(_libc.syscall(SYS_capset, ctypes.byref(hdr), ctypes.byref(data)), "capset")
-
-
-def _build_root(spec: dict) -> None:
-    root = Path(spec["root"])
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("jail", root, "tmpfs", MS_NOSUID, "mode=755,size=1m")
-
-    def bind(host: str, inner: str, ro: bool, dev: bool = False) -> None:
-        t = root / inner.lstrip("/")
-        t.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.isdir(host):
-            t.mkdir(exist_ok=True)
-        else:
-            t.touch()
-        _mount(host, t, None, MS_BIND)
-        flags = MS_BIND | MS_REMOUNT | MS_NOSUID | (0 if dev else MS_NODEV) | (MS_RDONLY if ro else 0)
-        _mount(None, t, None, flags)
-
-    for inner, host in spec["ro"].items():
-        bind(host, inner, True)
-    for inner, host in spec["rw"].items():
-        bind(host, inner, False)
-    for dev in spec["devices"]:
-        if os.path.exists(dev):
-            bind(dev, dev, False, dev=True)
-    (root / "proc").mkdir()
-    _mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    (root / "tmp").mkdir(mode=0o1777)
-    os.chdir(root)
-    (root / ".old").mkdir()
-    _check(_libc.syscall(SYS_pivot_root, b".", b".old"), "pivot_root")
-    os.chdir("/")
-    _check(_libc.umount2(b"/.old", MNT_DETACH), "umount old root")
-    os.rmdir("/.old")
-    # The root itself goes read-only: QEMU can write only its run folder and workspace.
-    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
-def _helper(cfg: dict) -> int:
-    spec, argv = cfg["spec"], cfg["argv"]
-    for folder in spec.get("cgroups") or ():
-        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
-    # PID/net/IPC/UTS namespaces here; the child makes its own mount namespace,
-    # so its pivot_root does not move this helper's root.
-    _unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
-    to_child_r, to_child_w = os.pipe()
-    to_parent_r, to_parent_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(to_child_w), os.close(to_parent_r)
-            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            _unshare(CLONE_NEWNS)
-            _build_root(spec)
-            _libc.sethostname(b"vmm", 3)
-            _unshare(CLONE_NEWUSER)
-            os.write(to_parent_w, b"u")
-            if os.read(to_child_r, 1) != b"m":
-                os._exit(111)
-            os.setresgid(0, 0, 0)
-            os.setresuid(0, 0, 0)
-            _drop_all_caps()
-            os.execv(argv[0], argv)
-        except BaseException as e:  # report and die; never fall through to the parent's code
-            try:
-                os.write(2, f"vmm jail: {e}\n".encode())
-            finally:
-                os._exit(112)
-    os.close(to_child_r), os.close(to_parent_w)
-    if os.read(to_parent_r, 1) == b"u":
-        uid = int(spec["uid"])
-        Path(f"/proc/{pid}/setgroups").write_text("deny")
-        Path(f"/proc/{pid}/uid_map").write_text(f"0 {uid} 1\n")
-        Path(f"/proc/{pid}/gid_map").write_text(f"0 {uid} 1\n")
-        os.write(to_child_w, b"m")
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, lambda sig, _f: os.kill(pid, sig))
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
-    return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
-
-
-if __name__ == "__main__":
-    rc = _helper(json.loads(sys.argv[1]))
-    sys.exit(rc if rc >= 0 else 128 - rc)

@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import zlib
@@ -37,6 +38,12 @@ log = logging.getLogger("vmm.qemu")
 UID_BASE = int(os.environ.get("APZ_VMM_UID_BASE", "200000"))
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
 ENTROPY_BYTES = 64                  # fresh host entropy mixed into a restored guest's pool
+#: Where each running guest's RAM lives as a file (a tmpfs: no writeback, limits and OOM as for anonymous
+#: memory). A snapshot then saves the file's pages and a small device stream; a restore copies them back.
+RAM_DIR = os.environ.get("APZ_VMM_RAM_DIR", "/dev/shm")
+#: TCG's translated-code cache (MiB). QEMU 7.2's default is 1 GiB, of which a booted guest fills ~80 MiB
+#: (huge pages, never given back); the guest's hot code fits well in this.
+TCG_TB_MIB = int(os.environ.get("APZ_VMM_TB_MIB", "32"))
 
 
 def host_tsc_khz() -> int | None:
@@ -104,10 +111,21 @@ class QemuMachine(MachineState, Machine):
         self.restore_seconds: float | None = None
         self.booted_from = ""          # "cold", "template:<key>", "snapshot:<name>"
         self.recoveries: list = []     # (time, what it recovered from) of each recovery
+        self.on_exit = None            # called (plan, rc) after a guest stopped by itself was handled
         self.phase = "sleeping" if self.sleeping else "stopped"   # running, waking, restoring, exited
         self._lock = threading.RLock()
         self._expect_exit = False
+        self._ram: Path | None = None   # the RAM file of the running process
         self._legacy_workspace()
+
+    @property
+    def ram_file(self) -> Path | None:
+        """The running guest's RAM as a file (None: not running, or this host has no RAM folder and
+        the RAM is anonymous)."""
+        return self._ram
+
+    def _ram_prefix(self) -> str:
+        return f"apz-vm-{self.spec.name}-{zlib.crc32(str(self.dir.resolve()).encode()):08x}-"
 
     # -- files ---------------------------------------------------------------------
     @property
@@ -179,23 +197,34 @@ class QemuMachine(MachineState, Machine):
             cmdline.append(f"tsc_early_khz={tsc}")
         if s.volumes:
             cmdline.append("apz.vols=" + ",".join(v.name for v in s.volumes))
+        extra = getattr(self._image(), "cmdline", "")   # the tuned image's own words
+        if extra:
+            cmdline.append(extra)
         return " ".join(cmdline)
 
-    def command(self, paths: dict, incoming: bool = False) -> list:
+    def command(self, paths: dict, incoming: bool = False, qmp: bool = True) -> list:
         """QEMU argv; ``paths`` maps kernel/initrd/rootfs/workspace/vol<i>/run to the
         paths QEMU sees (inside its jail or on the host). ``incoming``: wait for a
-        migration stream (a restore) instead of running the guest."""
+        migration stream (a restore) instead of running the guest. QEMU connects to the
+        host's ``qmp.sock`` and ``channel.sock`` in ``run`` (listening before it starts)."""
         s, p = self.spec, self.platform
         accel = p.accel
         run = paths["run"]
         wsfmt = paths.get("workspace_format", "qcow2")
+        machine = "microvm,memory-backend=ram" if paths.get("ram") else "microvm"
         argv = [p.qemu or "qemu-system-x86_64",
-                "-M", "microvm", "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
+                "-M", machine, "-accel", accel if accel == "kvm" else f"tcg,tb-size={TCG_TB_MIB}",
+                "-cpu", "host" if accel == "kvm" else "max",
                 "-m", str(s.memory_mib), "-smp", str(s.vcpus),
                 "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-                "-chardev", f"file,id=con,path={run}/console.log", "-serial", "chardev:con",
-                "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
-                "-kernel", paths["kernel"], "-initrd", paths["initrd"],
+                "-chardev", f"file,id=con,path={run}/console.log", "-serial", "chardev:con"]
+        if paths.get("ram"):
+            argv += ["-object", f"memory-backend-file,id=ram,size={s.memory_mib}M,"
+                                f"mem-path={paths['ram']},share=on"]
+        if qmp:   # QEMU connects to the host's sockets: no waiting for a socket to appear
+            argv += ["-chardev", f"socket,id=qmp,path={run}/qmp.sock,server=off",
+                     "-mon", "chardev=qmp,mode=control"]
+        argv += ["-kernel", paths["kernel"], "-initrd", paths["initrd"],
                 "-append", self.kernel_cmdline(),
                 "-drive", f"id=root,file={paths['rootfs']},format=raw,if=none,readonly=on",
                 "-device", "virtio-blk-device,drive=root,serial=apz-root",
@@ -207,9 +236,11 @@ class QemuMachine(MachineState, Machine):
         if p.channel == "virtio-vsock":
             argv += ["-device", f"vhost-vsock-device,guest-cid={s.cid or 3}"]
         else:
-            argv += ["-chardev", f"socket,id=chan,path={run}/channel.sock,server=on,wait=off",
+            argv += ["-chardev", f"socket,id=chan,path={run}/channel.sock,server=off",
                      "-device", "virtio-serial-device",
                      "-device", "virtserialport,chardev=chan,name=apz.channel"]
+        # Free page reporting: the guest hands pages it freed back, and QEMU discards them.
+        argv += ["-device", "virtio-balloon-device,free-page-reporting=on"]
         if incoming:
             argv += ["-incoming", "defer"]
         argv += ["-sandbox", SANDBOX]
@@ -290,6 +321,7 @@ class QemuMachine(MachineState, Machine):
                       "workspace": str(self.disks.top), "run": str(self.run_dir)}
         for i, v in enumerate(self.spec.volumes):
             host_paths[f"vol{i}"] = str(Path(v.image).resolve())
+        man = snap.read(incoming) if incoming is not None else None
 
         self._setup_cgroup()
         use_jail = self.spec.jail
@@ -300,7 +332,10 @@ class QemuMachine(MachineState, Machine):
                 log.warning("machine %s runs without its jail: %s", self.spec.name, why)
                 use_jail = False
         self._expect_exit = False
+        listeners: dict = {}
         try:
+            filling = self._make_ram(host_paths, owner, incoming, man)
+            listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
             if use_jail:
                 self._spawn_jailed(host_paths, incoming is not None)
             else:
@@ -308,11 +343,22 @@ class QemuMachine(MachineState, Machine):
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              preexec_fn=self._join_cgroup_fn())
-            self.qmp = self._connect_qmp(timeout=10)
-            self._connect_channel(hello=incoming is None)
+            try:
+                self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
+            except (OSError, QMPError) as e:   # QEMU ended while it started: say why
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+                raise VMError(f"QEMU did not start ({e}): {self._proc_output()}") from e
+            self._connect_channel(self._accept(listeners["channel.sock"], "the channel", 10),
+                                  hello=incoming is None)
             if incoming is not None:
-                man = snap.read(incoming)
-                self._load_memory(incoming / snap.memory_name(man), man.compression, timeout)
+                if filling is not None:
+                    filling.join()
+                    if filling.error is not None:
+                        raise VMError(f"could not load the snapshot's RAM: {filling.error}")
+                self._load_memory(incoming, man, timeout)
                 self.qmp.execute("cont")
                 self._refresh_guest(max(1.0, timeout - (time.monotonic() - t0)))
                 self.restore_seconds = time.monotonic() - t0
@@ -324,6 +370,9 @@ class QemuMachine(MachineState, Machine):
             self.kill()
             self._expect_exit = False
             raise
+        finally:
+            for sock in listeners.values():
+                sock.close()
         self.phase = "running"
         if self.keep_alive:
             threading.Thread(target=self._watch, args=(self.proc,), daemon=True,
@@ -340,6 +389,11 @@ class QemuMachine(MachineState, Machine):
                     f.write(str(os.getpid()))
         return join
 
+    def cgroup_name(self) -> str:
+        """The machine's cgroup: its name and a digest of its folder, so that two nodes (or two test runs)
+        on one host that both run a machine "agent-3" never share one memory limit."""
+        return f"{self.spec.name}.{zlib.crc32(str(self.dir.resolve()).encode()):08x}"
+
     def _setup_cgroup(self) -> None:
         cg, why = cgroupsmod.detect()
         if cg is None:
@@ -348,7 +402,7 @@ class QemuMachine(MachineState, Machine):
             return
         mem = (self.spec.memory_mib + self.spec.memory_overhead_mib) << 20
         try:
-            self.cgroup = cg.create(self.spec.name, mem, self.spec.cpu_max or self.spec.vcpus,
+            self.cgroup = cg.create(self.cgroup_name(), mem, self.spec.cpu_max or self.spec.vcpus,
                                     self.spec.pids_max)
         except cgroupsmod.CgroupError as e:
             raise VMError(f"machine {self.spec.name} not started: {e}") from e
@@ -369,6 +423,10 @@ class QemuMachine(MachineState, Machine):
             ro[inner[f"vol{i}"]] = host_paths[f"vol{i}"]
         for jp, hp in jailmod.qemu_files(self.platform.qemu, self.platform.accel).items():
             ro[jp] = hp
+        rw = {"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]}
+        if "ram" in host_paths:   # the RAM file's own folder, nothing else of the tmpfs
+            rw["/vm/ram"] = str(Path(host_paths["ram"]).parent)
+            inner["ram"] = "/vm/ram/ram"
         devices = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
         if self.platform.accel == "kvm":
             devices += ("/dev/kvm",)
@@ -376,7 +434,7 @@ class QemuMachine(MachineState, Machine):
         # snapshot can open its new layer); frozen layers are root's and read-only,
         # so the VM's uid can write only its top layer.
         spec = jailmod.JailSpec(root=str(jroot), uid=uid, ro=ro,
-                                rw={"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]},
+                                rw=rw,
                                 devices=devices,
                                 cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
         argv = self.command(inner, incoming)
@@ -389,21 +447,85 @@ class QemuMachine(MachineState, Machine):
         """A file of the disks folder as QEMU sees it."""
         return f"/vm/disks/{host.name}" if self.jailed else str(host)
 
-    def _connect_qmp(self, timeout: float) -> QMP:
-        sock = self.run_dir / "qmp.sock"
-        end = time.monotonic() + timeout
-        while not sock.exists():
+    def _make_ram(self, host_paths: dict, owner: int | None, incoming: Path | None,
+                  man) -> threading.Thread | None:
+        """The guest's RAM file, sized (and for a mapped snapshot, filled from its ``memory.ram``
+        by a thread while QEMU starts: the caller joins it before the device state loads)."""
+        root = Path(RAM_DIR)
+        self._ram = None
+        if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
+            return None
+        room = os.statvfs(root)
+        if room.f_bavail * room.f_frsize < self.spec.memory_mib << 20:
+            # a tmpfs too small for the guest (a container's 64 MiB /dev/shm) would kill QEMU with SIGBUS
+            # when the guest touches a page past its end: the guest's RAM stays anonymous memory instead
+            log.warning("machine %s: %s has less room than the guest's %d MiB; its RAM is not a file",
+                        self.spec.name, root, self.spec.memory_mib)
+            return None
+        prefix = self._ram_prefix()
+        for stale in root.glob(prefix + "*"):   # left by a process that did not end through us
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        # a fresh name each run (mkdtemp: 0700, never one someone else made in a shared tmpfs)
+        ram = Path(tempfile.mkdtemp(prefix=prefix, dir=root)) / "ram"
+        self._ram = ram
+        fd = os.open(ram, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, self.spec.memory_mib << 20)
+        finally:
+            os.close(fd)
+        if owner is not None:
+            os.chown(ram.parent, owner, owner)
+            os.chown(ram, owner, owner)
+        host_paths["ram"] = str(ram)
+        if man is None or not man.memory or man.compression != "mapped":
+            return None
+        src = incoming / snap.MEMORY_MAPPED
+
+        class Fill(threading.Thread):
+            error = None
+
+            def run(self) -> None:
+                try:
+                    snap.copy_ram(src, ram, skip_zeros=False)
+                except OSError as e:
+                    self.error = e
+        t = Fill(daemon=True, name=f"vmm-ram-{self.spec.name}")
+        t.start()
+        return t
+
+    def _listen(self, name: str, owner: int | None) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = self.run_dir / name
+        s.bind(str(path))
+        if owner is not None:
+            os.chown(path, owner, owner)
+        os.chmod(path, 0o600)
+        s.listen(1)
+        return s
+
+    def _accept(self, listener: socket.socket, what: str, timeout: float) -> socket.socket:
+        """QEMU's connection, or the reason it will not come: woken by the connection or by the
+        process's end (a pidfd), never by a timer."""
+        import selectors
+        sel = selectors.DefaultSelector()
+        pidfd = os.pidfd_open(self.proc.pid)
+        try:
+            sel.register(listener, selectors.EVENT_READ)
+            sel.register(pidfd, selectors.EVENT_READ)
+            for key, _ in sel.select(timeout):
+                if key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    return conn
             if self.proc.poll() is not None:
                 out = self.proc.stdout.read().decode(errors="replace") if self.proc.stdout else ""
                 raise VMError(f"QEMU exited with {self.proc.returncode}: {out.strip()[-2000:]}")
-            if time.monotonic() > end:
-                raise VMError("QEMU's QMP socket did not appear")
-            time.sleep(0.005)
-        return QMP(str(sock)).connect(timeout)
+            raise VMError(f"QEMU did not connect to {what} within {timeout:g} s")
+        finally:
+            sel.close()
+            os.close(pidfd)
 
-    def _connect_channel(self, hello: bool = True) -> None:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(str(self.run_dir / "channel.sock"))
+    def _connect_channel(self, s: socket.socket, hello: bool = True) -> None:
         self._refreshed = threading.Event()
 
         def on_hello(h: dict) -> None:
@@ -517,6 +639,9 @@ class QemuMachine(MachineState, Machine):
         if self.proc is not None and self.proc.stdout:
             self.proc.stdout.close()
         rc = self.proc.returncode if self.proc is not None else 0
+        if not self.running() and self._ram is not None:   # the guest's memory goes with its process
+            shutil.rmtree(self._ram.parent, ignore_errors=True)
+            self._ram = None
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -546,35 +671,17 @@ class QemuMachine(MachineState, Machine):
         except (QMPError, OSError, AttributeError):
             return "stopped"
 
-    def rss_bytes(self) -> int:
-        """Resident memory of the QEMU process (inside the jail: the helper's child)."""
-        if not self.running():
-            return 0
-        pids = [self.proc.pid]
-        try:
-            kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-            pids += [int(k) for k in kids]
-        except OSError:
-            pass
-        total = 0
-        for pid in pids:
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            except OSError:
-                pass
-        return total
-
     # -- crash recovery -----------------------------------------------------------------
     def _watch(self, proc: subprocess.Popen) -> None:
         proc.wait()
         with self._lock:
             if proc is not self.proc or self._expect_exit:
                 return
-            self._on_exit(proc.returncode)
+            p = self._on_exit(proc.returncode)
+        if self.on_exit is not None:
+            self.on_exit(p, proc.returncode)
 
-    def _on_exit(self, rc) -> None:
+    def _on_exit(self, rc) -> recovery.Plan:
         now = time.time()
         self._cleanup()
         recent = [t for t, _ in self.recoveries]
@@ -583,7 +690,7 @@ class QemuMachine(MachineState, Machine):
         if p.action == "exit":
             log.warning("machine %s exited (rc %s) and stays exited: %s", self.spec.name, rc, p.reason)
             self.phase = "exited"
-            return
+            return p
         log.warning("machine %s exited by itself (rc %s): %s", self.spec.name, rc, p.reason)
         self.recoveries.append((now, p.snapshot or "cold"))
         try:
@@ -596,6 +703,8 @@ class QemuMachine(MachineState, Machine):
         except Exception as e:
             log.error("machine %s: recovery failed: %s", self.spec.name, e)
             self.phase = "exited"
+            return recovery.Plan("exit", reason=f"recovery failed: {e}")
+        return p
 
     # -- moves ----------------------------------------------------------------------------
     def export(self):

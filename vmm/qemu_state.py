@@ -18,6 +18,7 @@ from .qmp import QMPError
 log = logging.getLogger("vmm.qemu")
 
 WAKE_TIMEOUT_S = 60.0
+RAM_DIR_HELP = "a tmpfs such as /dev/shm, or APZ_VMM_RAM_DIR"
 MIGRATE_BANDWIDTH = 1 << 40         # bytes/s: QEMU's default (32 MiB/s) would make a save take seconds
 #: A checkpoint's name (``sleep`` is the sleep snapshot's own).
 CHECKPOINT_NAME = re.compile(r"(?!sleep\Z)[a-z0-9][a-z0-9_-]{0,39}")
@@ -27,9 +28,23 @@ class MachineState:
     """Sleep, wake, checkpoints, restores and forks of a ``QemuMachine``."""
 
     # -- memory and disk state ------------------------------------------------------
-    def _save_memory(self, path: Path, compression: str = "zstd") -> tuple:
-        """The stopped VM's device state and RAM to path. (file bytes, RAM bytes)."""
+    def _memory_format(self, compression: str = "zstd") -> str:
+        """How this machine's memory is saved: ``mapped`` where its RAM is a file."""
+        return "mapped" if self.ram_file is not None else compression
+
+    def _migrate_caps(self, mapped: bool) -> None:
+        caps = [{"capability": "events", "state": True}]
+        if mapped:   # the RAM file is saved and restored beside the stream, not in it
+            caps.append({"capability": "x-ignore-shared", "state": True})
+        self.qmp.execute("migrate-set-capabilities", {"capabilities": caps})
+
+    def _save_memory(self, folder: Path, compression: str = "zstd", sync: bool = True) -> tuple:
+        """The stopped VM's device state and RAM into folder. (bytes on disk, RAM bytes).
+        ``sync=False``: the caller fsyncs the files (after letting the guest run on)."""
+        mapped = compression == "mapped"
+        self._migrate_caps(mapped)
         self.qmp.execute("migrate-set-parameters", {"max-bandwidth": MIGRATE_BANDWIDTH})
+        path = folder / (snap.DEVICES if mapped else snap.COMPRESSIONS[compression])
         fd, finish = snap.open_writer(path, compression)
         try:
             self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
@@ -38,41 +53,52 @@ class MachineState:
         self.qmp.execute("migrate", {"uri": "fd:apzsnap"})
         st = self._wait_migration()
         size = finish()
-        return size, int(st.get("ram", {}).get("total", 0))
+        if not mapped:
+            return size, int(st.get("ram", {}).get("total", 0))
+        ram = folder / snap.MEMORY_MAPPED
+        snap.copy_ram(self.ram_file, ram, fsync=sync)
+        return size + ram.stat().st_blocks * 512, ram.stat().st_size
 
-    def _wait_migration(self, timeout: float = 300.0) -> dict:
+    def _wait_migration(self, timeout: float = 300.0, what: str = "saving the machine's memory") -> dict:
+        """Wait for QEMU's MIGRATION event to say completed (or failed): no polling."""
         end = time.monotonic() + timeout
         while True:
-            st = self.qmp.execute("query-migrate")
-            if st.get("status") == "completed":
-                return st
-            if st.get("status") in ("failed", "cancelled"):
-                raise VMError(f"saving the machine's memory failed: {st.get('error-desc', st)}")
-            if time.monotonic() > end:
-                raise VMError("saving the machine's memory timed out")
-            time.sleep(0.005)
+            left = end - time.monotonic()
+            try:
+                ev = self.qmp.wait_event("MIGRATION", max(0.01, left))
+            except TimeoutError:
+                raise VMError(f"{what} timed out") from None
+            status = ev.get("data", {}).get("status")
+            if status == "completed":
+                return self.qmp.execute("query-migrate")
+            if status in ("failed", "cancelled"):
+                st = self.qmp.execute("query-migrate")
+                raise VMError(f"{what} failed: {st.get('error-desc', st)}")
 
-    def _load_memory(self, path: Path, compression: str, timeout: float) -> None:
-        fd, finish = snap.open_reader(path, compression)
+    def _load_memory(self, folder: Path, man: snap.Manifest, timeout: float) -> None:
+        mapped = man.compression == "mapped"
+        if mapped and self.ram_file is None:
+            raise snap.SnapshotError(f"snapshot {man.name} keeps its RAM as a file; this host has "
+                                     f"no RAM folder for it ({RAM_DIR_HELP})")
+        if not mapped and self.ram_file is not None:
+            raise snap.SnapshotError(f"snapshot {man.name} streams its RAM (written without a RAM "
+                                     f"folder); this machine runs with one ({RAM_DIR_HELP})")
         try:
-            self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
-        finally:
-            os.close(fd)
-        self.qmp.execute("migrate-incoming", {"uri": "fd:apzsnap"})
-        end = time.monotonic() + timeout
+            self._migrate_caps(mapped)
+            path = folder / (snap.DEVICES if mapped else snap.memory_name(man))
+            fd, finish = snap.open_reader(path, man.compression)
+        except (QMPError, ConnectionError, OSError) as e:
+            raise VMError(f"loading the snapshot failed: {e}; {self._proc_output()}") from e
         try:
-            while True:
-                st = self.qmp.execute("query-status")["status"]
-                if st != "inmigrate":
-                    break
-                if self.proc.poll() is not None:
-                    raise VMError(f"QEMU exited while loading the snapshot: {self._proc_output()}")
-                if time.monotonic() > end:
-                    raise VMError("loading the snapshot timed out")
-                time.sleep(0.002)
-            mig = self.qmp.execute("query-migrate")
-            if mig.get("status") not in ("completed", None) or st not in ("paused", "prelaunch"):
-                raise VMError(f"loading the snapshot failed: status {st}, {mig}")
+            try:
+                self.qmp.execute("getfd", {"fdname": "apzsnap"}, fds=[fd])
+            finally:
+                os.close(fd)
+            self.qmp.execute("migrate-incoming", {"uri": "fd:apzsnap"})
+            self._wait_migration(timeout, "loading the snapshot")
+            st = self.qmp.execute("query-status")["status"]
+            if st not in ("paused", "prelaunch"):
+                raise VMError(f"loading the snapshot failed: status {st}")
         except (QMPError, ConnectionError, OSError) as e:
             raise VMError(f"loading the snapshot failed: {e}; {self._proc_output()}") from e
         finally:
@@ -120,13 +146,19 @@ class MachineState:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         self.qmp.execute("stop")
+        paused = True
         try:
             layers = self._push_live()
             man = self._manifest(kind, name, label, layers, memory)
-            man.compression = compression
+            man.compression = self._memory_format(compression)
             if memory:
-                man.memory_bytes, man.ram_bytes = self._save_memory(
-                    tmp / snap.COMPRESSIONS[compression], compression)
+                man.memory_bytes, man.ram_bytes = self._save_memory(tmp, man.compression, sync=False)
+            if was_running and self.running():   # the copy is taken: the guest runs on while it syncs
+                self.qmp.execute("cont")
+            paused = False
+            for mem in snap.memory_files(man):
+                with open(tmp / mem, "rb") as f:
+                    os.fsync(f.fileno())
             snap.write(tmp, man)
             if folder.exists():
                 shutil.rmtree(folder)
@@ -136,8 +168,51 @@ class MachineState:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         finally:
-            if was_running and self.running():
+            if paused and was_running and self.running():
                 self.qmp.execute("cont")
+
+    # -- host memory -------------------------------------------------------------------
+    def _pids(self) -> list:
+        if not self.running():
+            return []
+        pids = [self.proc.pid]
+        try:
+            kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            pids += [int(k) for k in kids]
+        except OSError:
+            pass
+        return pids
+
+    def host_memory(self) -> dict:
+        """What the running machine holds on the host, in bytes: ``rss`` (VmRSS of QEMU and its jail
+        helper), ``shared_files`` (the part of it that is file pages every guest shares: QEMU's
+        libraries, the guest kernel file; one copy in the page cache for all), and ``own`` (what this
+        guest alone costs: the processes' anonymous memory plus its RAM file's pages, mapped or not)."""
+        out = {"rss": 0, "shared_files": 0, "own": 0}
+        if not self.running():
+            return out
+        shmem = 0
+        for pid in self._pids():
+            try:
+                st = {ln.split(":")[0]: int(ln.split()[1]) * 1024
+                      for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ln.startswith(("VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"))}
+            except (OSError, ValueError):
+                continue
+            out["rss"] += st.get("VmRSS", 0)
+            out["shared_files"] += st.get("RssFile", 0)
+            out["own"] += st.get("RssAnon", 0)
+            shmem += st.get("RssShmem", 0)
+        ram = self.ram_file
+        try:
+            out["own"] += ram.stat().st_blocks * 512 if ram is not None else shmem
+        except OSError:
+            out["own"] += shmem
+        return out
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the QEMU process and its jail helper (VmRSS; see ``host_memory``)."""
+        return self.host_memory()["rss"]
 
     # -- snapshots: listing ----------------------------------------------------------
     def snapshots(self) -> list:
@@ -189,7 +264,8 @@ class MachineState:
             try:
                 self.qmp.execute("stop")
                 man = self._manifest("sleep", "sleep", "", self.disks.layers, True)
-                man.memory_bytes, man.ram_bytes = self._save_memory(tmp / snap.MEMORY)
+                man.compression = self._memory_format()
+                man.memory_bytes, man.ram_bytes = self._save_memory(tmp, man.compression)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 if self.running():           # could not save: the machine runs on
@@ -274,7 +350,8 @@ class MachineState:
                 man = snap.read(sleep)
                 tmp = folder.with_name(name + ".new")
                 tmp.mkdir()
-                os.link(sleep / snap.memory_name(man), tmp / snap.memory_name(man))
+                for mem in snap.memory_files(man):
+                    os.link(sleep / mem, tmp / mem)
                 man.kind, man.name, man.label, man.created_at = "checkpoint", name, label, snap.now()
                 snap.write(tmp, man)
                 os.replace(tmp, folder)
@@ -347,8 +424,7 @@ class MachineState:
                 self.disks.copy_to(man.layers, f.disks)
                 dst = f.snap_dir / name
                 dst.mkdir(parents=True)
-                if man.memory:
-                    mem = snap.memory_name(man)
+                for mem in snap.memory_files(man):
                     if os.stat(folder).st_dev == os.stat(f.snap_dir).st_dev:
                         os.link(folder / mem, dst / mem)
                     else:

@@ -44,6 +44,18 @@ class QMP:
         self.execute("qmp_capabilities")
         return self
 
+    @classmethod
+    def over_socket(cls, sock: socket.socket, timeout: float = 10.0) -> QMP:
+        """A QMP session on a connection QEMU made to us (``-chardev socket,server=off``)."""
+        q = cls(sock.getsockname() if isinstance(sock.getsockname(), str) else "")
+        sock.settimeout(timeout)
+        q.sock, q._file = sock, sock.makefile("rb")
+        q.greeting = q._read()
+        if "QMP" not in q.greeting:
+            raise QMPError("Protocol", f"unexpected greeting {q.greeting!r}")
+        q.execute("qmp_capabilities")
+        return q
+
     def _read(self) -> dict:
         line = self._file.readline()
         if not line:

@@ -7,7 +7,12 @@ A snapshot is a folder with two files:
   when it was taken, the machine's shape (vCPUs, memory, image hashes, kernel
   command line, workspace size), its volumes' names in order, and the frozen
   workspace layers it stands on;
-- ``memory.zst`` (absent for a disk-only checkpoint): QEMU's migration stream
+- ``memory.ram`` and ``devices.bin`` where the machine's RAM is a file (``mapped``, the usual case):
+  the guest's RAM page for page at its own offset, all-zero pages left as holes, and QEMU's
+  migration stream of the devices and CPUs alone (``x-ignore-shared``: the RAM is not in it). A
+  restore copies the data regions into the new machine's RAM file and loads the small stream;
+  nothing is decompressed or parsed page by page;
+- otherwise ``memory.zst`` (absent for a disk-only checkpoint): QEMU's migration stream
   (device and CPU state, then guest RAM) compressed with zstd (a template keeps
   it uncompressed as ``memory.raw``: it is loaded often, and loads faster). QEMU writes a
   page the guest never touched as a few bytes of "zero page" record, and zstd
@@ -29,14 +34,18 @@ import time
 from pathlib import Path
 
 from .backend import VMError
+from .disks import data_extents
 
 FORMAT_VERSION = 1
 READS_FORMATS = (1,)
-VMM_VERSION = "1"                   # bump when the machine model changes (breaks templates)
+VMM_VERSION = "2"                   # bump when the machine model changes (breaks templates)
 MANIFEST = "manifest.json"
 MEMORY = "memory.zst"
 MEMORY_RAW = "memory.raw"           # templates: restored often, loaded faster uncompressed
-COMPRESSIONS = {"zstd": MEMORY, "none": MEMORY_RAW}
+MEMORY_MAPPED = "memory.ram"        # the RAM file's pages at their offsets, zero pages as holes
+DEVICES = "devices.bin"             # with MEMORY_MAPPED: the device and CPU state alone
+COMPRESSIONS = {"zstd": MEMORY, "none": MEMORY_RAW, "mapped": MEMORY_MAPPED}
+RAM_PIECE = 64 << 10                # an all-zero run of this size is left as a hole
 KINDS = ("sleep", "checkpoint", "template")
 BEFORE_RESTORE = "before-restore"   # the label of the safety checkpoint a restore takes
 MAX_LABEL = 200
@@ -134,9 +143,77 @@ def memory_name(m: Manifest) -> str:
     return COMPRESSIONS[m.compression]
 
 
+def memory_files(m: Manifest) -> list:
+    """The files of a memory snapshot (none for a disk-only checkpoint)."""
+    if not m.memory:
+        return []
+    return [memory_name(m)] + ([DEVICES] if m.compression == "mapped" else [])
+
+
+def copy_ram(src: Path, dst: Path, fsync: bool = False, skip_zeros: bool = True) -> int:
+    """Copy a RAM file's data regions into dst (made or resized to src's size), leaving all-zero
+    runs of RAM_PIECE as holes. Returns the bytes written. Only the regions the file system says
+    hold data are read, so a snapshot's holes (the pages the guest never touched) cost nothing.
+    ``skip_zeros=False`` (a restore: a snapshot holds no zero runs) lets the kernel copy each
+    region (``sendfile``), with no pass through this process."""
+    if not skip_zeros:
+        return _copy_extents(src, dst)
+    written = 0
+    zero = bytes(RAM_PIECE)
+    fi = os.open(src, os.O_RDONLY)
+    try:
+        fo = os.open(dst, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fi).st_size
+            os.ftruncate(fo, size)
+            for start, end in data_extents(fi, size):
+                off = start
+                while off < end:
+                    buf = os.pread(fi, min(16 * RAM_PIECE, end - off), off)
+                    if not buf:
+                        break
+                    for i in range(0, len(buf), RAM_PIECE):
+                        piece = buf[i:i + RAM_PIECE]
+                        if piece != zero[:len(piece)]:
+                            os.pwrite(fo, piece, off + i)
+                            written += len(piece)
+                    off += len(buf)
+            if fsync:
+                os.fsync(fo)
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
+    return written
+
+
+def _copy_extents(src: Path, dst: Path) -> int:
+    written = 0
+    fi = os.open(src, os.O_RDONLY)
+    try:
+        fo = os.open(dst, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fi).st_size
+            os.ftruncate(fo, size)
+            for start, end in data_extents(fi, size):
+                os.lseek(fo, start, os.SEEK_SET)
+                off = start
+                while off < end:
+                    n = os.sendfile(fo, fi, off, end - off)
+                    if n <= 0:
+                        break
+                    off += n
+                    written += n
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
+    return written
+
+
 def open_writer(path: Path, compression: str = "zstd"):
     """(fd to hand QEMU, finish()) writing the migration stream to path."""
-    if compression == "none":
+    if compression in ("none", "mapped"):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 
         def finish_raw(timeout: float = 0) -> int:
@@ -166,7 +243,7 @@ def open_writer(path: Path, compression: str = "zstd"):
 
 def open_reader(path: Path, compression: str = "zstd"):
     """(fd QEMU reads the migration stream from, finish())."""
-    if compression == "none":
+    if compression in ("none", "mapped"):
         if not path.is_file():
             raise SnapshotError(f"no memory file at {path}")
         return os.open(path, os.O_RDONLY), lambda timeout=0: None

@@ -82,7 +82,8 @@ class Templates:
             (work / "disks").mkdir()
             for name in man.layers:
                 sparse_copy(machine.disks.dir / name, work / "disks" / name)
-            os.replace(work / "state" / snap.MEMORY_RAW, work / snap.MEMORY_RAW)
+            for mem in snap.memory_files(man):
+                os.replace(work / "state" / mem, work / mem)
             man.machine = ""
             snap.write(work, man)
             shutil.rmtree(work / "state")

@@ -13,8 +13,9 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..runtime import prices, scheduling, vault_watch
-from ..wire import MCP_PATH
+from ..wire import ACP_PATH, MCP_PATH
 from . import ws
+from .acp_door import AcpDoor
 from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
 from .edge import GIT_PATH, Edge
 from .errors import drain, error_response
@@ -53,6 +54,10 @@ class OwnerOnly:
         if scope["type"] == "http" and scope.get("path") == MCP_PATH:
             await self.app(scope, receive, send)
             return
+        # /acp likewise checks its own callers (the owner token or a hub MCP token): api/acp_door.py.
+        if scope["type"] == "websocket" and scope.get("path") == ACP_PATH:
+            await self.app(scope, receive, send)
+            return
         how = self.how(scope)
         if how is None:
             if scope["type"] == "websocket":
@@ -83,6 +88,7 @@ RUNTIME_LOOPS = (scheduling.background, prices.daily, vault_watch.flush_uses)
 def create_app(hub: Hub) -> Starlette:
     api = Api(hub)
     mcp = McpDoor(hub)
+    acp = AcpDoor(hub, mcp)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -108,6 +114,7 @@ def create_app(hub: Hub) -> Starlette:
     routes = [r for area in AREAS for r in area.ROUTES]
     routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus)))
     routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
+    routes.append(WebSocketRoute(ACP_PATH, acp.endpoint))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -19,7 +19,7 @@ from ..config import DEFAULT_BIND, folders
 from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
 from ..runtime.fleet import AgentRuntime
 from ..runtime.modelrelay import GatewayCall
-from . import ws
+from . import acp_door, ws
 from .app import create_app
 from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, loopback_trust_from
 from .edge import HubNames
@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
-    config.websocket_max_message_size = ws.CLIENT_MESSAGE_BYTES_MAX  # /v1/ws is read-only
+    # /v1/ws is read-only and closes on a message over its own 4 KiB; /acp carries an editor's prompts.
+    config.websocket_max_message_size = max(ws.CLIENT_MESSAGE_BYTES_MAX, acp_door.MESSAGE_BYTES_MAX)
     config.websocket_ping_interval = ws.PING_INTERVAL_S
     app = create_app(hub)
 

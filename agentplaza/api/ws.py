@@ -2,8 +2,8 @@
 
 The socket carries events to the client and nothing back: a client's message is read and thrown
 away, and one over ``CLIENT_MESSAGE_BYTES_MAX`` closes the socket with 1009 (message too big).
-Hypercorn refuses such a message itself before it is buffered whole (apid sets
-``websocket_max_message_size`` to the same limit) and pings every ``PING_INTERVAL_S``, so a
+Hypercorn refuses a message over ``acp_door.MESSAGE_BYTES_MAX`` itself before it is buffered whole
+(apid's ``websocket_max_message_size``, the larger of the two sockets' limits) and pings every ``PING_INTERVAL_S``, so a
 peer that went away is noticed.  The bus's own limits (sockets per address, idle, behind) are
 in ``events.bus``.
 """

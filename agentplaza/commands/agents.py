@@ -159,17 +159,20 @@ def update(cmds: Commands, ctx: Context, cid: int, changes: dict) -> Done[None]:
     return cmds.run(decide)
 
 
-def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = None) -> Done[str]:
+def tell(cmds: Commands, ctx: Context, cid: int, text: str, ref: str | None = None,
+         then: Callable[[Unit, str], None] | None = None, **limit: int) -> Done[str]:
     """Queue a work item; its id. ``ref`` names a delivery of the hub's (a task to do or to
     review), refused as ``already_delivered`` when the agent was given it before (a restarted hub)."""
     item = "w-" + cmds.new_id()[:12]
 
     def decide(unit: Unit) -> str:
         a = agent_in(unit, cid)
-        a.tell(ctx, item, text, ref)
+        a.tell(ctx, item, text, ref, **limit)
         tr = transcript_in(unit, a)
         tr.add(ctx, "told", text=text, detail={"item": item, "from": ctx.actor})
         unit.add(a, tr)
+        if then is not None:  # more of the same commit (an editor session's prompt)
+            then(unit, item)
         return item
 
     return cmds.run(decide)
@@ -249,6 +252,19 @@ def finish_work(cmds: Commands, ctx: Context, cid: int, item: str, outcome: str,
         a.finish_work(ctx, item, outcome)
         tr = transcript_in(unit, a)
         tr.add(ctx, "done", text=text, detail={"item": item, "outcome": outcome})
+        unit.add(a, tr)
+
+    return cmds.run(decide)
+
+
+def withdraw(cmds: Commands, ctx: Context, cid: int, item: str, why: str) -> Done[None]:
+    """Take a queued item back before the agent starts it; it ends cancelled in the transcript."""
+
+    def decide(unit: Unit) -> None:
+        a = agent_in(unit, cid)
+        a.withdraw(ctx, item)
+        tr = transcript_in(unit, a)
+        tr.add(ctx, "done", text=why, detail={"item": item, "outcome": "cancelled"})
         unit.add(a, tr)
 
     return cmds.run(decide)

@@ -251,6 +251,13 @@ class Agent(PlazaAggregate):
             a.working = self.item
             a.status = "working"
 
+    class WorkWithdrawn(PlazaAggregate.Event):
+        """A queued item taken back before the agent started it (an editor cancelled its prompt)."""
+        item: str
+
+        def apply(self, a: Agent) -> None:
+            a.queue = [q for q in a.queue if q["item"] != self.item]
+
     class WorkFinished(PlazaAggregate.Event):
         item: str
         outcome: str  # done, failed, cancelled
@@ -381,8 +388,9 @@ class Agent(PlazaAggregate):
         # getattr: an agent restored from a snapshot taken before deliveries were recorded has none
         return ref in getattr(self, "delivered", ())
 
-    def tell(self, ctx: Context, item: str, text: str, ref: str | None = None) -> None:
-        """Queue work. A delivery the hub already made (the same ``ref``) is not told again."""
+    def tell(self, ctx: Context, item: str, text: str, ref: str | None = None, limit: int = MAX_TELL_CHARS) -> None:
+        """Queue work. A delivery the hub already made (the same ``ref``) is not told again.  ``limit``: an
+        editor's prompt over ACP may carry its attachments too (``domain.acp.MAX_PROMPT_CHARS``)."""
         self._not_retired("take work")
         if ref is not None and self.was_delivered(ref):
             raise Refusal("already_delivered", f"agent {self.cid} was already given {ref}")
@@ -390,8 +398,8 @@ class Agent(PlazaAggregate):
             raise Refusal("agent_stopped", f"agent {self.cid} is stopped; restart it first")
         if not text.strip():
             raise Refusal("empty_message", "the message is empty")
-        if len(text) > MAX_TELL_CHARS:
-            raise Refusal("message_too_long", f"a message is at most {MAX_TELL_CHARS} characters")
+        if len(text) > limit:
+            raise Refusal("message_too_long", f"a message is at most {limit} characters")
         if self.status == "asleep":  # work wakes a sleeping agent first
             self.record(self.Woke, ctx)
         self.record(self.Told, ctx, item=item, text=text, ref=ref)
@@ -468,6 +476,11 @@ class Agent(PlazaAggregate):
         item = dict(self.queue[0])
         self.record(self.WorkStarted, ctx, item=item["item"])
         return item
+
+    def withdraw(self, ctx: Context, item: str) -> None:
+        if not any(q["item"] == item for q in self.queue):
+            raise Refusal("not_working_on", f"agent {self.cid} has no queued item {item}")
+        self.record(self.WorkWithdrawn, ctx, item=item)
 
     def finish_work(self, ctx: Context, item: str, outcome: str) -> None:
         if self.working != item:

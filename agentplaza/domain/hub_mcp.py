@@ -102,10 +102,21 @@ class HubMcp(PlazaAggregate):
         def apply(self, m: HubMcp) -> None:
             m.origins = list(self.origins)
 
+    class AcpSet(PlazaAggregate.Event):
+        """The Editors (ACP) switches: the link itself, write-back, and the ACP v2 draft."""
+
+        acp_enabled: bool
+        acp_write_back: bool
+        acp_v2: bool
+
+        def apply(self, m: HubMcp) -> None:
+            m.acp_enabled, m.acp_write_back, m.acp_v2 = self.acp_enabled, self.acp_write_back, self.acp_v2
+
     def __init__(self) -> None:
         self.enabled = self.remote = False
         self.mode, self.open_scope = "secure", "observe"
         self.origins: list[str] = []
+        self.acp_enabled = self.acp_write_back = self.acp_v2 = False
 
     @classmethod
     def open(cls, ctx: Context) -> HubMcp:
@@ -134,6 +145,15 @@ class HubMcp(PlazaAggregate):
         if clean == self.origins:
             raise Refusal("no_change", "those are the origins already allowed")
         self.record(self.OriginsSet, ctx, origins=clean)
+
+
+    def set_acp(self, ctx: Context, acp_enabled: bool | None, acp_write_back: bool | None, acp_v2: bool | None) -> None:
+        """Any of the three switches; the others stay as they are."""
+        new = tuple(old if v is None else bool(v) for old, v in (
+            (self.acp_enabled, acp_enabled), (self.acp_write_back, acp_write_back), (self.acp_v2, acp_v2)))
+        if new == (self.acp_enabled, self.acp_write_back, self.acp_v2):
+            raise Refusal("no_change", "the Editors (ACP) switches are already so")
+        self.record(self.AcpSet, ctx, acp_enabled=new[0], acp_write_back=new[1], acp_v2=new[2])
 
 
 def describe(enabled: bool, remote: bool) -> str:

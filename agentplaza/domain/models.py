@@ -188,9 +188,12 @@ def check_price(model: str, price: Any) -> list[int]:
 
 POLICY_FIELDS = ("orchestrator", "worker", "effort", "default_model", "orchestrator_model", "role_models",
                  "allow_training_models", "prices", "idle_sleep_min", "sleep_never_roles", "decision_models",
-                 "fetch_blocklist")
+                 "fetch_blocklist", "vm_auto_checkpoints")
+#: vm_auto_checkpoints: "The vm_auto_checkpoints setting is on by default. With it on, the hub takes a
+#: checkpoint before any tool call in the high-risk class" (``jhrl.catalog.high_risk``).
+DEFAULT_VM_AUTO_CHECKPOINTS = True
 #: Fields added after policies were first stored, with the value an older stored policy reads as.
-LATER_POLICY_FIELDS = {"fetch_blocklist": ()}
+LATER_POLICY_FIELDS = {"fetch_blocklist": (), "vm_auto_checkpoints": DEFAULT_VM_AUTO_CHECKPOINTS}
 
 
 def shipped_policy() -> dict:
@@ -207,6 +210,7 @@ def shipped_policy() -> dict:
         "sleep_never_roles": list(DEFAULT_SLEEP_NEVER_ROLES),
         "decision_models": list(DEFAULT_DECISION_MODELS),
         "fetch_blocklist": [],
+        "vm_auto_checkpoints": DEFAULT_VM_AUTO_CHECKPOINTS,
     }
 
 
@@ -214,7 +218,7 @@ def stored_policy(p: dict) -> dict:
     """A policy as stored by any version: fields added later read as their defaults."""
     out = dict(p)
     for k, default in LATER_POLICY_FIELDS.items():
-        out.setdefault(k, list(default))
+        out.setdefault(k, list(default) if isinstance(default, tuple) else default)
     return out
 
 
@@ -292,6 +296,8 @@ def check_policy(p: dict) -> dict:
         no_contributor(name, "as a decision model")
         out["decision_models"].append(name)
     out["fetch_blocklist"] = check_fetch_blocklist(p["fetch_blocklist"])
+    if type(p["vm_auto_checkpoints"]) is not bool:
+        raise Refusal("invalid_policy", "vm_auto_checkpoints is true or false")
     return out
 
 

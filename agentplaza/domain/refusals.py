@@ -99,6 +99,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_item", "item_missing",
         # hub mcp
         "no_orchestrator", "unknown_token",
+        # editors over ACP
+        "no_session",
         # projects, the council, the courts
         "no_project", "no_motion", "no_case", "no_incident",
     ),

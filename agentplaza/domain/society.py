@@ -109,16 +109,16 @@ class Bond(PlazaAggregate):
             raise Refusal("invalid_rating", f"a rating is one of {', '.join(SCORES)}")
         if rater == ratee or {rater, ratee} != {self.a, self.b}:
             raise Refusal("invalid_rating", "an agent rates another agent it dealt with, never itself")
-        since = ctx.at - dt.timedelta(days=RATING_WINDOW_DAYS)
-        open_ = [i for i in self.interactions if dt.datetime.fromisoformat(i["at"]) >= since
-                 and f"{rater}|{i['ref']}" not in self.rated]
+        since = _iso(ctx.at - dt.timedelta(days=RATING_WINDOW_DAYS))  # kept times are UTC ISO: they sort as text
+        done = set(self.rated)
+        open_ = [i for i in self.interactions if i["at"] >= since and f"{rater}|{i['ref']}" not in done]
         if ref is not None:
             open_ = [i for i in open_ if i["ref"] == ref]
         if not open_:
             raise Refusal("nothing_to_rate", f"agent {rater} has no interaction with agent {ratee} of the last "
                                              f"{RATING_WINDOW_DAYS} days left to rate (once per interaction)")
-        ring_since = ctx.at - dt.timedelta(days=RING_WINDOW_DAYS)
-        recent = [r for r in self.ratings if dt.datetime.fromisoformat(r["at"]) >= ring_since]
+        ring_since = _iso(ctx.at - dt.timedelta(days=RING_WINDOW_DAYS))
+        recent = [r for r in self.ratings if r["at"] >= ring_since]
         back = any(r["rater"] == ratee for r in recent)
         mine = sum(1 for r in recent if r["rater"] == rater and r["counts"])
         counts = not (back and mine >= RING_LIMIT)

@@ -158,6 +158,11 @@ class AgentsProjection(Projection):
         if row is not None:
             self._put(rows, row, queue=max(0, row["queue"] - 1), working_on=e.data["item"], status="working")
 
+    def on_Agent_WorkWithdrawn(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            self._put(rows, row, queue=max(0, row["queue"] - 1))
+
     def on_Agent_WorkFinished(self, e: EventRecord, rows: Rows) -> None:
         row = self._row(e, rows)
         if row is not None:

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from .runner import ReadModels
 
 SETTINGS_KEY = "hub"
-DEFAULT_SETTINGS = {"enabled": False, "remote": False, "mode": "secure", "open_scope": "observe", "origins": []}
+DEFAULT_SETTINGS = {"enabled": False, "remote": False, "mode": "secure", "open_scope": "observe", "origins": [],
+                    "acp_enabled": False, "acp_write_back": False, "acp_v2": False}
 
 mcp_settings = sa.Table(
     "rm_mcp_settings", metadata,
@@ -56,11 +57,49 @@ mcp_recommendations = append_only(sa.Table(
     sa.Column("caller", sa.String(80), nullable=False),
 ))
 
+#: The editor sessions over ACP (``domain.acp``), kept with the rest of the plaza state.
+acp_sessions = sa.Table(
+    "rm_acp_sessions", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("cid", sa.Integer, nullable=False, index=True),
+    sa.Column("caller", sa.String(80), nullable=False),
+    sa.Column("protocol", sa.Integer, nullable=False),
+    sa.Column("cwd", sa.Text, nullable=False),
+    sa.Column("title", sa.String(200)),
+    sa.Column("prompts", sa.Integer, nullable=False),
+    sa.Column("last_item", sa.String(40)),
+    sa.Column("items", sa.JSON, nullable=False),  # each prompt's work item, in order
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("updated_at", sa.String(40), nullable=False),
+)
+
 
 class HubMcpProjection(Projection):
     name = "hub_mcp"
-    version = 1
-    tables = (mcp_settings, mcp_tokens, mcp_calls, mcp_recommendations)
+    version = 2
+    tables = (mcp_settings, mcp_tokens, mcp_calls, mcp_recommendations, acp_sessions)
+
+    def on_HubMcp_AcpSet(self, e: EventRecord, rows: Rows) -> None:
+        self._set(rows, acp_enabled=e.data["acp_enabled"], acp_write_back=e.data["acp_write_back"],
+                  acp_v2=e.data["acp_v2"])
+
+    def on_AcpSession_Created(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        rows.put("rm_acp_sessions", {"id": _hex(e.originator_id), "cid": d["cid"], "caller": d["caller"],
+                                     "protocol": d["protocol"], "cwd": d["cwd"], "title": None, "prompts": 0,
+                                     "last_item": None, "items": [], "created_at": e.at, "updated_at": e.at})
+
+    def on_AcpSession_Prompted(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_acp_sessions", _hex(e.originator_id))
+        if row is not None:
+            rows.put("rm_acp_sessions", {**row, "title": e.data["title"] or row["title"], "prompts": row["prompts"] + 1,
+                                         "last_item": e.data["item"], "items": [*row["items"], e.data["item"]],
+                                         "updated_at": e.at})
+
+    def on_AcpSession_Opened(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_acp_sessions", _hex(e.originator_id))
+        if row is not None:
+            rows.put("rm_acp_sessions", {**row, "updated_at": e.at})
 
     def _set(self, rows: Rows, **changes) -> None:
         row = rows.get("rm_mcp_settings", SETTINGS_KEY)
@@ -141,6 +180,16 @@ def calls(rm: ReadModels, caller: str | None, tool: str | None, limit: int) -> l
     if tool:
         where.append(mcp_calls.c.tool == tool)
     return rm.rows(mcp_calls, *where, order_by=mcp_calls.c.position.desc(), limit=limit)
+
+
+def acp_sessions_list(rm: ReadModels, cid: int | None = None, limit: int = 100) -> list[dict]:
+    where = [acp_sessions.c.cid == cid] if cid is not None else []
+    return rm.rows(acp_sessions, *where, order_by=acp_sessions.c.updated_at.desc(), limit=limit)
+
+
+def acp_session(rm: ReadModels, session_id: str) -> dict | None:
+    found = rm.rows(acp_sessions, acp_sessions.c.id == session_id[:32])
+    return found[0] if found else None
 
 
 def recommendations(rm: ReadModels, approval: str | None = None) -> list[dict]:

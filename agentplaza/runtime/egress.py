@@ -20,6 +20,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 
 from vmm.channel import ChannelClosed, Stream, StreamReset
@@ -36,6 +37,8 @@ EGRESS_ENV, EGRESS_PORTS_ENV = "APZ_EGRESS", "APZ_EGRESS_PORTS"
 EGRESS_OFF = "egress is switched off on this hub (apid --egress off)"
 #: An idle tunnel closes after this many seconds.
 IDLE_TUNNEL_S = 300.0
+#: The longest URL a web tool takes (the guest's harness holds the same).
+MAX_URL = 2048
 #: The longest CONNECT request head the proxy reads.
 MAX_HEAD = 8192
 DIAL_TIMEOUT_S = 10.0
@@ -113,6 +116,9 @@ class EgressPolicy:
     blocklist: tuple = ()
     #: Lets private and loopback addresses through (never cloud metadata). Off for agents.
     allow_private: bool = False
+    #: Exact addresses let through in spite of the address check (never cloud metadata): a test's own
+    #: server on this machine. apid has no flag for it: agents' hubs never set it.
+    allow_addresses: frozenset = frozenset()
     idle_s: float = IDLE_TUNNEL_S
 
     def __post_init__(self) -> None:
@@ -156,6 +162,22 @@ def policy_from_flags(egress: str | None, ports: str | None, environ: dict | Non
     return EgressPolicy(enabled=egress == "on", ports=allowed)
 
 
+def url_target(url: object) -> tuple[str, int]:
+    """The host and port a web tool's URL reaches (http:// or https:// only), or Refused."""
+    if not isinstance(url, str) or not url or len(url) > MAX_URL:
+        raise Refused(f"a URL is http:// or https://, at most {MAX_URL} characters", "bad_request")
+    try:
+        u = urllib.parse.urlsplit(url)
+        port = u.port
+    except ValueError:
+        raise Refused(f"{url[:200]} is not a URL", "bad_request") from None
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise Refused(f"{url[:200]} is not an http:// or https:// URL", "bad_request")
+    if u.username or u.password:
+        raise Refused("a URL with a user name or password is refused", "bad_request")
+    return u.hostname, port or (443 if u.scheme == "https" else 80)
+
+
 def parse_connect(head: bytes) -> tuple[str, int]:
     try:
         line = head.split(b"\r\n", 1)[0].decode("ascii")
@@ -187,8 +209,11 @@ class EgressProxy:
         self.resolver = resolver
         self.blocklist = blocklist
 
-    def check(self, cid: int, host: str, port: int) -> str:
-        """The address to dial, or Refused with the reason."""
+    def precheck(self, host: str, port: int) -> None:
+        """What is refused before any lookup (egress off, the host's form, the port rule, cloud metadata
+        names, the fetch blocklist, a literal address that is not public): Refused with the reason. The
+        hub asks it when a web tool is decided, so the call is refused before it runs; the CONNECT is
+        checked again, in full, by ``check``."""
         p = self.policy
         if not p.enabled:
             raise Refused(EGRESS_OFF)
@@ -206,6 +231,27 @@ class EgressProxy:
         entry = blocked_by(h, p.blocklist) or blocked_by(h, self.blocklist())
         if entry:
             raise Refused(f"{host} is on the fetch blocklist ({entry})")
+        if literal is not None:
+            self._address_ok(host, str(literal))
+
+    def _address_ok(self, host: str, a: str) -> None:
+        p = self.policy
+        why = address_refusal(a)
+        if why is None:
+            return
+        if why != "a cloud metadata address" and (p.allow_private or a.split("%", 1)[0] in p.allow_addresses):
+            return
+        raise Refused(f"{host} resolves to {a}, {why}" if host != a else f"{a} is {why}")
+
+    def check(self, cid: int, host: str, port: int) -> str:
+        """The address to dial, or Refused with the reason: ``precheck``, the laws, then every address the
+        name resolves to."""
+        self.precheck(host, port)
+        h = host.lower().rstrip(".")
+        try:
+            literal = ipaddress.ip_address(h)
+        except ValueError:
+            literal = None
         self.decide(cid, h, port)
         try:
             addrs = [str(literal)] if literal is not None else self.resolver(h, port)
@@ -214,9 +260,7 @@ class EgressProxy:
         if not addrs:
             raise Refused(f"{host} has no address", "resolve_failed")
         for a in addrs:
-            why = address_refusal(a)
-            if why and not (p.allow_private and why not in ("a cloud metadata address",)):
-                raise Refused(f"{host} resolves to {a}, {why}")
+            self._address_ok(host, a)
         return addrs[0]
 
     def handle(self, cid: int, st: Stream) -> None:

@@ -56,6 +56,27 @@ BUS_ADDRESS = "runtime"
 NODE_QUERY_TIMEOUT_S = 60.0
 #: A warm template's key: a hash the node gives it.
 TEMPLATE_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+#: Automatic checkpoints (``vm_auto_checkpoints``) kept per agent: after each new one, the oldest beyond
+#: this many are deleted. Their names: ``auto-N-TOOL`` (N counts up per agent), labelled with the call.
+AUTO_CHECKPOINTS_KEPT = 5
+AUTO_NAME_RE = re.compile(r"auto-(\d+)-[a-z0-9-]+")
+
+
+def auto_name(n: int, tool: str) -> str:
+    """The automatic checkpoint before a call of ``tool``: auto-3-vm-shell (at most 40 characters)."""
+    return f"auto-{n}-{re.sub(r'[^a-z0-9]+', '-', tool.lower()).strip('-')}"[:40].rstrip("-")
+
+
+def auto_checkpoints(names: list[str]) -> list[tuple[int, str]]:
+    """The automatic checkpoints among these names, oldest (lowest number) first."""
+    return sorted((int(m.group(1)), n) for n in names if (m := AUTO_NAME_RE.fullmatch(n)))
+
+
+def auto_pruned(names: list[str], keep: int = AUTO_CHECKPOINTS_KEPT) -> list[str]:
+    """The automatic checkpoints to delete so that ``keep`` remain (the newest); checkpoints the owner
+    named are never among them."""
+    autos = auto_checkpoints(names)
+    return [n for _, n in autos[:max(0, len(autos) - keep)]]
 
 
 class AgentRuntime:
@@ -70,6 +91,7 @@ class AgentRuntime:
         self.failed: dict[int, tuple] = {}       # cid -> (key, when) of a failed boot
         self.busy: set[int] = set()              # cids with a node request in flight
         self.asleep: set[int] = set()            # cids whose machine is saved and stopped
+        self.exited: dict[int, tuple] = {}       # cid -> key the node's crash recovery left exited (not booted again)
         self._kick = threading.Event()
         self._work = threading.Condition()
         self._stop = threading.Event()
@@ -194,6 +216,15 @@ class AgentRuntime:
         a = self.agent_of(cid)
         if a is None:
             raise Refusal("unknown_agent", f"no agent {cid}")
+        answer = self._machine_request(cid, op, **meta)
+        if op != "checkpoints":
+            what = {"checkpoint": f"checkpoint {answer.get('name')} saved",
+                    "rollback": f"rolled back to {meta.get('name')} (undo: {answer.get('safety')})",
+                    "checkpoint_delete": f"checkpoint {meta.get('name')} deleted"}[op]
+            self._entry(cid, "note", what, detail={"action": op, **answer}, actor=f"node:{LOCAL_NODE}")
+        return answer
+
+    def _machine_request(self, cid: int, op: str, **meta) -> dict:
         if self.link is None or cid not in self.applied:
             raise Refusal("agent_offline", f"agent {cid} has no running machine")
         with self.lock:
@@ -201,18 +232,40 @@ class AgentRuntime:
                 raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again")
             self.busy.add(cid)
         try:
-            answer = self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
+            return self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
         except NodeError as e:
             raise Refusal("node_error", str(e)) from None
         finally:
             with self.lock:
                 self.busy.discard(cid)
-        if op != "checkpoints":
-            what = {"checkpoint": f"checkpoint {answer.get('name')} saved",
-                    "rollback": f"rolled back to {meta.get('name')} (undo: {answer.get('safety')})",
-                    "checkpoint_delete": f"checkpoint {meta.get('name')} deleted"}[op]
-            self._entry(cid, "note", what, detail={"action": op, **answer}, actor=f"node:{LOCAL_NODE}")
-        return answer
+
+    def auto_checkpoint(self, cid: int, tool: str, call_id: Any = None) -> str | None:
+        """Before an allowed high-risk call (``jhrl.catalog.high_risk``), with the owner's
+        ``vm_auto_checkpoints`` on: a checkpoint of the agent's machine named after the call, so that
+        ``agents rollback CID NAME`` undoes it; then the oldest automatic ones beyond
+        ``AUTO_CHECKPOINTS_KEPT`` are deleted. Returns its name; None when the setting is off or the agent
+        has no machine here. A failure is in the transcript, and the call goes on (a safety net, not a law)."""
+        if not model_commands.load(self.cmds).policy.get("vm_auto_checkpoints", True):
+            return None
+        if self.link is None or cid not in self.applied:
+            return None
+        actor = f"node:{LOCAL_NODE}"
+        try:
+            names = [c["name"] for c in self._machine_request(cid, "checkpoints")["checkpoints"]]
+            n = max([k for k, _ in auto_checkpoints(names)], default=0) + 1
+            label = f"before {tool}" + (f" (call {call_id})" if call_id else "")
+            name = self._machine_request(cid, "checkpoint", name=auto_name(n, tool), label=label[:200])["name"]
+        except Refusal as r:
+            self._entry(cid, "error", f"no automatic checkpoint before {tool}: {r.message}", tool=tool, actor=actor)
+            return None
+        self._entry(cid, "note", f"automatic checkpoint {name} before {tool}", tool=tool, actor=actor,
+                    detail={"action": "auto_checkpoint", "name": name, "tool": tool, "call_id": call_id})
+        for old in auto_pruned([*names, name]):
+            try:
+                self._machine_request(cid, "checkpoint_delete", name=old)
+            except Refusal as r:
+                log.warning("agent %s: automatic checkpoint %s not pruned: %s", cid, old, r.message)
+        return name
 
     def fork(self, cid: int, count: int, checkpoint: str | None, ctx) -> dict:
         """``count`` copies of agent ``cid`` (the guide's Fork): each an agent of the same role with a name
@@ -330,6 +383,10 @@ class AgentRuntime:
                 have = self.applied.get(cid)
                 if cid in self.busy:
                     continue
+                if r["run"] != "running":
+                    self.exited.pop(cid, None)  # its stop is in the read model: the owner may start it again
+                elif self.exited.get(cid) == key:
+                    continue
                 if r["run"] == "running" and have != key:
                     f = self.failed.get(cid)
                     if f and f[0] == key and time.monotonic() - f[1] < BOOT_RETRY_S:
@@ -407,10 +464,20 @@ class AgentRuntime:
             cid = ev.get("cid")
             if ev.get("event") == "exited":
                 with self.lock:
-                    self.applied.pop(cid, None)
-                self._safely(ac.disconnected, self.ctx_node(), cid, f"the VM exited ({ev.get('exit')})")
-                self._entry(cid, "error", f"the VM exited ({ev.get('exit')})", actor=f"node:{LOCAL_NODE}")
+                    key = self.applied.pop(cid, None)
+                    if ev.get("reason") and key is not None:  # the node's crash recovery: it stays exited
+                        self.exited[cid] = key
+                why = f"the VM exited ({ev.get('exit')})" + (f": {ev['reason']}" if ev.get("reason") else "")
+                self._safely(ac.disconnected, self.ctx_node(), cid, why)
+                self._entry(cid, "error", why, actor=f"node:{LOCAL_NODE}",
+                            detail={"exit": ev.get("exit"), "reason": ev.get("reason")})
+                if ev.get("reason"):  # and the owner sees it stopped (starting it again is theirs)
+                    self._safely(ac.stop, self.cmds.context(f"node:{LOCAL_NODE}", why[:200]), cid)
                 self.kick()
+            elif ev.get("event") == "recovered":  # the guest crashed; the node started it again
+                self._entry(cid, "note", f"the VM exited by itself ({ev.get('exit')}) and was recovered from "
+                            f"{ev.get('from')}", actor=f"node:{LOCAL_NODE}",
+                            detail={k: ev.get(k) for k in ("exit", "from", "reason", "recoveries")})
             elif ev.get("event") == "harness_exited":
                 self._safely(ac.disconnected, self.ctx_node(), cid, "the harness exited")
             elif ev.get("event") == "console" and isinstance(cid, int):  # the live bus's, for events --all

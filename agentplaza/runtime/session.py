@@ -13,6 +13,7 @@ approvals, sanctions) and the check is recorded in the transcript with its decis
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,6 +22,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import jhrl
+from jhrl.catalog import high_risk
 from vmm.channel import ChannelClosed, Stream, StreamReset
 from vmm.guest import contract
 from vmm.guest.contract import error
@@ -33,12 +36,17 @@ from ..domain.agents import LOCAL_NODE, NAME_PROMPT, chosen_name, transcript_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from . import tooldecide, tools
+from .egress import Refused, url_target
 
 if TYPE_CHECKING:
     from .fleet import AgentRuntime
 
 #: How much of a call's arguments and of a host tool's result the transcript keeps, in characters.
 ARGS_SHOWN, RESULT_SHOWN = 500, 2000
+#: How much of each field a web tool's result tells beside its output (``contract.RESULT_META``) is kept.
+META_SHOWN = 300
+#: The guest tools that reach a URL (the egress rules decide the target before the call runs).
+WEB_TOOLS = ("vm.fetch", "vm.download")
 
 log = logging.getLogger("apid.runtime")
 
@@ -211,11 +219,15 @@ class HarnessSession:
             "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
         return result
 
-    def _decide(self, agent, tool: str, args: dict, call_id: Any) -> dict:
-        """The check of one tool call and its transcript entry: one commit."""
+    def _decide(self, agent, tool: str, args: dict, call_id: Any, refused: str | None = None) -> dict:
+        """The check of one tool call and its transcript entry: one commit. ``refused``: why the egress
+        rules refuse the web tool's target (the call is refused after the laws, which still decide it)."""
 
         def decide(unit: Unit):
             c = tooldecide.check_in(unit, self.rt.hub, agent, tool, args)
+            if refused and c.decision.effect != "deny":
+                c = dataclasses.replace(c, decision=jhrl.Decision("deny", "egress_refused"),
+                                        extra=dict(c.extra, message=f"{tool} refused: {refused}"))
             d = c.decision
             detail = {"effect": d.effect, "reason": d.reason, "law": d.forbidding, "violation": d.violation,
                       "call_id": call_id, "decision_id": c.call_id or None, "mode": c.mode,
@@ -227,6 +239,8 @@ class HarnessSession:
 
         c = self.rt.cmds.run(decide).value
         d = c.decision
+        if d.effect == "allow" and high_risk(tool):  # the owner's vm_auto_checkpoints: undo is a rollback away
+            self.rt.auto_checkpoint(self.cid, tool, call_id)
         if d.effect == "deny":
             msg = c.extra.get("message") or (f"{tool} refused ({d.reason}" + (f", {d.forbidding}" if d.forbidding else "") + ")")
         elif d.effect == "ask":
@@ -240,11 +254,34 @@ class HarnessSession:
         tool, args = req.get("tool"), req.get("args")
         if not isinstance(tool, str) or not tool.startswith("vm.") or not isinstance(args, dict):
             return error("bad_request", "decide takes a guest tool (vm.*) and its args")
-        return self._decide(agent, tool, args, req.get("call_id"))
+        refused = None
+        url = args.get("url") if tool in WEB_TOOLS else args.get("index_url") if tool == "vm.install" else None
+        if url is not None:  # the web tools: the host and port are facts for the laws; the egress rules apply
+            host = port = None
+            try:
+                host, port = url_target(url)
+                args = dict(args, host=host, port=port)
+                self.rt.egress.precheck(host, port)
+            except Refused as r:
+                refused = r.why
+                self.rt._record_egress(self.cid, {"verdict": "refused", "why": r.why, "host": host, "port": port,
+                                                  "tool": tool})
+        return self._decide(agent, tool, args, req.get("call_id"), refused)
 
     def op_result(self, agent, req: dict) -> dict:
+        detail = {"ok": bool(req.get("ok")), "call_id": req.get("call_id")}
+        meta = req.get("meta")
+        if isinstance(meta, dict):  # a web tool's host, status, bytes, time (ms), digest: kept short, typed
+            for k in contract.RESULT_META:
+                v = meta.get(k)
+                if isinstance(v, bool) or v is None:
+                    continue
+                if isinstance(v, int):
+                    detail[k] = v
+                elif isinstance(v, str):
+                    detail[k] = v[:META_SHOWN]
         self.rt._entry(self.cid, "tool_result", str(req.get("output") or ""), tool=str(req.get("tool")),
-                       detail={"ok": bool(req.get("ok")), "call_id": req.get("call_id")})
+                       detail=detail)
         return {}
 
     def op_tool(self, agent, req: dict) -> dict:

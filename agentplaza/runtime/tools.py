@@ -27,7 +27,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from jhrl.catalog import risk_of as catalogue_risk
-from vmm.guest.contract import GIT_PORT, MAX_FILE, MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
+from vmm.guest.contract import (
+    DOWNLOAD_MAX_BYTES,
+    FETCH_MAX_BYTES,
+    GIT_PORT,
+    INSTALL_MANAGERS,
+    INSTALL_MAX_PACKAGES,
+    INSTALL_TIMEOUT_S,
+    MAX_FILE,
+    MAX_OUTPUT,
+    MAX_REDIRECTS,
+    SHELL_MAX_TIMEOUT_S,
+    SHELL_TIMEOUT_S,
+)
 
 from ..domain.agents import MAX_SPAWN, MIN_SPAWN
 from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
@@ -79,6 +91,7 @@ _MIB = f"{MAX_FILE // (1 << 20)} MiB"
 _PATH = ("A path relative to /workspace (an absolute path must lie inside /workspace; a path that leads "
          "out, symlinks included, is refused).")
 _TASK = string("The task's number, like t1.")
+_URL = string("An http:// or https:// URL (at most 2048 characters).", minLength=1)
 
 _TOOLS = (
     # -- guest tools: run in the agent's own VM by vmm/guest/harness.py --------------------------------
@@ -117,6 +130,37 @@ _TOOLS = (
          f"Send a file from /workspace (at most {_MIB}) to the hub, where the owner can see it. Returns the "
          "name the hub keeps it under.",
          obj({"path": string(_PATH, minLength=1)}, ("path",))),
+    Tool("vm.fetch", GUEST, "read",
+         "Fetch a web page (http:// or https://) through the plaza's egress proxy and read it: returns the "
+         "final URL, the status, the content type and the bytes read, then the page as readable text (HTML "
+         f"without its markup), cut to {MAX_OUTPUT:,} characters. At most {FETCH_MAX_BYTES >> 20} MiB is read "
+         f"and {MAX_REDIRECTS} redirects followed. A host on the owner's fetch blocklist, a private or "
+         "loopback address, or a port other than the web ports is refused.",
+         obj({"url": _URL,
+              "max_bytes": {"type": "integer", "minimum": 1, "maximum": FETCH_MAX_BYTES,
+                            "description": f"The most bytes to read (default and largest {FETCH_MAX_BYTES:,})."}},
+             ("url",))),
+    Tool("vm.download", GUEST, "write",
+         f"Download a file (at most {DOWNLOAD_MAX_BYTES >> 20} MiB) from an http:// or https:// URL into "
+         "/workspace, through the plaza's egress proxy. Returns its size, status, content type and sha256. "
+         "Only a 2xx answer is saved; the same refusals as vm.fetch apply.",
+         obj({"url": _URL, "path": string(_PATH + " The file to write (replaced if it exists).", minLength=1)},
+             ("url", "path"))),
+    Tool("vm.install", GUEST, "write",
+         "Install packages in your own VM, through the plaza's egress proxy: with pip (the default) into "
+         "your user site under /workspace (python3 finds them), or with the guest's apt. Returns the "
+         f"installer's output (its end, cut to {MAX_OUTPUT:,} characters). At most {INSTALL_MAX_PACKAGES} "
+         f"packages, {INSTALL_TIMEOUT_S} s.",
+         obj({"packages": {"type": ["array", "string"],
+                           "items": string("A package: a name, maybe [extras] and one version clause "
+                                           "(requests, requests==2.32.3); never an option.", minLength=1),
+                           "description": f"The packages to install: 1 to {INSTALL_MAX_PACKAGES}, as a list or "
+                                          "one string of names separated by spaces or commas."},
+              "manager": {"type": "string", "enum": list(INSTALL_MANAGERS),
+                          "description": "pip (default) or apt."},
+              "index_url": string("pip only: the package index to use instead of PyPI (http:// or https://); "
+                                  "its host is decided like any fetch.", minLength=1)},
+             ("packages",))),
     # -- host tools: run by the hub, each by its function in runtime.hosttools ----------------------
     Tool("plaza_status", HOST, "read",
          "Your own record and the plaza's state: your CID, role and name, and whether the plaza is held "

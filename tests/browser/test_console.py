@@ -294,7 +294,300 @@ def test_a_foreign_page_cannot_ride_the_consoles_session(browser, console_hub, a
         assert http.get("/v1/plaza").json()["held"] is False, seen
         kinds = [e["data"]["kind"] for e in http.get("/v1/events", params={"after": start}).json()["events"]]
         assert kinds == [], (kinds, seen)
+        # A Library preview: the hub's own pages may frame it, a foreign page may not, so a report an agent
+        # wrote never runs inside another site's page with the owner's cookie. The hub's door refuses the
+        # foreign page's request; the preview's own policy (frame-ancestors 'self', X-Frame-Options
+        # SAMEORIGIN: tests/test_library.py) would refuse that frame as well.
+        report = hand_in(h, REPORT_HTML, "report.html", "A report")
+        framed = evil.evaluate("""async (src) => {
+            const got = [];
+            window.addEventListener("message", (e) => got.push(String(e.data)));
+            const frame = document.createElement("iframe");
+            frame.src = src;
+            const loaded = new Promise((ok) => { frame.onload = ok; });
+            document.body.append(frame);
+            await loaded;
+            await new Promise((ok) => setTimeout(ok, 500));
+            return got;
+        }""", f"{h.url}/v1/library/{report}/content?inline=1")
+        assert framed == [], framed
         # The console's own page in the same browser still drives the hub with that session.
         assert page.evaluate("""async () => (await fetch("/v1/plaza")).status""") == 200
+    finally:
+        context.close()
+
+
+# -- the screens of the areas that came later: Board, Conversations, Society, Git, Library, MCP -------------
+
+#: An HTML report an agent might hand in: its script runs (it writes into its own page) but, framed
+#: sandboxed in an opaque origin, it can reach neither the console nor the hub's session.
+REPORT_HTML = b"""<!doctype html><html><head><title>Report</title></head><body><p id="out">not run</p><script>
+let parentSeen;
+try { parentSeen = parent.document.title; } catch (e) { parentSeen = "no access"; }
+let cookie;
+try { cookie = document.cookie; } catch (e) { cookie = "no cookie"; }
+document.getElementById("out").textContent = "ran in " + self.origin + "; console: " + parentSeen + "; " + cookie;
+parent.postMessage("the report ran", "*");
+</script></body></html>"""
+#: A long text, past the board's 8,000-character post limit (MAX_POST_CHARS).
+TOO_LONG_POST = "x" * 8001
+
+
+def png(width: int = 240, height: int = 120) -> bytes:
+    """A real PNG (a bar chart's worth of colour), so the browser can draw it."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    def pixel(x: int, y: int) -> bytes:
+        bar = (x // 40) % 6
+        return bytes((40 + bar * 35, 90, 200 - bar * 25)) if y > height - (bar + 1) * height // 7 else b"\xf6\xf7\xf9"
+
+    rows = b"".join(b"\x00" + b"".join(pixel(x, y) for x in range(width)) for y in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def hand_in(h, data: bytes, filename: str, title: str, description: str = "") -> str:
+    """A deliverable handed in by agent 7, written to the hub's log by a second writer (as the runtime's
+    harness door does); the hub's read models follow the log."""
+    import types
+
+    from agentplaza.commands.unit import Commands
+    from agentplaza.events.store import EventStore
+    from agentplaza.runtime.library import LibraryService
+
+    store = EventStore.open(state_dir=h.folders.state, database_url=h.env.get("APZ_DATABASE_URL"))
+    try:
+        lib = LibraryService(types.SimpleNamespace(commands=Commands(store), folders=h.folders))
+        return lib.submit(lib.cmds.context("agent:7"), data, filename, title, description).value
+    finally:
+        store.close()
+
+
+def push_branch(h, repo: str, work: Path) -> None:
+    """Clone the plaza's repository with plain git (the owner token as a bearer token), commit on main and on
+    a branch ``feature``, and push both."""
+    import subprocess
+
+    auth = ["-c", f"http.extraHeader=Authorization: Bearer {owner_token(h)}", "-c", "user.name=Owner",
+            "-c", "user.email=owner@plaza.invalid"]
+
+    def git(*args: str, cwd: Path = work) -> None:
+        r = subprocess.run(["git", *auth, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 0, (args, r.stderr)
+
+    git("clone", f"{h.url}/git/{repo}.git", str(work), cwd=work.parent)
+    (work / "README.md").write_text("# The site\n")
+    git("add", "README.md")
+    git("commit", "-m", "A readme")
+    git("push", "origin", "HEAD:main")
+    git("checkout", "-b", "feature")
+    (work / "index.html").write_text("<h1>Hello</h1>\n")
+    git("add", "index.html")
+    git("commit", "-m", "The front page")
+    git("push", "origin", "feature")
+
+
+def open_screen(page, h, screen: str) -> None:
+    page.goto(f"{h.url}/#/{screen}")
+    settled(page)
+
+
+def test_the_later_areas_screens_driven_as_an_owner(browser, console_hub, tmp_path):
+    """Board, Conversations, Society, Git, Library and MCP: what the hub holds shows, an owner's action works
+    and the screen follows it live, a refusal shows its message beside what caused it; each screen with data
+    is screenshotted and checked with axe-core."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=SHOWN_MS)
+    h = console_hub
+    http = owner_http(h)
+    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
+    shots.mkdir(parents=True, exist_ok=True)
+    made = http.post("/v1/agents", json={"role": "researcher", "count": 2}).json()["agents"]
+    ada, bob = (str(a["cid"]) for a in made)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    found: list[str] = []
+
+    def check(screen: str) -> None:
+        settled(page)
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.screenshot(path=str(shots / f"{screen}.png"), full_page=False)
+        found.extend(f"{screen}: {v}" for v in axe_violations(page))
+
+    try:
+        page = context.new_page()
+        errors = watch_errors(page)
+        sign_in(page, h)
+
+        # Board: a post made through the API shows; the composer posts; an over-long post is refused beside the
+        # composer; Pause shows the Paused banner and Resume takes it away; a reply on the thread's page.
+        assert http.post("/v1/board", json={"text": f"The survey starts today, @{ada}"}).status_code == 200
+        open_screen(page, h, "board")
+        posts = page.get_by_role("list", name="Posts")
+        expect(posts).to_contain_text("The survey starts today")
+        composer = page.get_by_role("form", name="Post to the board")
+        composer.get_by_label("Post to the board").fill(TOO_LONG_POST)
+        composer.get_by_role("button", name="Post").click()
+        expect(composer.get_by_role("alert")).to_contain_text("at most 8,000 characters (message_too_long)")
+        # As a mention is typed, the composer suggests names and roles; choosing one completes it.
+        composer.get_by_label("Post to the board").fill("")
+        composer.get_by_label("Post to the board").press_sequentially("Who takes the chart? @resea")
+        composer.get_by_role("group", name="Mention suggestions").get_by_role("button", name="@researcher").click()
+        expect(composer.get_by_label("Post to the board")).to_have_value("Who takes the chart? @researcher ")
+        composer.get_by_label("Post to the board").press("Control+Enter")
+        expect(posts).to_contain_text("Who takes the chart?")
+        page.get_by_role("button", name="Pause deliveries").click()
+        page.get_by_role("dialog").get_by_role("button", name="Pause").click()
+        expect(page.get_by_test_id("board-paused")).to_contain_text("Paused.")
+        assert http.get("/v1/board").json()["paused"] is True
+        check("board")
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Export as Markdown").click()
+        exported = Path(got.value.path()).read_text()
+        assert exported.startswith("# The board") and "Who takes the chart? @researcher" in exported, exported
+        page.get_by_role("button", name="Resume deliveries").click()
+        expect(page.get_by_test_id("board-paused")).to_be_hidden()
+        assert http.get("/v1/board").json()["paused"] is False
+        posts.get_by_role("link", name="Reply").first.click()
+        reply = page.get_by_role("form", name="Reply")
+        reply.get_by_label("Reply").fill("I will start with the sources.")
+        reply.get_by_role("button", name="Reply").click()
+        expect(page.get_by_role("list", name="Replies")).to_contain_text("I will start with the sources.")
+
+        # Conversations: the owner's message to an agent is a thread; a message sent from its page shows live;
+        # a party that is no CID is refused with its message.
+        assert http.post(f"/v1/agents/{ada}/tell", json={"text": "Please read #1 first."}).status_code == 200
+        open_screen(page, h, "conversations")
+        threads = page.get_by_role("table", name="Conversations")
+        expect(threads).to_contain_text(f"owner~{ada}")
+        check("conversations")
+        page.get_by_label("With").fill("not a cid!")
+        page.get_by_role("button", name="Show").click()
+        expect(page.get_by_role("alert")).to_contain_text("(invalid_cid)")
+        page.get_by_label("With").fill("")
+        page.get_by_role("button", name="Show").click()
+        threads.get_by_role("link", name=f"owner~{ada}").click()
+        messages = page.get_by_role("list", name="Messages")
+        expect(messages).to_contain_text("Please read #1 first.")
+        box = page.get_by_role("form", name=f"Message agent {ada}")
+        box.get_by_label(f"To agent {ada}").fill("And then the survey.")
+        box.get_by_role("button", name="Send").click()
+        expect(messages).to_contain_text("And then the survey.")
+
+        # Society: Trust more lifts an unrated agent's reputation live; a CID that is no number is refused.
+        open_screen(page, h, "society")
+        reputation = page.get_by_role("table", name="Reputation")
+        row = reputation.get_by_role("row").filter(has=page.get_by_role("link", name=f"Agent {bob}", exact=True))
+        expect(row).to_contain_text("unrated")
+        row.get_by_role("button", name=f"Trust more: agent {bob}").click()
+        expect(row).not_to_contain_text("unrated")
+        assert next(a for a in http.get("/v1/society/reputation").json()["agents"] if str(a["cid"]) == bob)["reputation"] > 50
+        expect(page.get_by_role("table", name="Ratings")).to_contain_text("trust more")
+        check("society")
+        page.get_by_label("Contacts, opinions and ratings of agent").fill("abc")
+        page.get_by_role("button", name="Show").click()
+        expect(page.get_by_role("region", name="The contacts")).to_contain_text("an agent's CID is a number (invalid_cid)")
+
+        # Git: make a repository (a bad name is refused); a branch pushed with plain git and a pull request
+        # opened through the API show live; Merge it and see it merged.
+        open_screen(page, h, "git")
+        page.get_by_text("New repository").click()
+        new = page.get_by_role("form", name="New repository")
+        new.get_by_label("Name").fill("Bad Name")
+        new.get_by_role("button", name="Create repository").click()
+        expect(new.get_by_role("alert")).to_contain_text("(invalid_repo)")
+        new.get_by_label("Name").fill("site")
+        new.get_by_role("button", name="Create repository").click()
+        expect(page.get_by_role("table", name="Repositories")).to_contain_text("site")
+        work = tmp_path / "site"
+        push_branch(h, "site", work)
+        pr = http.post("/v1/git/prs", json={"repo": "site", "source": "feature", "title": "The front page"}).json()["pr"]
+        prs = page.get_by_role("table", name="Pull requests")
+        expect(prs).to_contain_text("The front page")
+        check("git")
+        prs.get_by_role("link", name=pr["number"]).click()
+        expect(page.get_by_role("table", name="Files changed")).to_contain_text("index.html")
+        page.get_by_role("button", name=f"Merge {pr['number']}").click()
+        page.get_by_role("dialog").get_by_role("button", name="Merge").click()
+        expect(page.get_by_role("heading", name=pr["number"])).to_contain_text("merged")
+        assert http.get(f"/v1/git/prs/{pr['number']}").json()["pr"]["state"] == "merged"
+        page.get_by_role("link", name="site").first.click()
+        expect(page.get_by_role("table", name="Files", exact=True)).to_contain_text("index.html")
+
+        # Library: items handed in show as cards with previews (the image drawn; the HTML report's script runs
+        # sandboxed, with no access to the console and no cookie); search and type filter; Delete.
+        chart = hand_in(h, png(), "chart.png", "The chart", "Spend by week")
+        report = hand_in(h, REPORT_HTML, "report.html", "The report")
+        notes = hand_in(h, b"# Findings\n\nThree approaches.\n", "NOTES.md", "Findings")
+        open_screen(page, h, "library")
+        expect(page.get_by_role("article", name=f"{chart} The chart")).to_be_visible()
+        image = page.get_by_role("article", name=f"{chart} The chart").get_by_role("img", name="The chart")
+        expect(image).to_be_visible()
+        page.wait_for_function("(el) => el.complete && el.naturalWidth === 240", arg=image.element_handle())
+        frame = page.get_by_role("article", name=f"{report} The report").locator("iframe.report")
+        assert frame.get_attribute("sandbox") == "allow-scripts"
+        expect(page.frame_locator(f'[data-item="{report}"] iframe.report').locator("#out")).to_have_text(
+            "ran in null; console: no access; no cookie")
+        expect(page.get_by_label("Preview of Findings")).to_contain_text("Three approaches.")
+        check("library")
+        page.get_by_role("searchbox", name="Search").fill("week")
+        page.get_by_role("button", name="Search", exact=True).click()
+        expect(page.locator("[data-item]")).to_have_count(1)
+        page.get_by_role("searchbox", name="Search").fill("")
+        page.get_by_label("Type").select_option("text")
+        expect(page.locator("[data-item]")).to_have_count(1)
+        page.get_by_label("Type").select_option("")
+        held = len(http.get("/v1/library").json()["items"])  # the module's other test may have handed one in
+        expect(page.locator("[data-item]")).to_have_count(held)
+        page.get_by_role("button", name=f"Delete {notes}").click()
+        page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+        expect(page.locator("[data-item]")).to_have_count(held - 1)
+        expect(page.locator(f'[data-item="{notes}"]')).to_have_count(0)
+        assert http.get(f"/v1/library/{notes}").status_code == 404
+
+        # MCP, This hub as a server: turn it on; answering other machines needs HTTPS and is refused with its
+        # message; make a token (shown once), see it listed, a bad expiry refused; revoke it.
+        open_screen(page, h, "mcp")
+        expect(page.get_by_role("tab", name="This hub as a server")).to_have_attribute("aria-selected", "true")
+        page.get_by_role("button", name="Turn on", exact=True).click()
+        server = page.get_by_role("region", name="The server")
+        expect(server).to_contain_text("on, local")
+        assert http.get("/v1/hub-mcp").json()["enabled"] is True
+        server.get_by_role("button", name="Answer other machines too (remote)").click()
+        expect(server.get_by_role("alert")).to_contain_text("(remote_needs_https)")
+        token_form = page.get_by_role("form", name="Make a token")
+        token_form.get_by_label("Name").fill("laptop")
+        token_form.get_by_label("Expires (optional)").fill("soon")
+        token_form.get_by_role("button", name="Make token").click()
+        expect(token_form.get_by_role("alert")).to_contain_text("an expiry is a number")
+        token_form.get_by_label("Expires (optional)").fill("30d")
+        token_form.get_by_role("button", name="Make token").click()
+        expect(page.get_by_test_id("mcp-token")).to_contain_text("apz_mcp_")
+        tokens = page.get_by_role("table", name="MCP tokens")
+        expect(tokens).to_contain_text("laptop")
+        check("mcp")
+        shown = page.get_by_test_id("mcp-token").inner_text()
+        page.get_by_role("button", name="I copied it").click()
+        assert shown not in page.content()  # shown once: gone from the page, and never in the list
+        tokens.get_by_role("button", name="Revoke laptop").click()
+        page.get_by_role("dialog").get_by_role("button", name="Revoke").click()
+        expect(tokens).to_contain_text("revoked")
+        assert all(t["revoked_at"] for t in http.get("/v1/hub-mcp/tokens").json()["tokens"])
+        # Editors (ACP): off on a new hub; the switch turns it on, and the Zed block is there to copy.
+        editors = page.get_by_role("region", name="The editors")
+        expect(editors).to_contain_text('"args": ["acp"]')
+        editors.get_by_role("button", name="Turn on: Editors (ACP)").click()
+        expect(editors.get_by_role("button", name="Turn off: Editors (ACP)")).to_be_visible()
+        assert http.get("/v1/hub-mcp").json()["acp"]["acp_enabled"] is True
+        page.get_by_role("tab", name="MCP servers").click()
+        expect(page.get_by_role("tabpanel")).to_contain_text("not built in this hub yet")
+
+        assert http.get("/v1/plaza").json()["held"] is False
+        assert not found, "\n".join(found)
+        assert not errors, errors
     finally:
         context.close()

@@ -153,7 +153,7 @@ print('LOADED', ' '.join(heavy), file=sys.stderr)
 
 
 @pytest.mark.parametrize("words", [["--help"], ["overview", "--json"], ["tasks", "list", "--json"],
-                                   ["hub", "list"], ["audit", "verify", "--json"]])
+                                   ["hub", "list"], ["audit", "verify", "--json"], ["acp", "sessions", "--json"]])
 def test_a_command_loads_only_what_it_needs(folders, words):
     env = dict(os.environ, APZ_HUB="http://127.0.0.1:9", HEAVY=" ".join(HEAVY))
     r = subprocess.run([sys.executable, "-c", PROBE, *words], env=env, capture_output=True, text=True, timeout=60)

@@ -90,9 +90,9 @@ def test_tabs_by_number_and_tab_and_shift_tab(hub, person):
     person.press(SHIFT_TAB)
     person.sees("[3 Agents]")
     person.press("6")
-    person.sees("[6 Board]", "Board: this area is not built on this hub yet")
+    person.sees("[6 Board]", "(none)", "t writes a post")
     person.press("7")
-    person.sees("Conversations: this area is not built on this hub yet")
+    person.sees("[7 Conversations]", "(none)", "Enter opens a conversation")
     person.press("8")
     person.sees("[8 Nodes]", "n0")
     person.press("0")
@@ -198,6 +198,60 @@ def test_agents_detail_and_a_message_with_t(hub, person):
     person.press("never sent")
     person.press(ESC)
     person.sees("message not sent")
+
+
+def test_the_board_tab_follows_the_board_live_opens_a_thread_posts_and_replies(hub, person):
+    with hub.client() as c:
+        ok(c.post("/v1/board", json={"text": "The survey starts today"}))
+    person.live()
+    person.press("6")
+    person.sees("[6 Board]", "p1", "owner", "The survey starts today")
+    with hub.client() as c:  # a post made anywhere shows without r
+        ok(c.post("/v1/board", json={"text": "Who takes the chart?"}))
+    person.sees("p2", "Who takes the chart?")
+    person.press("t")
+    person.sees("post to the board (Enter sends")
+    person.press("Posted from the terminal")
+    person.press(ENTER)
+    person.sees("posted", "p3", "Posted from the terminal")
+    person.press("j")  # newest first: p3, p2, p1
+    person.press("j")
+    person.sees("> p1")
+    person.press(ENTER)
+    person.sees("p1 by owner", "(no replies yet)", "t replies to this post")
+    person.press("t")
+    person.sees("reply to p1")
+    person.press("On it")
+    person.press(ENTER)
+    person.sees("replied to p1", "p1.r1 owner", "On it")
+    with hub.client() as c:
+        thread = ok(c.get("/v1/board/p1"))["thread"]
+        assert [(r["author"], r["text"]) for r in thread] == [("owner", "On it")]
+        ok(c.post("/v1/board/pause", json={"on": True}))
+    person.sees("PAUSED: deliveries are paused")
+    person.press(ENTER)
+    until("the thread closes", lambda: "p1 by owner" not in person.screen.last_text, SHOWN_S)
+
+
+def test_the_conversations_tab_shows_threads_live_and_t_writes_to_the_agent(hub, person):
+    with hub.client() as c:
+        cid = ok(c.post("/v1/agents", json={"role": "builder", "count": 1}))["agents"][0]["cid"]
+    person.live()
+    person.press("7")
+    person.sees("[7 Conversations]", "(none)")
+    with hub.client() as c:
+        ok(c.post(f"/v1/agents/{cid}/tell", json={"text": "Please read the brief"}))
+    person.sees(f"owner~{cid}", "Please read the brief")
+    person.press(ENTER)
+    person.sees(f"owner~{cid}: 1 messages", f"owner to {cid}")
+    person.press("t")
+    person.sees(f"message to {cid}")
+    person.press("And then the survey")
+    person.press(ENTER)
+    person.sees(f"message sent to {cid}", f"owner~{cid}: 2 messages", "And then the survey")
+    with hub.client() as c:
+        thread = ok(c.get(f"/v1/conversations/owner~{cid}"))["thread"]
+    assert [m["text"] for m in thread] == ["Please read the brief", "And then the survey"]
 
 
 def test_without_a_terminal_the_command_says_so(hub):

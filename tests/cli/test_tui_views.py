@@ -45,12 +45,52 @@ def test_a_held_plaza_shows_the_banner_on_every_tab_who_since_and_why():
         assert "PLAZA HELD (STOP ALL) since 2026-12-01 16:00:52 by owner" in screen and "Why: audit" in screen
 
 
-def test_tabs_not_built_say_so_in_one_line():
+def test_the_board_tab_draws_the_posts_the_paused_banner_and_an_open_thread():
     m = state.Model()
-    for k, title in (("6", "Board"), ("7", "Conversations")):
-        state.key(m, k)
-        body = [line for line in drawn(m).splitlines()[2:-1] if line.strip()]
-        assert body == [f"  {title}: this area is not built on this hub yet; the tab fills in when it lands."]
+    state.key(m, "6")
+    assert state.key(m, "enter") == []  # nothing to open yet
+    m.loaded("board", {"paused": True, "posts": [
+        {"id": "p2", "author": "3", "at": "2026-12-01T16:00:52+00:00", "replies": 0, "held": True, "text": "held one"},
+        {"id": "p1", "author": "owner", "at": "2026-12-01T15:00:00+00:00", "replies": 1, "held": False, "text": "hello"}]})
+    screen = drawn(m)
+    assert "PAUSED: deliveries are paused" in screen and "> p2" in screen and "held" in screen
+    state.key(m, "j")
+    assert state.key(m, "enter") == [state.Load(("plaza", "board", "post:p1"))]
+    assert "post:p1: loading ..." in drawn(m)
+    m.loaded("post:p1", {"id": "p1", "author": "owner", "at": "2026-12-01T15:00:00+00:00", "text": "hello",
+                         "thread": [{"post": "p1", "reply": 1, "author": "4", "at": "2026-12-01T15:10:00+00:00",
+                                     "text": "a reply\x1b[31m"}]})
+    screen = drawn(m)
+    assert "p1 by owner" in screen and "p1.r1 4" in screen and "a reply" in screen and "\x1b" not in screen
+    state.key(m, "t")
+    assert m.composer is not None and m.composer.prompt == "reply to p1"
+    m.composer.text = "thanks"
+    [send] = state.key(m, "enter")
+    assert (send.path, send.body) == ("/v1/board/p1/replies", {"text": "thanks"})
+    assert state.event(m, {"event": "board", "data": {}}) == [state.Load(("board", "post:p1"))]
+    state.key(m, "enter")  # closes the thread: a new post next
+    state.key(m, "t")
+    m.composer.text = "news"
+    [send] = state.key(m, "enter")
+    assert (send.path, send.body) == ("/v1/board", {"text": "news"})
+
+
+def test_the_conversations_tab_writes_only_in_the_owners_own_threads():
+    m = state.Model()
+    state.key(m, "7")
+    m.loaded("conversations", {"conversations": [
+        {"id": "3~5", "a": "3", "b": "5", "messages": 2, "last_at": None, "last_text": "between agents"},
+        {"id": "owner~3", "a": "owner", "b": "3", "messages": 1, "last_at": None, "last_text": "mine"}]})
+    state.key(m, "t")
+    assert m.composer is None and "you read it" in m.note
+    state.key(m, "j")
+    state.key(m, "t")
+    m.composer.text = "hi"
+    [send] = state.key(m, "enter")
+    assert (send.path, send.body) == ("/v1/agents/3/tell", {"text": "hi"})
+    assert "conversation:owner~3" in send.reload
+    # the owner's messages are Agent.Told: an agent event reloads the list on screen
+    assert "conversations" in state.event(m, {"event": "agent", "data": {}})[0].resources
 
 
 def test_a_terminal_too_small_gets_one_clear_message():

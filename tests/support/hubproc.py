@@ -52,7 +52,7 @@ class HubProcess:
         self.proc: subprocess.Popen | None = None
         self.output = ""
 
-    def start(self, timeout: float = 30) -> HubProcess:
+    def start(self, timeout: float = 90) -> HubProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

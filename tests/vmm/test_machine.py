@@ -34,12 +34,42 @@ def test_command_has_no_network_and_no_default_devices(tmp_path):
     argv = m.command({"kernel": "/k", "initrd": "/i", "rootfs": "/r", "workspace": "/w",
                       "vol0": "/v", "run": "/run"})
     line = " ".join(argv)
-    assert "-nodefaults" in argv and "-accel" in argv and argv[argv.index("-accel") + 1] == "tcg"
+    assert "-nodefaults" in argv and "-accel" in argv and argv[argv.index("-accel") + 1].split(",")[0] == "tcg"
     assert "-netdev" not in argv and "-nic" not in argv and "virtio-net" not in line
     assert "apz.vols=corpus" in line and "serial=apz-vol0" in line
     assert "file=/v,format=raw,if=none,readonly=on" in line
     assert argv[argv.index("-sandbox") + 1].startswith("on")
     assert "console.log" in line
+
+
+def test_command_ram_as_a_file_and_qemu_connects_out(tmp_path):
+    """RAM is a shared file when a RAM path is given; QMP and the channel are sockets QEMU connects
+    to (the host listens first), and TCG's code cache is bounded."""
+    m = QemuMachine(MachineSpec("ram", image=FakeImage(), memory_mib=192), tmp_path, platform())
+    paths = {"kernel": "/k", "initrd": "/i", "rootfs": "/r", "workspace": "/w", "run": "/run"}
+    line = " ".join(m.command(dict(paths, ram="/vm/ram/ram")))
+    assert "memory-backend-file,id=ram,size=192M,mem-path=/vm/ram/ram,share=on" in line
+    assert "microvm,memory-backend=ram" in line
+    assert "socket,id=qmp,path=/run/qmp.sock,server=off" in line and "chardev=qmp,mode=control" in line
+    assert "socket,id=chan,path=/run/channel.sock,server=off" in line
+    assert "tcg,tb-size=" in line and "free-page-reporting=on" in line
+    plain = m.command(paths, qmp=False)
+    assert "memory-backend" not in " ".join(plain) and "-mon" not in plain
+
+
+def test_ram_is_a_file_only_where_the_tmpfs_has_room_for_it(tmp_path, monkeypatch):
+    """A RAM folder with less room than the guest (a container's small /dev/shm) would end QEMU with
+    SIGBUS when the guest touches a page past the room: the guest's RAM stays anonymous instead."""
+    import vmm.qemu as qemu
+
+    monkeypatch.setattr(qemu, "RAM_DIR", str(tmp_path))
+    roomy = QemuMachine(MachineSpec("roomy", image=FakeImage(), memory_mib=64), tmp_path / "a", platform())
+    paths: dict = {}
+    assert roomy._make_ram(paths, None, None, None) is None and paths["ram"].startswith(str(tmp_path))
+    assert Path(paths["ram"]).stat().st_size == 64 << 20
+    huge = QemuMachine(MachineSpec("huge", image=FakeImage(), memory_mib=1 << 20), tmp_path / "b", platform())  # 1 TiB
+    paths = {}
+    assert huge._make_ram(paths, None, None, None) is None and "ram" not in paths and huge._ram is None
 
 
 def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
@@ -50,17 +80,25 @@ def test_limit_that_cannot_be_written_stops_the_start(tmp_path, monkeypatch):
     parent = top / "agentplaza.slice"
     parent.mkdir()
     (parent / "cgroup.subtree_control").write_text("")
-    vm = parent / "vm-lim"
+    m = QemuMachine(MachineSpec("lim", image=FakeImage()), tmp_path / "vms", platform())
+    vm = parent / f"vm-{m.cgroup_name()}"
     vm.mkdir()
     (vm / "memory.max").mkdir()          # a write to it fails
     monkeypatch.setattr(cgroups, "detect", lambda: (cgroups.CgroupsV2(parent), ""))
     spawned = []
     monkeypatch.setattr(jail, "spawn", lambda *a, **k: spawned.append(a))
-    m = QemuMachine(MachineSpec("lim", image=FakeImage()), tmp_path / "vms", platform())
     monkeypatch.setattr("vmm.qemu.make_workspace", lambda p, s: p.write_bytes(b""))
     with pytest.raises(VMError, match="not started"):
         m.boot()
     assert not spawned and m.proc is None
+
+
+def test_two_nodes_machines_of_one_name_have_two_cgroups(tmp_path):
+    one = QemuMachine(MachineSpec("agent-3", image=FakeImage()), tmp_path / "node-a", platform())
+    two = QemuMachine(MachineSpec("agent-3", image=FakeImage()), tmp_path / "node-b", platform())
+    assert one.cgroup_name() != two.cgroup_name() and one.cgroup_name().startswith("agent-3.")
+    again = QemuMachine(MachineSpec("agent-3", image=FakeImage()), tmp_path / "node-a", platform())
+    assert again.cgroup_name() == one.cgroup_name()  # the same machine finds its own cgroup after a restart
 
 
 def test_cgroup_v2_limits_written(tmp_path):

@@ -331,3 +331,56 @@ def test_stopped_machine_gets_disk_only_checkpoints(tmp_path, monkeypatch):
     assert m.checkpoint() == "snap-3"                                   # names are never reused
     with pytest.raises(VMError, match="exists"):
         m.checkpoint(name="snap-3")
+
+
+def test_ram_file_copies_keep_holes_and_drop_zero_runs(tmp_path):
+    """A RAM file saved to memory.ram keeps only non-zero 64 KiB runs; restoring it (sendfile over
+    its data regions) gives back the same bytes at the same offsets, holes where nothing was."""
+    ram = tmp_path / "ram"
+    size = 8 << 20
+    with open(ram, "wb") as f:
+        f.truncate(size)
+        f.seek(1 << 20)
+        f.write(b"\x01" * 4096)                     # a touched page
+        f.seek(3 << 20)
+        f.write(bytes(256 << 10))                   # touched, but zeros: not kept
+        f.seek((5 << 20) + 100)
+        f.write(b"tail")
+    saved = tmp_path / snap.MEMORY_MAPPED
+    written = snap.copy_ram(ram, saved)
+    assert 2 * 4096 <= written <= 2 * snap.RAM_PIECE    # the two non-zero runs, nothing else
+    assert saved.stat().st_size == size and saved.stat().st_blocks * 512 <= 4 * snap.RAM_PIECE
+    back = tmp_path / "ram2"
+    assert snap.copy_ram(saved, back, skip_zeros=False) >= written
+    assert back.read_bytes() == ram.read_bytes()
+    assert back.stat().st_blocks * 512 < 1 << 20
+
+
+def test_memory_files_of_each_form():
+    assert snap.memory_files(manifest(compression="mapped")) == ["memory.ram", "devices.bin"]
+    assert snap.memory_files(manifest()) == ["memory.zst"]
+    assert snap.memory_files(manifest(memory=False)) == []
+
+
+def test_jail_helper_imports_only_what_it_needs():
+    """The helper stays resident beside every VM: nothing beyond os, ctypes, signal, json and sys."""
+    import ast
+
+    from vmm import jail
+    tree = ast.parse(Path(jail.HELPER).read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert names <= {"__future__", "ctypes", "json", "os", "signal", "sys"}, names
+
+
+def test_image_profiles_stock_unchanged_tuned_does_the_work_once():
+    from vmm.image import build
+    stock, tuned = build.recipe("stock"), build.recipe("tuned")
+    assert "profile" not in stock and "virtio_balloon" not in stock["modules"]
+    assert stock["init"] == build.hashlib.sha256(build.INIT_STOCK.read_bytes()).hexdigest()
+    assert "virtio_balloon" in tuned["modules"] and tuned["profile"]["cmdline"] == build.TUNED_CMDLINE
+    assert build.recipe_hash(stock) != build.recipe_hash(tuned)
+    run = [ln for ln in build.INIT.read_text().splitlines() if not ln.lstrip().startswith("#")]
+    assert not any("--install" in ln for ln in run)
+    with pytest.raises(ValueError):
+        build.recipe("fast")

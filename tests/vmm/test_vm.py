@@ -179,4 +179,4 @@ def test_a_limit_the_kernel_refuses_stops_a_real_start(make_machine):
     with pytest.raises(VMError, match="lim not started: .*cannot write '500'"):
         m.boot()
     assert m.proc is None and m.cgroup is None and not m.running()
-    assert not any(f.exists() for f in cg.folders("lim"))        # no half-made cgroup stays behind
+    assert not any(f.exists() for f in cg.folders(m.cgroup_name()))        # no half-made cgroup stays behind

@@ -39,6 +39,20 @@ SHELL_TIMEOUT_S, SHELL_MAX_TIMEOUT_S = 30, 600
 MAX_OUTPUT = 16_000
 #: Largest file a guest tool reads or writes, and largest file an agent shares with the hub, in bytes.
 MAX_FILE = 1 << 20
+#: The web tools (``vm.fetch``, ``vm.download``, ``vm.install``): the most of a page ``vm.fetch`` reads, the
+#: largest file ``vm.download`` saves, the redirects either follows, and their time limits, in seconds.
+FETCH_MAX_BYTES = 2 << 20
+DOWNLOAD_MAX_BYTES = 64 << 20
+MAX_REDIRECTS = 5
+FETCH_TIMEOUT_S = 30
+INSTALL_TIMEOUT_S, INSTALL_MAX_PACKAGES = 600, 20
+#: The package managers ``vm.install`` drives: pip (into the agent's user site, under /workspace), and the
+#: guest's own (apt, as root); both reach their index only through the egress proxy.
+INSTALL_MANAGERS = ("pip", "apt")
+#: A package as ``vm.install`` takes it: a name, maybe extras and one version clause; never an option.
+PACKAGE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}(\[[A-Za-z0-9,._-]{1,100}\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]{1,60})?"
+#: What a web tool's ``result`` may tell the hub beside its output, for the transcript.
+RESULT_META = ("url", "host", "status", "content_type", "bytes", "ms", "sha256", "path", "manager", "packages")
 #: The longest request line a harness sends (a shared file, base64, fits); a longer one resets the stream.
 LINE_BYTES_MAX = 4 << 20
 #: The longest a harness's ``next`` waits for work before it asks again, in seconds.

@@ -13,8 +13,12 @@ line, request then answer. It holds no key and no role: the hub says who the age
 
 Guest tools: ``vm.shell`` (a command with a time limit), ``vm.read_file``, ``vm.list_dir``,
 ``vm.write_file``, ``vm.edit_file`` (confined to the workspace), ``vm.share_file`` (sends a workspace
-file to the hub). Outbound web traffic goes through a local proxy at 127.0.0.1:3128 that carries each
-connection to the hub's egress proxy (service ``egress``).
+file to the hub), and the web tools: ``vm.fetch`` (a page, as readable text), ``vm.download`` (a file
+into the workspace, with its sha256) and ``vm.install`` (pip packages into the agent's user site, or
+the guest's own apt packages). Outbound web traffic goes through a local proxy at 127.0.0.1:3128 that
+carries each connection to the hub's egress proxy (service ``egress``): a ``CONNECT`` as it is, a
+plain-HTTP proxy request (pip's and apt's, for an ``http://`` index) as a ``CONNECT`` to its host and
+the request in origin form. Nothing in the guest reaches the network any other way.
 
 Standard library only; it never imports anything of the hub. What it shares with the hub (ops,
 limits, the error shape, the services) is ``contract.py``, beside it in the image.
@@ -23,13 +27,20 @@ limits, the error shape, the services) is ``contract.py``, beside it in the imag
 from __future__ import annotations
 
 import base64
+import codecs
+import hashlib
+import html.parser
+import http.client
 import json
 import os
+import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 
 if __package__:  # imported from the hub's tree (vmm.guest.harness)
     from . import contract
@@ -209,8 +220,276 @@ def tool_share_file(args: dict, workspace: str = None, hub: Hub = None) -> str:
     return f"shared {args['path']} ({len(data)} bytes) as {r.get('name')}"
 
 
+# -- the web tools: every connection through the local proxy, so the hub's egress decides each one ------
+class Out(str):
+    """A tool's output with what the transcript records beside it (``contract.RESULT_META``)."""
+
+    meta: dict = {}
+
+    @classmethod
+    def of(cls, text: str, **meta) -> Out:
+        o = cls(text)
+        o.meta = meta
+        return o
+
+
+class Refused(ToolError):
+    """The hub's egress proxy refused the connection (the blocklist, the laws, the address or port rule)."""
+
+
+def web_url(url) -> urllib.parse.SplitResult:
+    if not isinstance(url, str) or not url or len(url) > 2048:
+        raise ToolError("a url is needed (http:// or https://, at most 2048 characters)")
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ToolError(f"{url} is not an http:// or https:// URL")
+    try:
+        if u.port == 0:
+            raise ValueError
+    except ValueError:
+        raise ToolError(f"{url} has a bad port") from None
+    if u.username or u.password:
+        raise ToolError("a URL with a user name or password is refused")
+    return u
+
+
+def tunnel(host: str, port: int, timeout: float, proxy_port: int = None) -> socket.socket:
+    """A connection to host:port through the hub's egress proxy (the local forwarder's ``CONNECT``)."""
+    s = socket.create_connection(("127.0.0.1", proxy_port or PROXY_PORT), timeout=timeout)
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+        if len(head) > 16384:
+            break
+    line, _, rest = head.partition(b"\r\n")
+    parts = line.decode(errors="replace").split(" ", 2)
+    if len(parts) < 2 or parts[1] != "200":
+        body = rest.partition(b"\r\n\r\n")[2].decode(errors="replace").strip()
+        s.close()
+        raise Refused(f"the plaza's egress refused {target}: {body or line.decode(errors='replace')}")
+    return s
+
+
+def web_get(url: str, timeout: float = None, proxy_port: int = None):
+    """GET through the egress proxy, following up to ``MAX_REDIRECTS`` redirects (each one decided
+    anew). Returns (final url, response, connection, started)."""
+    timeout = timeout or contract.FETCH_TIMEOUT_S
+    t0 = time.monotonic()
+    for _ in range(contract.MAX_REDIRECTS + 1):
+        u = web_url(url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        sock = tunnel(u.hostname, port, timeout, proxy_port)
+        try:
+            if u.scheme == "https":
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=u.hostname)
+            conn = http.client.HTTPConnection(u.hostname, port, timeout=timeout)
+            conn.sock = sock
+            path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            conn.request("GET", path, headers={"User-Agent": "agentplaza-agent/1", "Accept": "*/*",
+                                               "Accept-Encoding": "identity", "Connection": "close"})
+            r = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            sock.close()
+            raise ToolError(f"{url}: {type(e).__name__}: {e}") from None
+        location = r.getheader("Location")
+        if r.status in (301, 302, 303, 307, 308) and location:
+            conn.close()
+            url = urllib.parse.urljoin(url, location)
+            continue
+        return url, r, conn, t0
+    raise ToolError(f"more than {contract.MAX_REDIRECTS} redirects")
+
+
+class _Text(html.parser.HTMLParser):
+    """HTML to readable text: no script, style or markup; a line break at each block."""
+
+    SKIP = {"script", "style", "noscript", "template", "svg", "head"}
+    BLOCK = {"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer",
+             "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "hr", "dt", "dd", "title", "main", "nav"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts, self.skip, self.title, self._in_title = [], 0, "", False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "title":
+            self._in_title = True
+        elif tag in self.SKIP:
+            self.skip += 1
+        if tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self._in_title = False
+        elif tag in self.SKIP and self.skip:
+            self.skip -= 1
+        if tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+        elif not self.skip:
+            self.parts.append(data)
+
+
+def html_text(markup: str) -> tuple:
+    """(title, text) of an HTML page: the text a reader sees, whitespace folded, blank lines dropped."""
+    p = _Text()
+    p.feed(markup)
+    p.close()
+    lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(p.parts).split("\n"))
+    return " ".join(p.title.split()), "\n".join(line for line in lines if line)
+
+
+def _charset(content_type: str) -> str:
+    m = re.search(r"charset=([A-Za-z0-9._-]+)", content_type or "")
+    if m is None:
+        return "utf-8"
+    try:
+        return codecs.lookup(m.group(1)).name
+    except LookupError:
+        return "utf-8"
+
+
+def tool_fetch(args: dict, workspace: str = None, proxy_port: int = None) -> Out:
+    url = args.get("url")
+    limit = args.get("max_bytes", contract.FETCH_MAX_BYTES)
+    if type(limit) is not int or not 0 < limit <= contract.FETCH_MAX_BYTES:
+        raise ToolError(f"max_bytes is 1 to {contract.FETCH_MAX_BYTES}")
+    final, r, conn, t0 = web_get(url, proxy_port=proxy_port)
+    try:
+        data = r.read(limit + 1)
+    finally:
+        conn.close()
+    cut = len(data) > limit
+    data = data[:limit]
+    ctype = r.getheader("Content-Type") or ""
+    kind = ctype.split(";")[0].strip().lower()
+    host = web_url(final).hostname
+    head = [f"URL: {final}", f"status: {r.status}", f"content type: {ctype or '(none)'}",
+            f"bytes: {len(data)}" + (f" (cut at {limit})" if cut else "")]
+    if kind in ("text/html", "application/xhtml+xml") or (not kind and b"<html" in data[:1024].lower()):
+        title, text = html_text(data.decode(_charset(ctype), errors="replace"))
+        if title:
+            head.append(f"title: {title}")
+    elif kind.startswith("text/") or kind in ("application/json", "application/xml", "application/javascript") \
+            or kind.endswith("+json") or kind.endswith("+xml"):
+        text = data.decode(_charset(ctype), errors="replace")
+    else:
+        text = f"(binary content, {len(data)} bytes: use vm.download to save it)"
+    ms = int((time.monotonic() - t0) * 1000)
+    return Out.of("\n".join(head) + "\n\n" + _clip(text), url=final, host=host, status=r.status,
+                  content_type=ctype[:100], bytes=len(data), ms=ms)
+
+
+def tool_download(args: dict, workspace: str = None, proxy_port: int = None) -> Out:
+    full = confined(args.get("path"), workspace)
+    if os.path.isdir(full):
+        raise ToolError(f"{args.get('path')} is a folder")
+    limit = contract.DOWNLOAD_MAX_BYTES
+    final, r, conn, t0 = web_get(args.get("url"), proxy_port=proxy_port)
+    tmp = full + ".apz-download"
+    digest, n = hashlib.sha256(), 0
+    try:
+        if not 200 <= r.status < 300:
+            raise ToolError(f"{final} answered status {r.status}; nothing was saved")
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(tmp, "wb") as f:
+            while True:
+                chunk = r.read(65536)
+                if not chunk:
+                    break
+                n += len(chunk)
+                if n > limit:
+                    raise ToolError(f"{final} is larger than {limit} bytes; nothing was saved")
+                digest.update(chunk)
+                f.write(chunk)
+        os.replace(tmp, full)
+    except OSError as e:
+        raise ToolError(f"{final}: {type(e).__name__}: {e}") from None
+    finally:
+        conn.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    ctype = r.getheader("Content-Type") or ""
+    ms = int((time.monotonic() - t0) * 1000)
+    return Out.of(f"downloaded {n} bytes to {args['path']} from {final} (status {r.status}, "
+                  f"content type {ctype or '(none)'})\nsha256: {digest.hexdigest()}",
+                  url=final, host=web_url(final).hostname, status=r.status, content_type=ctype[:100], bytes=n,
+                  ms=ms, sha256=digest.hexdigest(), path=args["path"])
+
+
+PACKAGE_RE = re.compile(contract.PACKAGE_PATTERN)
+
+
+def packages_of(args: dict) -> list:
+    """The packages of a ``vm.install`` call, each checked: a name, never an option."""
+    packages = args.get("packages")
+    if isinstance(packages, str):  # "requests numpy" or "requests, numpy"
+        packages = packages.replace(",", " ").split()
+    if not isinstance(packages, list) or not 0 < len(packages) <= contract.INSTALL_MAX_PACKAGES:
+        raise ToolError(f"packages is a list of 1 to {contract.INSTALL_MAX_PACKAGES} names")
+    for p in packages:
+        if not isinstance(p, str) or not PACKAGE_RE.fullmatch(p):
+            raise ToolError(f"{p!r} is not a package name (like requests or requests==2.32.3)")
+    return packages
+
+
+def install_command(args: dict) -> list:
+    """The argv ``vm.install`` runs: checked names only, never an option the model wrote."""
+    manager = args.get("manager", "pip")
+    if manager not in contract.INSTALL_MANAGERS:
+        raise ToolError(f"manager is one of {', '.join(contract.INSTALL_MANAGERS)}")
+    packages = packages_of(args)
+    index = args.get("index_url")
+    if manager == "apt":
+        if index is not None:
+            raise ToolError("index_url is for pip only")
+        return ["sh", "-c", 'apt-get update -qq && exec apt-get install -y -q --no-install-recommends -- "$@"',
+                "apt", *packages]
+    argv = [sys.executable, "-m", "pip", "install", "--user", "--break-system-packages", "--no-input",
+            "--disable-pip-version-check", "--progress-bar", "off"]
+    if index is not None:
+        u = web_url(index)
+        argv += ["--index-url", index]
+        if u.scheme == "http":  # the hub's egress still decides the host; pip only asks to be told
+            argv += ["--trusted-host", u.hostname]
+    return argv + packages  # each checked above: none can be an option
+
+
+def tool_install(args: dict, workspace: str = None) -> Out:
+    argv = install_command(args)
+    t0 = time.monotonic()
+    env = dict(shell_env(), DEBIAN_FRONTEND="noninteractive", PIP_NO_CACHE_DIR="1")
+    try:
+        p = subprocess.run(argv, cwd=workspace or WORKSPACE, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=contract.INSTALL_TIMEOUT_S,
+                           start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"the install took longer than {contract.INSTALL_TIMEOUT_S} s") from None
+    except OSError as e:
+        raise ToolError(f"cannot run {argv[0]}: {e}") from None
+    out = p.stdout.decode(errors="replace")
+    manager = args.get("manager", "pip")
+    if p.returncode != 0:
+        raise ToolError(f"{manager} install failed (exit {p.returncode})\n{_clip(out[-MAX_OUTPUT:])}")
+    host = web_url(args["index_url"]).hostname if args.get("index_url") else None
+    names = packages_of(args)
+    return Out.of(f"installed {', '.join(names)} with {manager}\n" + _clip(out[-MAX_OUTPUT:]),
+                  manager=manager, packages=", ".join(names)[:200], host=host,
+                  ms=int((time.monotonic() - t0) * 1000))
+
+
 GUEST_TOOLS = {"vm.shell": tool_shell, "vm.read_file": tool_read_file, "vm.list_dir": tool_list_dir,
-               "vm.write_file": tool_write_file, "vm.edit_file": tool_edit_file}
+               "vm.write_file": tool_write_file, "vm.edit_file": tool_edit_file, "vm.fetch": tool_fetch,
+               "vm.download": tool_download, "vm.install": tool_install}
 
 
 def run_guest_tool(tool: str, args: dict, hub: Hub = None, workspace: str = None) -> str:
@@ -246,6 +525,64 @@ def splice(a: socket.socket, b: socket.socket) -> None:
     b.close()
 
 
+#: Request headers a proxy request carries that the origin server must not see.
+HOP_HEADERS = ("proxy-connection", "proxy-authorization", "connection", "keep-alive")
+
+
+def as_connect(conn: socket.socket, up: socket.socket) -> bool:
+    """The first request on a connection to the egress forwarder: a ``CONNECT`` goes as it is; a plain
+    proxy request (``GET http://host:port/path HTTP/1.1``, as pip and apt send for an http:// index)
+    becomes a ``CONNECT host:port`` (the hub's egress decides it like any other) and then the request in
+    origin form, with ``Connection: close`` (one request a tunnel). True: splice the rest."""
+    head = b""
+    conn.settimeout(30)
+    while b"\r\n\r\n" not in head:
+        chunk = conn.recv(8192)
+        if not chunk:
+            conn.close()
+            up.close()
+            return False
+        head += chunk
+        if len(head) > 65536:
+            conn.sendall(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
+            conn.close()
+            up.close()
+            return False
+    conn.settimeout(None)
+    if head.startswith(b"CONNECT "):
+        up.sendall(head)
+        return True
+    first, _, rest = head.partition(b"\r\n")
+    parts = first.decode("latin-1").split(" ")
+    u = urllib.parse.urlsplit(parts[1]) if len(parts) == 3 else None
+    if u is None or u.scheme != "http" or not u.hostname:
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\nthe proxy takes CONNECT or "
+                     b"an http:// URL\n")
+        conn.close()
+        up.close()
+        return False
+    port = u.port or 80
+    target = f"[{u.hostname}]:{port}" if ":" in u.hostname else f"{u.hostname}:{port}"
+    up.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = up.recv(8192)
+        if not chunk:
+            break
+        answer += chunk
+    if not answer.startswith(b"HTTP/1.1 200"):  # refused: the client reads the hub's answer and why
+        conn.sendall(answer or b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
+        splice(conn, up)
+        return False
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    kept = [h for h in headers.split(b"\r\n") if h and h.split(b":", 1)[0].strip().lower().decode("latin-1")
+            not in HOP_HEADERS]
+    path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    request = f"{parts[0]} {path} {parts[2]}\r\n".encode("latin-1") + b"\r\n".join(kept + [b"Connection: close"])
+    up.sendall(request + b"\r\n\r\n" + body)
+    return True
+
+
 def forwarder(port: int = PROXY_PORT, service: str = "egress") -> None:
     """127.0.0.1:port in the guest: every connection goes, as it is, to the hub's ``service`` (the egress
     proxy; the git server on ``contract.GIT_PORT``)."""
@@ -254,15 +591,26 @@ def forwarder(port: int = PROXY_PORT, service: str = "egress") -> None:
     srv.bind(("127.0.0.1", port))
     srv.listen(64)
 
+    def carry(conn: socket.socket) -> None:
+        try:
+            up = open_service(service)
+        except OSError:
+            conn.close()
+            return
+        if service == "egress":
+            try:
+                if not as_connect(conn, up):
+                    return
+            except OSError:
+                conn.close()
+                up.close()
+                return
+        splice(conn, up)
+
     def serve():
         while True:
             conn, _ = srv.accept()
-            try:
-                up = open_service(service)
-            except OSError:
-                conn.close()
-                continue
-            threading.Thread(target=splice, args=(conn, up), daemon=True).start()
+            threading.Thread(target=carry, args=(conn,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
 
@@ -319,8 +667,9 @@ def do_call(hub: Hub, call: dict) -> str:
             out, ok = f"error: {e}", False
         except Exception as e:  # a tool must never take the harness down
             out, ok = f"error: {type(e).__name__}: {e}", False
-        _checked(hub.call("result", tool=tool, call_id=cid, ok=ok, output=out))
-        return out
+        meta = {k: v for k, v in getattr(out, "meta", {}).items() if k in contract.RESULT_META and v is not None}
+        _checked(hub.call("result", tool=tool, call_id=cid, ok=ok, output=str(out), **({"meta": meta} if meta else {})))
+        return str(out)
     r = _checked(hub.call("tool", tool=tool, args=args, call_id=cid))
     err = contract.error_of(r)
     if err is not None:

@@ -5,7 +5,12 @@
   (and checked against the pin when one is set). The bootable ``vmlinux`` is
   the LZ4 stream inside the bzImage.
 - Initramfs: busybox-static, the virtio modules and ``init.sh``.
-- Root: ``debootstrap --variant=minbase --include=python3,git`` plus the guest
+- Profiles: ``tuned`` (the default) does at build time what the stock guest did at each boot: the
+  initramfs is an uncompressed cpio with busybox's links already made, the guest's Python files are
+  compiled once, the kernel command line (``Image.cmdline``) is trimmed for a one-tenant guest, and the
+  balloon driver is in (free page reporting). ``stock`` is the first image as it was (gzip initramfs,
+  ``busybox --install`` at boot, ``vmm/image/stock/init.sh``), kept so the bench can compare the two.
+- Root: ``debootstrap --variant=minbase --include=python3,git,ca-certificates,python3-pip`` plus the guest
   side of the channel (``/opt/apz/channeld.py`` and ``channel.py``), the agent
   harness (``/opt/apz/harness.py``, started by the node over ``exec``) and the guest contract
   both read (``/opt/apz/contract.py``), as an
@@ -39,15 +44,29 @@ KERNEL_DEB_SHA256 = os.environ.get(
     "APZ_KERNEL_DEB_SHA256", "efe19f605b6f54a8352e68d85a629abb2d30b72a085faef603a9152590baa791")
 SUITE = "bookworm"
 MIRROR = os.environ.get("APZ_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-INCLUDE = ("python3", "git")  # git: agents clone and push to the plaza's git server
+# git: agents clone and push to the plaza's git server; ca-certificates and pip: the web tools (vm.fetch
+# and vm.download over https, vm.install with pip), all through the egress proxy.
+INCLUDE = ("python3", "git", "ca-certificates", "python3-pip")
 MODULES = ("virtio_ring", "virtio", "virtio_mmio", "vsock", "vmw_vsock_virtio_transport_common",
            "vmw_vsock_virtio_transport", "virtio_console", "virtio_blk")
+#: The tuned guest's extra module: the balloon, for free page reporting (idle guests give memory back).
+TUNED_MODULES = MODULES + ("virtio_balloon",)
+PROFILES = ("tuned", "stock")
+DEFAULT_PROFILE = "tuned"
+#: The tuned guest's kernel command line (beside the machine's own ``console= panic= apz.*``): one agent
+#: owns the whole guest, so the guest kernel's defences between its own processes (PTI, retpolines,
+#: zeroing each page it hands out) guard nothing and cost most under TCG; ``tsc=reliable`` skips the
+#: clocksource watchdog, ``no_timer_check`` the IO-APIC timer probe, ``cryptomgr.notests`` the
+#: self-tests, ``8250.nr_uarts=1`` the probing of ports that are not there.
+TUNED_CMDLINE = ("mitigations=off init_on_alloc=0 tsc=reliable no_timer_check cryptomgr.notests "
+                 "8250.nr_uarts=1 random.trust_cpu=on loglevel=1")
 HERE = Path(__file__).resolve().parent
 GUEST_FILES = {"channeld.py": HERE.parent / "guest" / "channeld.py",
                "channel.py": HERE.parent / "channel.py",
                "harness.py": HERE.parent / "guest" / "harness.py",
                "contract.py": HERE.parent / "guest" / "contract.py"}
 INIT = HERE / "init.sh"
+INIT_STOCK = HERE / "stock" / "init.sh"
 BUSYBOX = Path("/bin/busybox")
 TOOLS = {"apt-get": "apt", "dpkg": "dpkg", "debootstrap": "debootstrap", "lz4": "lz4",
          "cpio": "cpio", "mkfs.ext4": "e2fsprogs"}
@@ -79,7 +98,17 @@ class Image:
     @classmethod
     def load(cls, d: Path) -> Image:
         m = json.loads((d / "manifest.json").read_text())
-        return cls(m["key"], d, d / "vmlinux", d / "initrd.cpio.gz", d / "rootfs.ext4", m)
+        initrd = d / ("initrd.cpio" if (d / "initrd.cpio").exists() else "initrd.cpio.gz")
+        return cls(m["key"], d, d / "vmlinux", initrd, d / "rootfs.ext4", m)
+
+    @property
+    def profile(self) -> str:
+        return self.manifest.get("profile", "stock")
+
+    @property
+    def cmdline(self) -> str:
+        """The image's own kernel command line words (empty for the stock image)."""
+        return self.manifest.get("cmdline", "")
 
 
 def sha256_file(p: Path) -> str:
@@ -90,16 +119,27 @@ def sha256_file(p: Path) -> str:
     return h.hexdigest()
 
 
-def recipe() -> dict:
-    return {
+def recipe(profile: str = DEFAULT_PROFILE) -> dict:
+    if profile not in PROFILES:
+        raise ValueError(f"no image profile {profile!r} (one of {', '.join(PROFILES)})")
+    tuned = profile == "tuned"
+    r = {
         "builder": BUILDER_VERSION,
         "kernel": {"package": KERNEL_PACKAGE, "version": KERNEL_VERSION},
         "root": {"suite": SUITE, "variant": "minbase", "include": list(INCLUDE)},
-        "modules": list(MODULES),
-        "init": hashlib.sha256(INIT.read_bytes()).hexdigest(),
+        "modules": list(TUNED_MODULES if tuned else MODULES),
+        "init": hashlib.sha256((INIT if tuned else INIT_STOCK).read_bytes()).hexdigest(),
         "guest": {n: hashlib.sha256(p.read_bytes()).hexdigest() for n, p in sorted(GUEST_FILES.items())},
         "busybox": sha256_file(BUSYBOX) if BUSYBOX.exists() else None,
     }
+    if tuned:   # the stock recipe stays byte for byte what it was, so its cached image is found
+        r["profile"] = {"name": "tuned", "cmdline": TUNED_CMDLINE, "initramfs": "cpio",
+                        "busybox_links": "build", "pyc": sys.version_info[:2] == GUEST_PYTHON}
+    return r
+
+
+#: The guest root's Python (bookworm): the build compiles the guest files when the host's is the same.
+GUEST_PYTHON = (3, 11)
 
 
 def recipe_hash(r: dict | None = None) -> str:
@@ -113,9 +153,9 @@ def missing_tools() -> list:
     return miss
 
 
-def cached(dd: os.PathLike | None = None) -> Image | None:
+def cached(dd: os.PathLike | None = None, profile: str = DEFAULT_PROFILE) -> Image | None:
     d = data_dir(dd)
-    idx = d / "recipes" / recipe_hash()
+    idx = d / "recipes" / recipe_hash(recipe(profile))
     if idx.exists():
         img_dir = d / idx.read_text().strip()
         if (img_dir / "manifest.json").exists():
@@ -123,10 +163,11 @@ def cached(dd: os.PathLike | None = None) -> Image | None:
     return None
 
 
-def ensure_image(dd: os.PathLike | None = None, progress: Progress | None = None) -> Image:
+def ensure_image(dd: os.PathLike | None = None, progress: Progress | None = None,
+                 profile: str = DEFAULT_PROFILE) -> Image:
     """The cached image for the current recipe, built first if needed."""
-    img = cached(dd)
-    return img if img is not None else build_image(dd, progress)
+    img = cached(dd, profile)
+    return img if img is not None else build_image(dd, progress, profile=profile)
 
 
 def _run(cmd, **kw):
@@ -146,18 +187,18 @@ def _lock(d: Path):
 
 
 def build_image(dd: os.PathLike | None = None, progress: Progress | None = None,
-                force: bool = False) -> Image:
+                force: bool = False, profile: str = DEFAULT_PROFILE) -> Image:
     d = data_dir(dd)
     lock = _lock(d)
     try:
         if not force:
-            img = cached(dd)
+            img = cached(dd, profile)
             if img is not None:   # another process built it while we waited
                 return img
         miss = missing_tools()
         if miss:
             raise ImageError("cannot build the guest image; missing: " + ", ".join(miss))
-        return _build(d, progress or (lambda *a: None), force)
+        return _build(d, progress or (lambda *a: None), force, profile)
     finally:
         lock.close()
 
@@ -165,8 +206,9 @@ def build_image(dd: os.PathLike | None = None, progress: Progress | None = None,
 STEPS = 6
 
 
-def _build(d: Path, progress: Progress, force: bool) -> Image:
-    r = recipe()
+def _build(d: Path, progress: Progress, force: bool, profile: str = DEFAULT_PROFILE) -> Image:
+    r = recipe(profile)
+    tuned = profile == "tuned"
     t0 = time.monotonic()
     (d / "downloads").mkdir(parents=True, exist_ok=True)
     (d / "base").mkdir(parents=True, exist_ok=True)
@@ -205,18 +247,24 @@ def _build(d: Path, progress: Progress, force: bool) -> Image:
         for sub in ("bin", "lib/modules", "proc", "sys", "dev", "newroot"):
             (ir / sub).mkdir(parents=True, exist_ok=True)
         shutil.copy2(BUSYBOX, ir / "bin/busybox")
-        shutil.copy2(INIT, ir / "init")
+        shutil.copy2(INIT if tuned else INIT_STOCK, ir / "init")
         os.chmod(ir / "init", 0o755)
+        if tuned:
+            _busybox_links(ir)
         moddir = kx / "lib/modules" / kver
-        for m in MODULES:
+        for m in r["modules"]:
             found = list(moddir.rglob(f"{m}.ko"))
             if not found:
                 raise ImageError(f"module {m}.ko not in {KERNEL_PACKAGE}")
             shutil.copy2(found[0], ir / "lib/modules" / f"{m}.ko")
         files = _run("find . -print0 | sort -z | cpio --null -o -H newc --quiet -R 0:0",
                      shell=True, cwd=ir).stdout
-        import gzip
-        (out / "initrd.cpio.gz").write_bytes(gzip.compress(files, 6, mtime=0))
+        if tuned:   # the guest kernel need not inflate it (QEMU copies it in whole)
+            (out / "initrd.cpio").write_bytes(files)
+        else:
+            import gzip
+            (out / "initrd.cpio.gz").write_bytes(gzip.compress(files, 6, mtime=0))
+        initrd_name = "initrd.cpio" if tuned else "initrd.cpio.gz"
         # 4. debootstrap base (cached by its own recipe)
         progress("debootstrap (about a minute)", 4, STEPS)
         base_key = hashlib.sha256(json.dumps(r["root"], sort_keys=True).encode()).hexdigest()[:16]
@@ -240,6 +288,11 @@ def _build(d: Path, progress: Progress, force: bool) -> Image:
         for name, src in GUEST_FILES.items():
             shutil.copy2(src, root / "opt/apz" / name)
         os.chmod(root / "opt/apz/channeld.py", 0o755)
+        if tuned and r["profile"]["pyc"]:   # compiled once here, not by every guest at every start
+            import compileall
+            import py_compile
+            compileall.compile_dir(str(root / "opt/apz"), quiet=1, legacy=False,
+                                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
         for sub in ("workspace", "data", "run", "tmp"):
             (root / sub).mkdir(exist_ok=True)
         (root / "etc/hostname").write_text("agent\n")
@@ -249,9 +302,10 @@ def _build(d: Path, progress: Progress, force: bool) -> Image:
         shutil.rmtree(root)
         # 6. content address
         progress("content hash", 6, STEPS)
-        arts = {n: sha256_file(out / n) for n in ("vmlinux", "initrd.cpio.gz", "rootfs.ext4")}
+        arts = {n: sha256_file(out / n) for n in ("vmlinux", initrd_name, "rootfs.ext4")}
         key = hashlib.sha256(json.dumps(arts, sort_keys=True).encode()).hexdigest()[:32]
         manifest = {"key": key, "recipe": r, "recipe_hash": recipe_hash(r), "artifacts": arts,
+                    "profile": profile, "cmdline": TUNED_CMDLINE if tuned else "",
                     "kernel": {"package": KERNEL_PACKAGE, "version": KERNEL_VERSION,
                                "deb_sha256": deb_sha, "release": kver},
                     "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -266,6 +320,14 @@ def _build(d: Path, progress: Progress, force: bool) -> Image:
         os.chmod(final, 0o755)
         (d / "recipes" / recipe_hash(r)).write_text(key + "\n")
     return Image.load(final)
+
+
+def _busybox_links(ir: Path) -> None:
+    """The links ``busybox --install -s`` would make at each boot, made once in the initramfs."""
+    names = _run([str(BUSYBOX), "--list"]).stdout.decode().split()
+    for n in names:
+        if n != "busybox" and not (ir / "bin" / n).exists():
+            os.symlink("busybox", ir / "bin" / n)
 
 
 def console_progress(stream=sys.stderr) -> Progress:

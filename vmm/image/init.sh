@@ -1,12 +1,12 @@
 #!/bin/busybox sh
-# initramfs /init of the agentplaza guest: load the virtio modules, find the
-# disks by their virtio serial, mount root (read-only), the workspace and the
-# data volumes, bring up lo, and switch to the root's channel service.
-/bin/busybox mkdir -p /proc /sys /dev /newroot
-/bin/busybox mount -t proc proc /proc
-/bin/busybox mount -t sysfs sysfs /sys
-/bin/busybox mount -t devtmpfs devtmpfs /dev
-/bin/busybox --install -s /bin
+# initramfs /init of the agentplaza guest (the tuned image): load the virtio modules, find the
+# disks by their virtio serial, mount root (read-only), the workspace and the data volumes, bring
+# up lo, and switch to the root's channel service. Busybox's links are made by the image build
+# (no `busybox --install` here), and channeld's code is compiled there too.
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
 fail() { echo "apz-init: $*" > /dev/kmsg; echo "apz-init: $*"; sleep 1; echo b > /proc/sysrq-trigger; poweroff -f; }
 
 channel=serial; vols=""; disks=1
@@ -20,16 +20,18 @@ done
 
 MODS="virtio_ring virtio virtio_mmio"
 [ "$channel" = vsock ] && MODS="$MODS vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport"
-MODS="$MODS virtio_console virtio_blk"
+MODS="$MODS virtio_console virtio_blk virtio_balloon"
 for m in $MODS; do insmod /lib/modules/$m.ko || fail "insmod $m"; done
 
-# wait for the expected number of disks
+# virtio_blk probes its disks inside insmod; wait only if one is late
 i=0
-while [ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -lt "$disks" ]; do
-  i=$((i+1)); [ $i -gt 500 ] && fail "only $(ls -d /sys/block/vd* 2>/dev/null | wc -l) of $disks disks"
+set -- /sys/block/vd*
+while [ ! -e "$1" ] || [ $# -lt "$disks" ]; do
+  i=$((i+1)); [ $i -gt 500 ] && fail "only $# of $disks disks"
   usleep 10000
+  set -- /sys/block/vd*
 done
-dev_for() { for d in /sys/block/vd*; do [ "$(cat $d/serial 2>/dev/null)" = "$1" ] && { echo /dev/${d##*/}; return 0; }; done; return 1; }
+dev_for() { for d in /sys/block/vd*; do read s < $d/serial 2>/dev/null; [ "$s" = "$1" ] && { echo /dev/${d##*/}; return 0; }; done; return 1; }
 
 root=$(dev_for apz-root) || fail "no root disk"
 mount -t ext4 -o ro "$root" /newroot || fail "mount root"
@@ -51,4 +53,6 @@ ip link set lo up
 mount --move /dev /newroot/dev
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
-exec switch_root /newroot /usr/bin/python3 -u -B /opt/apz/channeld.py
+# -S: channeld needs only the standard library (no site, no .pth scan); its code comes compiled.
+exec switch_root /newroot /usr/bin/python3 -S -u -B -c \
+  "import sys; sys.path.insert(0, '/opt/apz'); import channeld; channeld.main()"

@@ -6,7 +6,8 @@ hub. It listens on a unix socket (mode 0600); the hub connects to it and the two
 protocol of ``vmm.channel`` over it (the hub is the "host" end):
 
 - streams the hub opens are requests: ``facts``, ``start`` (cid, wipe), ``stop``, ``wipe``,
-  ``delete``, ``sleep``, ``wake``, ``list``, ``events`` (a long-lived stream of JSON lines: machine exits, harness exits);
+  ``delete``, ``sleep``, ``wake``, ``list``, ``events`` (a long-lived stream of JSON lines: machine exits,
+  crash recoveries, harness exits);
 - streams a guest opens (through its channeld) become streams noded opens to the hub, with the
   service name (only the guest contract's ``SERVICES``: ``harness``, ``egress``, ``gateway``) and the
   CID *noded* knows the guest by. Nothing else the guest says about itself crosses.
@@ -58,7 +59,9 @@ GUEST_SERVICES = SERVICES
 UNKNOWN_OP, NODE_FAILED = "unknown_op", "node_failed"
 #: Each agent's microVM, unless the hub asks otherwise.
 DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
-HARNESS_ARGV = ["/usr/bin/python3", "-u", "-B", "/opt/apz/harness.py"]
+#: The harness, imported (so the tuned image's compiled copy is used) with the standard library only (-S).
+HARNESS_ARGV = ["/usr/bin/python3", "-S", "-u", "-B", "-c",
+                "import sys; sys.path.insert(0, '/opt/apz'); import harness; sys.exit(harness.main())"]
 BOOT_TIMEOUT_S = 90.0
 
 
@@ -111,6 +114,7 @@ class Run:
         self.stopping = False
         self.sleeping = False
         self.console: ConsoleTail | None = None
+        machine.on_exit = self._machine_exited  # a kept-alive machine's guest stopped by itself
 
     def start(self) -> None:
         self._tail_console()
@@ -133,7 +137,8 @@ class Run:
         self._tail_console()
         threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
         self._start_harness()
-        threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
+        if not getattr(self.machine, "keep_alive", False):  # a kept-alive machine watches itself
+            threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
 
     def sleep(self) -> dict:
         self.sleeping = True
@@ -205,13 +210,40 @@ class Run:
             return
         splice_streams(guest, up)
 
+    def _machine_exited(self, plan, rc) -> None:
+        """The guest shut down, reset or crashed and nobody asked for it: ``vmm.recovery`` decided.
+        Recovered (from a snapshot with memory, or cold), the new channel is carried and a harness
+        started; left exited, the hub is told why."""
+        if self.stopping or self.sleeping:
+            return
+        if plan.action == "exit":
+            log.warning("agent %s: the VM exited (rc %s) and stays exited: %s", self.cid, rc, plan.reason)
+            self.node.event({"cid": self.cid, "event": "exited", "exit": rc, "reason": plan.reason})
+            self.node.forget(self.cid, self)
+            return
+        source = self.machine.booted_from or plan.action
+        log.warning("agent %s: the VM exited by itself (rc %s); recovered from %s", self.cid, rc, source)
+        try:
+            self._attach()
+        except Exception as e:  # noqa: BLE001 - a recovered guest that cannot run its harness is exited
+            log.warning("agent %s: the recovered VM did not take its harness: %s", self.cid, e)
+            self.machine.kill()
+            self.node.event({"cid": self.cid, "event": "exited", "exit": rc, "reason": f"recovery failed: {e}"})
+            self.node.forget(self.cid, self)
+            return
+        self.node.event({"cid": self.cid, "event": "recovered", "exit": rc, "from": source,
+                         "reason": plan.reason, "recoveries": len(self.machine.recoveries)})
+
     def _watch(self) -> None:
         proc = self.machine.proc
         if proc is None:
             return
         proc.wait()
         if not self.stopping and not self.sleeping and proc is self.machine.proc:
-            self.node.event({"cid": self.cid, "event": "exited", "exit": proc.returncode})
+            # Only a machine not kept alive gets here: recovery is off on this node.
+            log.warning("agent %s: the VM exited (rc %s) and stays exited: recovery is off", self.cid, proc.returncode)
+            self.node.event({"cid": self.cid, "event": "exited", "exit": proc.returncode,
+                             "reason": "recovery is off (noded --no-recover)"})
             self.node.forget(self.cid, self)
 
 
@@ -240,14 +272,15 @@ def splice_streams(a, b) -> None:
 
 class Node:
     def __init__(self, name: str, vms_dir: Path, image: Image | None = None, images_dir: str | None = None,
-                 templates_dir: Path | None = None) -> None:
+                 templates_dir: Path | None = None, recover: bool = True) -> None:
         self.name = name
         self.vms_dir = Path(vms_dir)
         self.vms_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.vms_dir, 0o711)  # the jailed QEMU (an unprivileged uid) must pass through
         # With a templates folder, a new agent restores from its shape's warm template (the first
         # boots cold and is saved as the template once ready).
-        self.backend = QemuBackend(templates=Templates(templates_dir) if templates_dir else None)
+        # ``recover``: a guest that stops by itself is started again (``vmm.recovery``); noded --no-recover: not.
+        self.backend = QemuBackend(templates=Templates(templates_dir) if templates_dir else None, recover=recover)
         self._image = image
         self._images_dir = images_dir
         self.runs: dict[int, Run] = {}
@@ -335,7 +368,7 @@ class Node:
         changed = identity is not None and self.identity(cid) != identity
         if changed and meta.get("fork_of") is not None:
             return self._fork(cid, spec, int(meta["fork_of"]), str(meta.get("checkpoint") or ""), identity)
-        m = self.backend.machine(spec, self.vms_dir)
+        m = self.backend.machine(spec, self.vms_dir, keep_alive=True)
         if meta.get("wipe") or changed:
             m.wipe()
         self._set_identity(cid, identity)
@@ -366,7 +399,7 @@ class Node:
         stale = self.vms_dir / machine_name(cid)
         if stale.exists():  # the files of an agent that held this CID before
             shutil.rmtree(stale)
-        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir)
+        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir, keep_alive=self.backend.recover)
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
         with self.lock:
@@ -495,11 +528,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="n0")
     p.add_argument("--templates", default=str(f.data / "templates"), help="warm templates folder")
     p.add_argument("--no-templates", action="store_true", help="every new agent boots cold")
+    p.add_argument("--no-recover", action="store_true",
+                   help="a guest that shuts down, resets or crashes stays exited (no crash recovery)")
     p.add_argument("--exit-with-parent", action="store_true", help="stop every machine when the parent exits")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="noded: %(message)s")
     node = Node(args.name, Path(args.vms), images_dir=args.images,
-                templates_dir=None if args.no_templates else Path(args.templates))
+                templates_dir=None if args.no_templates else Path(args.templates), recover=not args.no_recover)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

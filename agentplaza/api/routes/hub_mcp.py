@@ -9,10 +9,11 @@ import uuid
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ...commands import acp as acp_cmd
 from ...commands import hub_mcp as cmd
 from ...domain.hub_mcp import describe, parse_expiry
 from ...projections import hub_mcp as rm
-from ...wire import MCP_PATH
+from ...wire import ACP_PATH, MCP_PATH
 from ..errors import ApiError, Body, read_body
 from ..kit import MAX_LIST_LIMIT, api_of, endpoint
 from ..mcp_door import RATE_PER_MINUTE
@@ -20,6 +21,9 @@ from ..mcp_tools import SCOPE_OF, TOOLS
 
 #: The guide's Claude Code line, with this hub's address filled in (the token stays a placeholder).
 CLAUDE_LINE = 'claude mcp add --transport http agentplaza {url} --header "Authorization: Bearer apz_mcp_…"'
+
+#: The guide's Zed block (Connecting Zed).
+ZED_BLOCK = '{"agent_servers": {"AgentPlaza": {"command": "agentplaza", "args": ["acp"]}}}'
 
 
 class EnableBody(Body):
@@ -30,6 +34,12 @@ class SettingsBody(Body):
     mode: str | None = None
     open_scope: str | None = None
     origins: list[str] | None = None
+
+
+class AcpBody(Body):
+    acp_enabled: bool | None = None
+    acp_write_back: bool | None = None
+    acp_v2: bool | None = None
 
 
 class TokenBody(Body):
@@ -58,6 +68,9 @@ def status_of(request: Request, settings: dict) -> dict:
         "origins": {"own": own, "added": settings["origins"]},
         "rate_per_minute": RATE_PER_MINUTE,
         "claude_code": CLAUDE_LINE.format(url=url),
+        "acp": {"acp_enabled": settings["acp_enabled"], "acp_write_back": settings["acp_write_back"],
+                "acp_v2": settings["acp_v2"], "url": url[: -len(MCP_PATH)].replace("http", "ws", 1) + ACP_PATH,
+                "zed": ZED_BLOCK},
         "warnings": warnings,
     }
 
@@ -160,6 +173,28 @@ async def recommendations(request: Request) -> dict:
                                                request.query_params.get("approval") or None)}
 
 
+@endpoint
+async def acp_switches(request: Request) -> dict:
+    """The Editors (ACP) switches of Setup › MCP › This hub as a server: any of the three."""
+    api = api_of(request)
+    body = await read_body(request, AcpBody)
+    given = body.model_dump(exclude_unset=True)
+    if not given or any(v is None for v in given.values()):
+        raise ApiError("invalid_request", "send any of acp_enabled, acp_write_back, acp_v2 (true or false)")
+    ctx = api.context(request, "Editors (ACP) " + ", ".join(f"{k} {'on' if v else 'off'}" for k, v in given.items()))
+    await api.command(lambda: acp_cmd.set_switches(api.hub.commands, ctx, **given))
+    return await _status(request)
+
+
+@endpoint
+async def acp_sessions(request: Request) -> dict:
+    api = api_of(request)
+    cid = api.int_param(request, "cid", None, 1, 2**31 - 1) if request.query_params.get("cid") else None
+    limit = api.int_param(request, "limit", 100, 1, MAX_LIST_LIMIT)
+    rows = await api.query(rm.acp_sessions_list, api.hub.read_models, cid, limit)
+    return {"sessions": [{k: v for k, v in r.items() if k != "items"} for r in rows]}
+
+
 ROUTES = [
     Route("/v1/hub-mcp", status),
     Route("/v1/hub-mcp/enable", enable, methods=["POST"]),
@@ -171,4 +206,6 @@ ROUTES = [
     Route("/v1/hub-mcp/tokens/{id}", revoke_token, methods=["DELETE"]),
     Route("/v1/hub-mcp/calls", calls),
     Route("/v1/hub-mcp/recommendations", recommendations),
+    Route("/v1/hub-mcp/acp", acp_switches, methods=["PATCH"]),
+    Route("/v1/hub-mcp/acp/sessions", acp_sessions),
 ]

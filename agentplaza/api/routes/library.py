@@ -16,8 +16,12 @@ from ..errors import ApiError
 from ..kit import MAX_LIST_LIMIT, api_of, endpoint
 
 #: A preview (``?inline=1``) runs in a sandbox: scripts may run, but it has no origin, submits no form
-#: and navigates nothing (the guide's sandboxed frame for HTML reports).
-INLINE_CSP = "sandbox allow-scripts; default-src 'none'; img-src data: blob:; media-src data: blob:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+#: and navigates nothing (the guide's sandboxed frame for HTML reports). Only the hub's own pages (the
+#: console's Library screen) may frame it; the edge's ``X-Frame-Options: DENY`` would refuse even those.
+INLINE_CSP = ("sandbox allow-scripts; default-src 'none'; img-src data: blob:; media-src data: blob:; "
+              "style-src 'unsafe-inline'; script-src 'unsafe-inline'; frame-ancestors 'self'")
+#: The older header for the same rule, for a browser that does not read ``frame-ancestors``.
+INLINE_FRAME_OPTIONS = "SAMEORIGIN"
 
 
 @endpoint
@@ -47,6 +51,7 @@ async def content(request: Request) -> Response:
                "X-Content-Type-Options": "nosniff", "Digest": f"sha-256={item.sha256}"}
     if inline:
         headers["Content-Security-Policy"] = INLINE_CSP
+        headers["X-Frame-Options"] = INLINE_FRAME_OPTIONS
     return Response(data, 200, headers, media_type=item.media_type if inline else "application/octet-stream")
 
 

@@ -90,6 +90,7 @@ class PolicyBody(Body):
     sleep_never_roles: list[str] | None = None
     decision_models: list[str] | None = None
     fetch_blocklist: list[str] | None = None  # the whole list; [] clears it
+    vm_auto_checkpoints: bool | None = None
 
 
 class TokenBody(Body):
@@ -134,7 +135,8 @@ def provider_view(api: Api, row: dict) -> dict:
 def policy_changes(body: PolicyBody, current: dict) -> dict:
     changes: dict[str, Any] = {}
     for f in ("orchestrator", "worker", "default_model", "orchestrator_model", "allow_training_models",
-              "idle_sleep_min", "sleep_never_roles", "decision_models", "fetch_blocklist"):
+              "idle_sleep_min", "sleep_never_roles", "decision_models", "fetch_blocklist",
+              "vm_auto_checkpoints"):
         v = getattr(body, f)
         if v is not None:
             changes[f] = v

@@ -4,6 +4,7 @@ an area not yet in that form has ``NAME``, ``register(sub)`` and ``run(env)``.""
 from __future__ import annotations
 
 from . import (
+    acp,
     agents,
     approvals,
     audit,
@@ -40,5 +41,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library, decide, unfurl, tui,
-              doctor, mcp)
+              doctor, mcp, acp)
 }

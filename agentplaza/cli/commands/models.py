@@ -69,6 +69,7 @@ def _policy(d: dict) -> str:
         "idle_sleep_min": p["idle_sleep_min"], "sleep_never_roles": ", ".join(p["sleep_never_roles"]) or "(none)",
         "decision_models": ", ".join(p["decision_models"]),
         "fetch_blocklist": ", ".join(p.get("fetch_blocklist", [])) or "(none)",
+        "vm_auto_checkpoints": "on" if p.get("vm_auto_checkpoints", True) else "off",
     }
     return pairs(lines)
 
@@ -120,6 +121,8 @@ def _policy_body(args) -> dict | None:
         body["decision_models"] = _csv(args.decision_models)
     if args.fetch_blocklist is not None:
         body["fetch_blocklist"] = _csv(args.fetch_blocklist)
+    if args.vm_auto_checkpoints:
+        body["vm_auto_checkpoints"] = args.vm_auto_checkpoints == "on"
     return body
 
 
@@ -244,6 +247,8 @@ POLICY_SET = (
     arg("--fetch-blocklist", metavar="HOSTS",
         help="the hosts agents may not fetch from, comma-separated (example.com: the host and its "
              "subdomains; *.example.net: the subdomains only); '' clears it"),
+    arg("--vm-auto-checkpoints", choices=["on", "off"],
+        help="a checkpoint of the agent's machine before each high-risk tool call (on by default)"),
     arg("--yes", action="store_true", help="confirm --allow-training-models on"),
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 
 @dataclass(frozen=True)
@@ -28,23 +29,31 @@ TABS = (
     Tab("agents", "Agents", "3", ("agents",)),
     Tab("tasks", "Tasks", "4", ("tasks",)),
     Tab("approvals", "Approvals", "5", ("approvals",)),
-    Tab("board", "Board", "6", (), built=False),
-    Tab("conversations", "Conversations", "7", (), built=False),
+    Tab("board", "Board", "6", ("board",)),
+    Tab("conversations", "Conversations", "7", ("conversations",)),
     Tab("nodes", "Nodes", "8", ("nodes",)),
     Tab("workspace", "Workspace", "0", ("agents",)),
 )
 TAB_BY_KEY = {t.key: i for i, t in enumerate(TABS)}
-#: The hub route behind each resource ("agent:CID" is one agent's page).
+#: The most board posts and conversations the tabs read.
+LIST_LIMIT = 100
+#: The hub route behind each resource ("agent:CID" is one agent's page, "post:pN" one post with its
+#: thread, "conversation:ID" one conversation's messages).
 ROUTES = {
     "plaza": "/v1/plaza", "overview": "/v1/overview", "agents": "/v1/agents", "tasks": "/v1/tasks",
     "approvals": "/v1/approvals?pending=true", "nodes": "/v1/nodes",
+    "board": f"/v1/board?limit={LIST_LIMIT}", "conversations": f"/v1/conversations?limit={LIST_LIMIT}",
 }
+#: The resource of one opened row on the tabs that open one (Enter), by tab.
+OPENED_RESOURCE = {"board": "post:{}", "conversations": "conversation:{}"}
 #: The resources a live event of each family makes stale (any other family: the overview's counts).
 STALE_BY_FAMILY = {
     "plaza": ("plaza", "overview"), "agent": ("agents", "overview", "nodes"), "node": ("nodes", "agents"),
     "tasks": ("tasks", "overview"), "workers": ("tasks",), "sequences": ("tasks", "approvals"),
-    "approvals": ("approvals", "overview"),
+    "approvals": ("approvals", "overview"), "board": ("board",), "conversation": ("conversations",),
 }
+#: The families whose events an opened post or conversation follows (the owner's messages are Agent.Told).
+OPENED_FAMILIES = {"post:": ("board",), "conversation:": ("conversation", "agent")}
 #: The one line a tab whose area is not built yet shows.
 NOT_BUILT = "{title}: this area is not built on this hub yet; the tab fills in when it lands."
 #: The reasons the screen's changes carry (the log's account of who did what).
@@ -86,6 +95,10 @@ class Composer:
     cid: Any
     name: str
     text: str = ""
+    path: str = ""  # where Enter sends the text; empty: the agent's message route
+    prompt: str = ""  # what the status line says it writes; empty: "message to NAME"
+    done: str = ""
+    reload: tuple[str, ...] = ()
 
 
 @dataclass
@@ -96,6 +109,7 @@ class Model:
     stale: set[str] = field(default_factory=set)
     selected: dict[str, int] = field(default_factory=dict)
     detail: Any = None  # the cid whose detail is open on the Agents tab
+    opened: dict[str, str] = field(default_factory=dict)  # tab -> the post or conversation open on it
     confirm: Confirm | None = None
     composer: Composer | None = None
     note: str = ""
@@ -137,6 +151,10 @@ class Model:
             return [a for a in (self.data.get("approvals") or {}).get("approvals") or [] if a.get("status") == "pending"]
         if t.name == "nodes":
             return list((self.data.get("nodes") or {}).get("nodes") or [])
+        if t.name == "board":
+            return list((self.data.get("board") or {}).get("posts") or [])
+        if t.name == "conversations":
+            return list((self.data.get("conversations") or {}).get("conversations") or [])
         return []
 
     def selection(self, tab: Tab | None = None) -> int:
@@ -161,12 +179,19 @@ class Model:
             cid = self.detail if self.current.name == "agents" else (self.chosen() or {}).get("cid")
             if cid is not None:
                 out.append(f"agent:{cid}")
+        if self.current.name in self.opened:
+            out.append(OPENED_RESOURCE[self.current.name].format(self.opened[self.current.name]))
         return tuple(dict.fromkeys(out))
 
 
 def route_of(resource: str) -> str:
-    if resource.startswith("agent:"):
-        return f"/v1/agents/{resource.split(':', 1)[1]}"
+    kind, _, key = resource.partition(":")
+    if kind == "agent":
+        return f"/v1/agents/{key}"
+    if kind == "post":
+        return f"/v1/board/{quote(key, safe='')}"
+    if kind == "conversation":
+        return f"/v1/conversations/{quote(key, safe='')}"
     return ROUTES[resource]
 
 
@@ -201,6 +226,8 @@ def _compose(m: Model, key: str, text: str) -> list[Effect]:
         if not c.text.strip():
             m.note = "an empty message is not sent"
             return []
+        if c.path:
+            return [Send("POST", c.path, {"text": c.text}, c.done, c.reload)]
         return [Send("POST", f"/v1/agents/{c.cid}/tell", {"text": c.text}, f"message sent to {c.name}",
                      ("agents", f"agent:{c.cid}"))]
     if key == "backspace":
@@ -245,6 +272,47 @@ def _stop_or_resume(m: Model) -> list[Effect]:
                      ("plaza", "overview")))
 
 
+def _open(m: Model, tab: str) -> list[Effect]:
+    """Enter on the Board or Conversations tab: open the selected post's thread or conversation, or close it."""
+    row = m.chosen()
+    if row is None:
+        return []
+    rid = str(row.get("id"))
+    if m.opened.get(tab) == rid:
+        del m.opened[tab]
+        return []
+    m.opened[tab] = rid
+    return [Load(m.needs())]
+
+
+def _write_on_board(m: Model) -> list[Effect]:
+    """``t`` on the Board: a reply to the open post, else a new post as the owner."""
+    post = m.opened.get("board")
+    if post is not None:
+        m.composer = Composer(None, post, path=f"/v1/board/{quote(post, safe='')}/replies", prompt=f"reply to {post}",
+                              done=f"replied to {post}", reload=("board", f"post:{post}"))
+    else:
+        m.composer = Composer(None, "the board", path="/v1/board", prompt="post to the board", done="posted",
+                              reload=("board",))
+    return []
+
+
+def _write_in_conversation(m: Model) -> list[Effect]:
+    """``t`` on Conversations: a message to the agent of the selected owner~CID thread (an agents' thread is
+    theirs: the owner reads it)."""
+    row = m.chosen()
+    if row is None:
+        m.note = "no conversation is selected"
+        return []
+    if row.get("a") != "owner":
+        m.note = f"{row.get('id')} is between agents: you read it; t writes in your own threads"
+        return []
+    cid = row.get("b")
+    m.composer = Composer(cid, str(cid), path=f"/v1/agents/{cid}/tell", done=f"message sent to {cid}",
+                          reload=("conversations", f"conversation:{row.get('id')}"))
+    return []
+
+
 def key(m: Model, name: str, text: str = "") -> list[Effect]:
     """One key: ``name`` is the key ("j", "tab", "s-tab", "up", "enter", "escape", "backspace" ...),
     ``text`` what it types (for the composer)."""
@@ -274,6 +342,12 @@ def key(m: Model, name: str, text: str = "") -> list[Effect]:
         return [Load(m.needs())]
     if name == "s":
         return _stop_or_resume(m)
+    if name == "enter" and tab in OPENED_RESOURCE:
+        return _open(m, tab)
+    if name == "t" and tab == "board":
+        return _write_on_board(m)
+    if name == "t" and tab == "conversations":
+        return _write_in_conversation(m)
     if name == "enter" and tab == "agents":
         a = m.chosen()
         if a is None:
@@ -317,6 +391,11 @@ def event(m: Model, message: dict) -> list[Effect]:
     stale = set(STALE_BY_FAMILY.get(family, ("overview",)))
     if family in ("agent", "conduct"):  # an open agent page follows its agent
         stale |= {r for r in m.needs() if r.startswith("agent:")}
+    if family == "agent":  # the owner's messages to agents are their conversations
+        stale.add("conversations")
+    for prefix, families in OPENED_FAMILIES.items():
+        if family in families:
+            stale |= {r for r in m.needs() if r.startswith(prefix)}
     m.stale |= stale
     now = tuple(r for r in m.needs() if r in m.stale)
     return [Load(now)] if now else []

@@ -209,6 +209,66 @@ def nodes(m: Model, width: int, colour: bool) -> list[Line]:
     return table(rows, cols, width, m.selection(), colour)
 
 
+def _opened(m: Model, resource: str, width: int) -> list[Line] | None:
+    """An opened post or conversation still loading, or the hub's refusal of it; None once it is there."""
+    if resource in m.data:
+        return None
+    err = m.errors.get(resource)
+    return [[("class:error" if err else "", _fit(f"  {resource}: {err}" if err else f"  {resource}: loading ...", width))]]
+
+
+def _wrapped(prefix: str, text: Any, width: int, lines: int = 4) -> list[Line]:
+    clean = _fit(text, 100_000)
+    out = textwrap.wrap(clean, max(width - len(prefix), 10))[:lines] or [""]
+    return [[("", prefix + t)] for t in out]
+
+
+def board(m: Model, width: int, colour: bool) -> list[Line]:
+    b = m.data.get("board") or {}
+    out: list[Line] = []
+    if b.get("paused"):
+        out.append([("class:banner", _fit(" PAUSED: deliveries are paused; posts are kept and their mentions wait.", width))])
+    rows = [dict(p, at=_when(p.get("at")), replies=p.get("replies") or 0, held="held" if p.get("held") else "")
+            for p in m.items()]
+    cols = [("id", "POST"), ("author", "BY"), ("at", "WHEN"), ("replies", "REPLIES"), ("held", ""), ("text", "TEXT")]
+    out += table(rows, cols, width, m.selection(), colour)
+    post = m.opened.get("board")
+    if post is None:
+        return out + [[], [("class:hint", "  Enter opens a post's thread; t writes a post (as the owner).")]]
+    out.append([])
+    waiting = _opened(m, f"post:{post}", width)
+    if waiting is not None:
+        return out + waiting
+    p = m.data[f"post:{post}"]
+    out.append([("class:header", _fit(f"  {p.get('id')} by {p.get('author')}, {_when(p.get('at'))}", width))])
+    out += _wrapped("    ", p.get("text"), width)
+    for r in p.get("thread") or []:
+        out.append([("class:label", _fit(f"    {r.get('post')}.r{r.get('reply')} {r.get('author')}, {_when(r.get('at'))}", width))])
+        out += _wrapped("      ", r.get("text"), width, 2)
+    if not p.get("thread"):
+        out.append([("", "    (no replies yet)")])
+    return out + [[("class:hint", "  t replies to this post; Enter closes it.")]]
+
+
+def conversations(m: Model, width: int, colour: bool) -> list[Line]:
+    rows = [dict(c, between=f"{c.get('a')} and {c.get('b')}", last_at=_when(c.get("last_at"))) for c in m.items()]
+    cols = [("id", "THREAD"), ("messages", "MESSAGES"), ("last_at", "LAST"), ("last_text", "LATEST")]
+    out = table(rows, cols, width, m.selection(), colour)
+    cid = m.opened.get("conversations")
+    if cid is None:
+        return out + [[], [("class:hint", "  Enter opens a conversation; t writes to the agent of your own thread.")]]
+    out.append([])
+    waiting = _opened(m, f"conversation:{cid}", width)
+    if waiting is not None:
+        return out + waiting
+    c = m.data[f"conversation:{cid}"]
+    out.append([("class:header", _fit(f"  {c.get('id')}: {c.get('messages')} messages", width))])
+    for msg in c.get("thread") or []:
+        out.append([("class:label", _fit(f"    {msg.get('sender')} to {msg.get('to')}, {_when(msg.get('at'))}", width))])
+        out += _wrapped("      ", msg.get("text"), width, 3)
+    return out
+
+
 def workspace(m: Model, width: int, height: int, colour: bool) -> list[Line]:
     items = m.items()
     sel = m.selection()
@@ -244,12 +304,13 @@ def body(m: Model, width: int, height: int, colour: bool) -> list[Line]:
     if t.name == "workspace":
         return workspace(m, width, height, colour)
     return {"overview": overview, "agents": agents, "tasks": tasks, "approvals": approvals,
-            "nodes": nodes}[t.name](m, width, colour)
+            "nodes": nodes, "board": board, "conversations": conversations}[t.name](m, width, colour)
 
 
 def status_line(m: Model, width: int, colour: bool) -> Line:
     if m.composer is not None:
-        return [("class:prompt", _fit(f" message to {m.composer.name} (Enter sends, Esc cancels): {m.composer.text}_", width))]
+        what = m.composer.prompt or f"message to {m.composer.name}"
+        return [("class:prompt", _fit(f" {what} (Enter sends, Esc cancels): {m.composer.text}_", width))]
     if m.confirm is not None:
         return [("class:prompt", _fit(f" {m.confirm.question}", width))]
     keys = "0-8 tabs  j/k move  Enter detail  t message  a/d approve/deny  s STOP ALL  r refresh  q quit"

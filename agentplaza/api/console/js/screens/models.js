@@ -21,6 +21,7 @@ export async function render(view, ctx) {
       {empty: "No model in this tier.", label: `The ${name} tier`});
       const effort = select("effort", [["", "Not pinned"], ...efforts.map((e) => [e, e])], policy.effort || "");
       const sleep = h("input", {name: "idle_sleep_min", type: "number", min: 0, value: policy.idle_sleep_min});
+      const autoCp = select("vm_auto_checkpoints", [["on", "On"], ["off", "Off"]], policy.vm_auto_checkpoints === false ? "off" : "on");
       return [
         card("Model policy", pairs({"Default model": policy.default_model, "Orchestrator's model": policy.orchestrator_model,
           "Role models": Object.entries(policy.role_models).map(([r, m]) => `${r}: ${m}`).join(", ") || "—",
@@ -33,8 +34,11 @@ export async function render(view, ctx) {
             `0: agents never sleep on their own. Never sleep on their own: ${policy.sleep_never_roles.join(", ") || "no role"}.`)],
           send: () => patch("/v1/models/policy", {idle_sleep_min: Number(sleep.value)}).then(() => "Saved.")})),
           card("Decision models", h("ul", {}, decision.map((d) => h("li", {}, d.model, d.held ? [" ", badge("held")] : null)))),
-          card("Engines and checkpoints", h("p", {class: "later-note"},
-            "This hub exposes no engines_enabled or automatic-checkpoint setting yet; the Engines card comes with coding engines."))),
+          card("Checkpoints", form({label: "Checkpoints", submit: "Save checkpoints", fields: [field("Automatic checkpoints", autoCp,
+            "On: a checkpoint of the agent's machine before each high-risk tool call (a shell command, a package install, an irreversible act), so a rollback undoes it.")],
+          send: () => patch("/v1/models/policy", {vm_auto_checkpoints: autoCp.value === "on"}).then(() => "Saved.")})),
+          card("Engines", h("p", {class: "later-note"},
+            "This hub exposes no engines_enabled setting yet; the Engines card comes with coding engines."))),
       ];
     }, {label: "Policy"}));
 }

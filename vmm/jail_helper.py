@@ -1,0 +1,151 @@
+"""The jail's helper: runs as root, builds the walls around one QEMU and execs it (see ``vmm.jail``).
+
+``vmm.jail.spawn`` starts this file as its own script (``python -S``). It stays alive as the parent of
+the VM's PID namespace for as long as QEMU runs, so it imports only what it needs (``os``, ``ctypes``,
+``signal``, ``json``): every module it loaded stayed resident for the VM's life (14 MiB with the host
+side's modules, about 10 MiB without).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 38, 24, 28
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+SYS_pivot_root, SYS_capset = 155, 126
+SECBITS_LOCKED_ALL = 0x3f  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED and their locks
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(src, target, fstype, flags, data=None) -> None:
+    _check(_libc.mount(src and str(src).encode(), str(target).encode(), fstype and fstype.encode(),
+                       ctypes.c_ulong(flags), data and data.encode()), f"mount {src} on {target}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def _drop_all_caps() -> None:
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    _check(_libc.prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_ALL, 0, 0, 0), "securebits")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+    hdr = Header(0x20080522, 0)
+    data = (Data * 2)()
+    _check(_libc.syscall(SYS_capset, ctypes.byref(hdr), ctypes.byref(data)), "capset")
+
+
+def _build_root(spec: dict) -> None:
+    root = spec["root"]
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("jail", root, "tmpfs", MS_NOSUID, "mode=755,size=1m")
+
+    def bind(host: str, inner: str, ro: bool, dev: bool = False) -> None:
+        t = os.path.join(root, inner.lstrip("/"))
+        os.makedirs(os.path.dirname(t), exist_ok=True)
+        if os.path.isdir(host):
+            os.makedirs(t, exist_ok=True)
+        else:
+            os.close(os.open(t, os.O_WRONLY | os.O_CREAT, 0o644))
+        _mount(host, t, None, MS_BIND)
+        flags = MS_BIND | MS_REMOUNT | MS_NOSUID | (0 if dev else MS_NODEV) | (MS_RDONLY if ro else 0)
+        _mount(None, t, None, flags)
+
+    for inner, host in spec["ro"].items():
+        bind(host, inner, True)
+    for inner, host in spec["rw"].items():
+        bind(host, inner, False)
+    for dev in spec["devices"]:
+        if os.path.exists(dev):
+            bind(dev, dev, False, dev=True)
+    os.mkdir(os.path.join(root, "proc"))
+    _mount("proc", os.path.join(root, "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.mkdir(os.path.join(root, "tmp"), 0o1777)
+    os.chdir(root)
+    os.mkdir(os.path.join(root, ".old"))
+    _check(_libc.syscall(SYS_pivot_root, b".", b".old"), "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(b"/.old", MNT_DETACH), "umount old root")
+    os.rmdir("/.old")
+    # The root itself goes read-only: QEMU can write only its run folder and workspace.
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _helper(cfg: dict) -> int:
+    spec, argv = cfg["spec"], cfg["argv"]
+    for folder in spec.get("cgroups") or ():
+        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    # PID/net/IPC/UTS namespaces here; the child makes its own mount namespace,
+    # so its pivot_root does not move this helper's root.
+    _unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    to_child_r, to_child_w = os.pipe()
+    to_parent_r, to_parent_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(to_child_w), os.close(to_parent_r)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            _unshare(CLONE_NEWNS)
+            _build_root(spec)
+            _libc.sethostname(b"vmm", 3)
+            _unshare(CLONE_NEWUSER)
+            os.write(to_parent_w, b"u")
+            if os.read(to_child_r, 1) != b"m":
+                os._exit(111)
+            os.setresgid(0, 0, 0)
+            os.setresuid(0, 0, 0)
+            _drop_all_caps()
+            os.execv(argv[0], argv)
+        except BaseException as e:  # report and die; never fall through to the parent's code
+            try:
+                os.write(2, f"vmm jail: {e}\n".encode())
+            finally:
+                os._exit(112)
+    os.close(to_child_r), os.close(to_parent_w)
+    if os.read(to_parent_r, 1) == b"u":
+        uid = int(spec["uid"])
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1\n"), ("gid_map", f"0 {uid} 1\n")):
+            with open(f"/proc/{pid}/{name}", "w") as f:
+                f.write(text)
+        os.write(to_child_w, b"m")
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, lambda sig, _f: os.kill(pid, sig))
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
+
+
+if __name__ == "__main__":
+    rc = _helper(json.loads(sys.argv[1]))
+    sys.exit(rc if rc >= 0 else 128 - rc)
