@@ -82,3 +82,13 @@ ACP_ENTRY_PREFIX = "acp:"
 ACP_PATH = "/acp"
 #: The approval modes an editor sees, and the agent's permission mode each one is.
 ACP_MODES = {"autonomous": "autonomous", "ask": "ask", "read_only": "read-only"}
+
+# -- projects and the council (governance) -------------------------------------------------------
+#: A project's eight stages, in order, and its kinds (a code project's plan needs a spec).
+PROJECT_STAGES = ("brief", "research", "proposal", "critique", "approval", "implementation", "review", "delivered")
+PROJECT_KINDS = ("code", "other")
+#: A council motion's kinds, a seat's votes, where a motion stands, and the owner's decision.
+MOTION_KINDS = ("priority", "budget_move", "new_town", "replace_mayor", "new_law", "other")
+VOTES = ("yes", "no", "abstain")
+MOTION_STATUSES = ("open", "waiting", "carried", "rejected")
+OWNER_DECISIONS = ("approve", "reject")

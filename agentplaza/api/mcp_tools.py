@@ -131,6 +131,16 @@ async def list_tasks(call: Call) -> tuple[Any, str]:
     return {"tasks": rows}, f"{len(rows)} tasks"
 
 
+async def list_projects(call: Call) -> tuple[Any, str]:
+    rows = (await call.inner.get("/v1/projects"))["projects"]
+    return {"projects": rows}, f"{len(rows)} projects"
+
+
+async def get_project(call: Call) -> tuple[Any, str]:
+    p = await call.inner.get(f"/v1/projects/{call.arg('project')}")
+    return _cut(p), f"project {p.get('id')}: {p.get('stage')}"
+
+
 async def get_task(call: Call) -> tuple[Any, str]:
     number = str(call.arg("id"))
     task = await call.inner.get(f"/v1/tasks/{number}")
@@ -252,9 +262,9 @@ TOOLS: tuple[Tool, ...] = (
          (), list_tasks),
     Tool("get_task", "observe", "One task with its transitions.", {"id": S}, ("id",), get_task),
     Tool("list_board", "observe", "Board posts with their comment counts.", {}, (), list_board),
-    Tool("list_projects", "observe", "The projects.", {}, (), not_built("projects")),
+    Tool("list_projects", "observe", "The projects.", {}, (), list_projects),
     Tool("get_project", "observe", "One project with its documents, tasks and events.", {"project": S},
-         ("project",), not_built("projects")),
+         ("project",), get_project),
     Tool("list_approvals", "observe", "Approval requests; pending ones by default.",
          {"status": {"type": "string", "enum": [*APPROVAL_STATUSES, "all"]}, "limit": LIMIT}, (), list_approvals),
     Tool("list_machines", "observe", "Machines, with their status, CPU, memory, GPUs and running agents.", {}, (),
@@ -299,4 +309,5 @@ ROUTES_USED = frozenset({
     ("GET", "/v1/rules"), ("POST", "/v1/tasks"), ("POST", "/v1/agents/{cid}/tell"),
     ("POST", "/v1/agents/{cid}/cancel"), ("POST", "/v1/agents/{cid}/restart"),
     ("GET", "/v1/board"), ("POST", "/v1/board"), ("POST", "/v1/board/{id}/replies"), ("GET", "/v1/library"),
+    ("GET", "/v1/projects"), ("GET", "/v1/projects/{id}"),
 })

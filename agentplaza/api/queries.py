@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..commands.laws import book_in_force
-from ..projections import board, conversations, laws, plaza
+from ..projections import board, conversations, governance, laws, plaza
 from ..projections.agents import agents_overview
 from ..projections.models import overview_counts as models_counts
 from ..projections.treasury import treasury_overview
@@ -45,6 +45,7 @@ def overview(hub: Hub) -> dict:
         "approvals": approvals_overview(hub.read_models),
         "board": {**board.counts(hub.read_models), **conversations.counts(hub.read_models)},
         "log": log_overview(hub),
+        "governance": governance.counts(hub.read_models),
     }
 
 

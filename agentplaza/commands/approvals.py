@@ -7,7 +7,9 @@ the kind, and happens in the same commit:
   limit and the wallet still apply, STOP ALL holds it); denying cancels it (``deny_payment``).
 - sanction: approving acknowledges the step; denying lifts the suspension it belongs to.
 - call: approving lets the agent run that exact call once (``conduct.check_call`` uses it).
-- agent, project, motion, tool_version: the decision is recorded; their areas act on the event.
+- project: approving is the owner's approval of the project, denying its veto (``projects.decided_in``).
+- motion: the owner's decision on a motion the count gave them (``council.decided_in``).
+- agent, tool_version: the decision is recorded; their areas act on the event.
 
 Other areas make approvals with ``request`` (or ``Maker`` to add them to their own unit).
 Approving an agent proposal spawns its agents in the same commit as the decision.
@@ -132,6 +134,10 @@ def decide_in(unit: Unit, cmds: Commands, ctx: Context, number: str, approve: bo
             t.approve_payment(books, treasury.plaza_in(unit), payment)
         elif payment is not None and payment.status == "pending":
             t.deny_payment(books, payment)
+    if a.kind in ("project", "motion") and a.status == "pending":
+        from . import council, projects  # their areas act on the decision, in its commit
+
+        (projects if a.kind == "project" else council).decided_in(unit, ctx, a, approve)
     (a.approve if approve else a.deny)(ctx)
     unit.add(a)
     if a.kind == "sanction" and not approve and a.detail.get("suspension") and a.agent:

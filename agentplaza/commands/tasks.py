@@ -255,6 +255,10 @@ def review(cmds: Commands, ctx: Context, number: str, reviewer: str, passed: boo
         else:
             t.refund_task(books, task.number, "failed")
         unit.add(task, *_release_all(unit, ctx, task, [reviewer]))
+        if passed and task.project:
+            from . import projects  # a project's linked task passed: the project may move on, same commit
+
+            projects.task_done_in(unit, ctx, task.project, task.number)
         return treasury.booked(unit, books)
 
     return cmds.run(decide)

@@ -36,6 +36,8 @@ CID_PATTERN = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_CID_CHARS}}}")
 TASK_PREFIX, APPROVAL_PREFIX = "t", "a"
 #: Board posts are p1, p2 ... (``domain.board``).
 POST_PREFIX = "p"
+#: Projects pj1 ..., council motions m1 ..., court cases c1 ..., incidents i1 ... (the guide: "m3").
+PROJECT_PREFIX, MOTION_PREFIX, CASE_PREFIX, INCIDENT_PREFIX = "pj", "m", "c", "i"
 #: The most digits a short number has.
 MAX_NUMBER_DIGITS = 18
 _NUMBER = re.compile(rf"[1-9][0-9]{{0,{MAX_NUMBER_DIGITS - 1}}}")
@@ -110,4 +112,32 @@ def post_number(value: object) -> str:
     number = short_number(POST_PREFIX, value)
     if number is None:
         raise Refusal("no_post", f"no post {str(value).strip()!r}; posts are numbered p1, p2 ...")
+    return number
+
+
+def project_number(value: object) -> str:
+    number = short_number(PROJECT_PREFIX, value)
+    if number is None:
+        raise Refusal("no_project", f"no project {str(value).strip()!r}; projects are numbered pj1, pj2 ...")
+    return number
+
+
+def motion_number(value: object) -> str:
+    number = short_number(MOTION_PREFIX, value)
+    if number is None:
+        raise Refusal("no_motion", f"no motion {str(value).strip()!r}; motions are numbered m1, m2 ...")
+    return number
+
+
+def case_number(value: object) -> str:
+    number = short_number(CASE_PREFIX, value)
+    if number is None:
+        raise Refusal("no_case", f"no case {str(value).strip()!r}; cases are numbered c1, c2 ...")
+    return number
+
+
+def incident_number(value: object) -> str:
+    number = short_number(INCIDENT_PREFIX, value)
+    if number is None:
+        raise Refusal("no_incident", f"no incident {str(value).strip()!r}; incidents are numbered i1, i2 ...")
     return number

@@ -58,12 +58,16 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_tool",
         # e2b
         "e2b_field_not_served", "e2b_image_not_served", "e2b_step_not_served",
+        # projects, the council, the courts
+        "empty_document", "invalid_vote",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
     ),
     Kind.TOO_LARGE: (
         "body_too_large",
+        # projects, the council, the courts
+        "document_too_long", "too_many_documents",
         # git
         "push_too_large",
         # library
@@ -85,6 +89,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "cannot_hire_orchestrator", "not_a_contact",
         # hub mcp
         "foreign_origin", "mcp_local_only", "remote_needs_https",
+        # projects, the council, the courts
+        "own_proposal", "not_a_seat", "courts_never_sit", "own_case",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -105,6 +111,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_session",
         # e2b
         "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found", "e2b_build_not_found",
+        # projects, the council, the courts
+        "no_project", "no_motion", "no_case", "no_incident",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -133,6 +141,9 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "item_corrupt",
         # e2b
         "e2b_sandbox_paused", "e2b_sandbox_running", "e2b_sandbox_busy", "e2b_build_started",
+        # projects, the council, the courts
+        "wrong_stage", "project_ended", "needs_research", "needs_spec", "needs_critique", "critique_blocks",
+        "plan_not_approved", "motion_decided", "motion_not_yours", "case_ruled",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

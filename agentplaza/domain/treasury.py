@@ -141,9 +141,17 @@ class Budget(Account):
     class Created(PlazaAggregate.Created):
         pass
 
+    #: All the credits ever minted; None in a copy from a snapshot older than the count (see commands.council).
+    minted = None
+
     def __init__(self) -> None:
         self.key = BUDGET
         self.balance = 0
+        self.minted = 0
+
+    def on_posted(self, ev: Account.Posted) -> None:
+        if self.minted is not None and ev.entry_kind == MINT and ev.amount > 0:
+            self.minted += ev.amount
 
 
 class Wallet(Account):
@@ -680,6 +688,14 @@ def _send(books: Books, plaza: Any, kind: str, payer: str, payee: str, amount: i
 def transfer(books: Books, plaza: Any, payer: str, payee: str, amount: int, memo: str | None,
              task: str | None = None, ref: str | None = None) -> Entry:
     return _send(books, plaza, TRANSFER, payer, payee, amount, _memo(memo, True, "a transfer"), task, ref)
+
+
+def budget_move(books: Books, plaza: Any, payee: str, amount: int, memo: str, ref: str) -> Entry:
+    """A carried council budget move: credits from the plaza budget to an agent's wallet."""
+    _plaza_running(plaza)
+    dst = books.wallet(payee)
+    return books.post(TRANSFER, _memo(memo, True, "a budget move"), {BUDGET: -_amount(amount), dst.key: amount},
+                      agents=[dst.cid], ref=ref)
 
 
 def bonus(books: Books, plaza: Any, payer: str, payee: str, amount: int, task: str, memo: str | None = None) -> Entry:

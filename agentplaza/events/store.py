@@ -288,6 +288,10 @@ class EventStore:
 
     # -- the global order ----------------------------------------------------
 
+    def events_of(self, aggregate_id: uuid.UUID) -> list[Any]:
+        """One aggregate's domain events, oldest first, read from the log (never from a snapshot)."""
+        return list(self.app.repository.event_store.get(aggregate_id))
+
     def max_position(self) -> int:
         return self.app.recorder.max_notification_id() or 0
 

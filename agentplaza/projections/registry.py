@@ -7,6 +7,7 @@ from .board import BoardProjection
 from .conversations import ConversationsProjection
 from .framework import Projection
 from .git import GitProjection
+from .governance import GovernanceProjection
 from .hiring import HiringProjection
 from .hub_mcp import HubMcpProjection
 from .laws import LawsProjection
@@ -27,4 +28,4 @@ def all_projections() -> list[Projection]:
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
-            HiringProjection(), ToolboxProjection(), MemoryProjection()]
+            HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection()]

@@ -17,7 +17,9 @@ from vmm.guest.contract import GIT_PORT
 from ..commands import agents as ac
 from ..commands import approvals, conversations
 from ..commands import board as board_commands
+from ..commands import council as council_commands
 from ..commands import git as git_commands
+from ..commands import projects as projects_commands
 from ..commands import tasks as tasks_commands
 from ..domain.base import Refusal
 from ..domain.names import post_number, task_number
@@ -105,6 +107,11 @@ def plaza_task_list(s: HarnessSession, agent: Any, args: dict) -> list:
 
 
 def plaza_task_create(s: HarnessSession, agent: Any, args: dict) -> dict:
+    if args.get("project"):  # a task for an approved plan, linked to its project in the same commit
+        out = projects_commands.link_task(s.rt.cmds, s.rt.ctx_agent(s.cid), args["project"], args["title"],
+                                          args["acceptance"], args.get("budget"), details=args.get("details") or "",
+                                          task_role=args.get("role"), role=agent.role)
+        return out.value["task"]
     out = tasks_commands.create(s.rt.cmds, s.rt.ctx_agent(s.cid), args["title"], args["acceptance"], args.get("budget"),
                                 details=args.get("details") or "", role=args.get("role"), parent=args.get("parent"))
     return out.value
@@ -267,3 +274,102 @@ def plaza_library_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
     out = library_of(s.rt.hub).submit(s.rt.ctx_agent(s.cid), path.read_bytes(), name.split("-", 1)[1],
                                       args["title"], args.get("description") or "", task, args.get("project"))
     return {"item": out.value, "submitted": True}
+
+
+# -- projects, the council and the courts (commands.projects, commands.council) ------------------------
+
+#: What a project tool answers with: where the project stands, not its documents (``get_project``
+#: and the owner's screens show those).
+PROJECT_FIELDS = ("id", "kind", "title", "stage", "revision", "vetoed", "waits_for_owner", "blocked", "tasks", "done")
+MOTION_FIELDS = ("id", "kind", "title", "status", "result", "decider", "moved")
+
+
+def _project_answer(view: dict) -> dict:
+    return {k: view[k] for k in PROJECT_FIELDS}
+
+
+def project_facts(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """What the laws read about a project call (S-019 ``own``: the agent wrote the current revision),
+    from the plaza's records, never the model's word."""
+    try:
+        p = projects_commands.load(s.rt.cmds, args.get("project"))
+    except Refusal:
+        return {}  # no such project: the call is decided as it is and the tool then refuses it
+    return {"own": p.author == f"agent:{s.cid}"}
+
+
+def plaza_project_open(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = projects_commands.open_project(s.rt.cmds, s.rt.ctx_agent(s.cid), args.get("kind") or "code", args["title"],
+                                         args["brief"], role=agent.role)
+    return _project_answer(out.value)
+
+
+def plaza_project_research(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = projects_commands.research(s.rt.cmds, s.rt.ctx_agent(s.cid), args["project"], args.get("title") or "research",
+                                     args["text"], role=agent.role)
+    return _project_answer(out.value)
+
+
+def plaza_project_propose(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = projects_commands.propose(s.rt.cmds, s.rt.ctx_agent(s.cid), args["project"], args["proposal"], args["tasks"],
+                                    args.get("spec"), role=agent.role)
+    return _project_answer(out.value)
+
+
+def plaza_project_critique(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = projects_commands.critique(s.rt.cmds, s.rt.ctx_agent(s.cid), args["project"], args["text"],
+                                     bool(args.get("revise")), role=agent.role)
+    return _project_answer(out.value)
+
+
+def plaza_project_approve(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = projects_commands.approve(s.rt.cmds, s.rt.ctx_agent(s.cid), args["project"], role=agent.role).value
+    return {**_project_answer(out), **({"owner_approval": out["asked"]} if out.get("asked") else {})}
+
+
+def plaza_project_deliver(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = projects_commands.deliver(s.rt.cmds, s.rt.ctx_agent(s.cid), args["project"], args["title"], args["text"],
+                                    args.get("item"), role=agent.role)
+    return _project_answer(out.value)
+
+
+def plaza_council_propose(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = council_commands.propose(s.rt.cmds, s.rt.ctx_agent(s.cid), args["kind"], args["title"], args.get("text") or "",
+                                   role=agent.role, amount=args.get("amount"),
+                                   to=None if args.get("to") is None else str(args["to"]))
+    return {k: out.value[k] for k in MOTION_FIELDS}
+
+
+def plaza_council_vote(s: HarnessSession, agent: Any, args: dict) -> dict:
+    out = council_commands.vote(s.rt.cmds, s.rt.ctx_agent(s.cid), args["motion"], args["vote"], args["reason"],
+                                role=agent.role)
+    return {k: out.value[k] for k in MOTION_FIELDS}
+
+
+def case_facts(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """S-040 ``own``: the judge is a party to the case (its accused or its prosecutor)."""
+    try:
+        c = council_commands.case_of(s.rt.cmds, args.get("case"))
+    except Refusal:
+        return {}
+    return {"own": f"agent:{s.cid}" in (f"agent:{c['accused']}", c["prosecutor"])}
+
+
+def plaza_incident_open(s: HarnessSession, agent: Any, args: dict) -> dict:
+    agent_cid = args.get("agent")
+    return council_commands.open_incident(s.rt.cmds, s.rt.ctx_agent(s.cid), args["title"], args["text"],
+                                          None if agent_cid is None else str(agent_cid), role=agent.role).value
+
+
+def plaza_case_file(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return council_commands.file_case(s.rt.cmds, s.rt.ctx_agent(s.cid), str(args["accused"]), args["law"],
+                                      args["severity"], args["charge"], args.get("incident"), role=agent.role).value
+
+
+def plaza_case_defend(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return council_commands.defend(s.rt.cmds, s.rt.ctx_agent(s.cid), args["case"], args["text"], role=agent.role).value
+
+
+def plaza_case_rule(s: HarnessSession, agent: Any, args: dict) -> dict:
+    return council_commands.rule(s.rt.cmds, s.rt.ctx_agent(s.cid), args["case"], args["verdict"], args["text"],
+                                 role=agent.role).value

@@ -44,6 +44,8 @@ from vmm.guest.contract import (
 from ..domain.agents import MAX_SPAWN, MIN_SPAWN
 from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
 from ..domain.conversations import MAX_MESSAGE_CHARS
+from ..domain.council import OWNER_SHARE_PERCENT
+from ..domain.courts import SEVERITIES, VERDICTS
 from ..domain.git import MAX_BODY_CHARS, MERGE_METHODS
 from ..domain.git import MAX_TITLE_CHARS as MAX_PR_TITLE_CHARS
 from ..domain.hiring import MAX_BONUS
@@ -51,11 +53,14 @@ from ..domain.library import MAX_ITEM_BYTES
 from ..domain.library import MAX_TITLE_CHARS as MAX_ITEM_TITLE_CHARS
 from ..domain.memory import MAX_NOTE_CHARS, MAX_NOTES
 from ..domain.memory import MAX_TITLE_CHARS as MAX_NOTE_TITLE
+from ..domain.projects import MAX_DOC_CHARS
+from ..domain.projects import MAX_TITLE_CHARS as MAX_PROJECT_TITLE_CHARS
 from ..domain.tasks import MAX_TITLE_CHARS
 from ..domain.toolbox import MAX_ENTRIES as MAX_DISCOVERIES
 from ..domain.toolbox import MAX_HOW_CHARS, MAX_VERDICT_CHARS
 from ..domain.toolbox import MAX_NAME_CHARS as MAX_DISCOVERY_NAME
 from ..domain.treasury import DAILY_SEND_LIMIT, DEFAULT_TOOL_TASK_BUDGET, MAX_MEMO_CHARS, MIN_TOOL_TASK_BUDGET
+from ..wire import MOTION_KINDS, PROJECT_KINDS, VOTES
 from . import hosttools, societytools
 from .hosttools import GIT_LOG_MAX, GIT_OPS, MAX_BOARD_READ, MAX_TASK_LIST
 from .schema import check, obj, string
@@ -221,7 +226,10 @@ _TOOLS = (
                "details": string("Anything more the worker needs to know."),
                "role": string("The role that should do it, like builder: the scheduler gives it to an idle "
                           "agent of that role."),
-               "parent": string("The number of the task this one is part of, if any.")},
+               "parent": string("The number of the task this one is part of, if any."),
+               "project": string("The project (like pj1) whose approved plan this task carries out: it is "
+                                 "linked to the project, which moves on when every linked task is done. "
+                                 "Refused before the plan is approved.")},
               ("title", "acceptance")), hosttools.plaza_task_create),
     Tool("plaza_task_claim", HOST, "write",
          "Take an open task to do it yourself, or with review true take the review of a task whose "
@@ -363,6 +371,102 @@ _TOOLS = (
          "Delete a note from your memory.",
          obj({"note": string("The note's title.", minLength=1)}, ("note",)), societytools.plaza_memory_delete),
 )
+
+_PROJECT = string("The project's number, like pj1.", minLength=1)
+_DOC = f"at most {MAX_DOC_CHARS:,} characters"
+_GOVERNANCE = (
+    Tool("plaza_project_open", HOST, "write",
+         "Open a project for a larger goal of the owner's, with its brief: the goal worked out before anything "
+         "is built. It moves through eight stages: brief, research, proposal, critique, approval (the Mayor's), "
+         "implementation (tasks linked with plaza_task_create's project), review and delivered. A code project's "
+         "plan needs a spec. Returns the project's number (like pj1) and stage.",
+         obj({"title": string(f"A short title (at most {MAX_PROJECT_TITLE_CHARS} characters).", minLength=1),
+              "brief": string(f"The brief: the owner's goal and what a good result is ({_DOC}).", minLength=1),
+              "kind": {"type": "string", "enum": list(PROJECT_KINDS), "description": "code (default) or other."}},
+             ("title", "brief")), hosttools.plaza_project_open),
+    Tool("plaza_project_research", HOST, "write",
+         "Attach research to a project at its brief or research stage: approaches, references and tools you "
+         "found. The first research moves the project from brief to research.",
+         obj({"project": _PROJECT, "title": string("What it is about, in a few words."),
+              "text": string(f"What you found ({_DOC}).", minLength=1)},
+             ("project", "text")), hosttools.plaza_project_research),
+    Tool("plaza_project_propose", HOST, "write",
+         "Write the project's plan (a new revision each time): the proposal and the tasks document, and for a "
+         "code project the spec. It needs research first. A revision answers critiques that asked for one; it "
+         "then needs a critique of its own.",
+         obj({"project": _PROJECT, "proposal": string(f"The proposal ({_DOC}).", minLength=1),
+              "tasks": string("The tasks document: the tasks the plan will post, each with its acceptance.",
+                              minLength=1),
+              "spec": string("A code project's spec: the change it makes (needed for a code project).")},
+             ("project", "proposal", "tasks")), hosttools.plaza_project_propose),
+    Tool("plaza_project_critique", HOST, "write",
+         "Critique the current revision of a project's plan (never your own). revise true asks for a revision: "
+         "the plan cannot go to the Mayor until the planner revises it. At least one critique from an agent "
+         "other than the author is needed before approval.",
+         obj({"project": _PROJECT, "text": string(f"Your critique ({_DOC}).", minLength=1),
+              "revise": {"type": "boolean", "description": "true: the plan must be revised before approval."}},
+             ("project", "text")), hosttools.plaza_project_critique, hosttools.project_facts),
+    Tool("plaza_project_approve", HOST, "write",
+         "The Mayor approves a project's plan after its critique; the project moves to implementation, or "
+         "waits for the owner when the owner flagged it. Only the Mayor may.",
+         obj({"project": _PROJECT}, ("project",)), hosttools.plaza_project_approve),
+    Tool("plaza_project_deliver", HOST, "write",
+         "Attach the deliverable document to a project at its review stage (every linked task done); the "
+         "project is then delivered, which is final.",
+         obj({"project": _PROJECT, "title": string("The deliverable's title.", minLength=1),
+              "text": string(f"What was delivered and where it is ({_DOC}).", minLength=1),
+              "item": string("The Library item it is, if you handed it in with plaza_library_submit.")},
+             ("project", "title", "text")), hosttools.plaza_project_deliver),
+    Tool("plaza_council_propose", HOST, "write",
+         "Propose a council motion (the four seats only: finance, counsel, incident, mayor). Kinds: priority, "
+         "budget_move (amount credits from the plaza budget to the agent to: more than "
+         f"{OWNER_SHARE_PERCENT}% of all credits ever minted is the owner's), new_town, replace_mayor, new_law "
+         "(always the owner's), other. Returns the motion's number (like m3).",
+         obj({"kind": {"type": "string", "enum": list(MOTION_KINDS), "description": "The motion's kind."},
+              "title": string("The motion, in a line.", minLength=1),
+              "text": string("Why, and what it changes."),
+              "amount": {"type": "integer", "minimum": 1, "description": "budget_move: the credits to move."},
+              "to": {"type": "integer", "description": "budget_move: the CID of the agent who receives it."}},
+             ("kind", "title")), hosttools.plaza_council_propose),
+    Tool("plaza_council_vote", HOST, "write",
+         "Vote on a motion for your seat: yes, no or abstain, with a reason. Your newest vote replaces the old. "
+         "The motion is counted when all four seats have voted: more yes carries it, more no rejects it, a tie "
+         "goes to the owner (so does a carried motion the owner must ratify).",
+         obj({"motion": string("The motion's number, like m3.", minLength=1),
+              "vote": {"type": "string", "enum": list(VOTES), "description": "yes, no or abstain."},
+              "reason": string("Why you vote so (needed).", minLength=1)},
+             ("motion", "vote", "reason")), hosttools.plaza_council_vote),
+    Tool("plaza_incident_open", HOST, "write",
+         "Open an incident (incident response): what happened and, if one, the agent it concerns. A prosecutor "
+         "may file a case that names it.",
+         obj({"title": string("The incident, in a line.", minLength=1),
+              "text": string("What happened.", minLength=1),
+              "agent": {"type": "integer", "description": "The CID of the agent it concerns."}},
+             ("title", "text")), hosttools.plaza_incident_open),
+    Tool("plaza_case_file", HOST, "write",
+         "File a case against an agent (prosecutors): the law broken, its severity, the charge, and the "
+         "incident if one. A judge rules on it; a violation follows the sanctions schedule.",
+         obj({"accused": {"type": "integer", "description": "The accused agent's CID."},
+              "law": string("The law's id, like S-002.", minLength=1),
+              "severity": {"type": "string", "enum": list(SEVERITIES), "description": "The law's severity."},
+              "charge": string("What the agent did.", minLength=1),
+              "incident": string("The incident, like i2.")},
+             ("accused", "law", "severity", "charge")), hosttools.plaza_case_file),
+    Tool("plaza_case_defend", HOST, "write",
+         "Defend the accused in a case (the agents' counsel): your defence is kept with the case.",
+         obj({"case": string("The case's number, like c1.", minLength=1),
+              "text": string("The defence.", minLength=1)},
+             ("case", "text")), hosttools.plaza_case_defend),
+    Tool("plaza_case_rule", HOST, "write",
+         "Rule on a case (judges; never in a case where you are a party): violation or dismissed, with the "
+         "ruling. A violation is recorded on the accused's conduct and the sanctions schedule follows. A ruling "
+         "is final.",
+         obj({"case": string("The case's number, like c1.", minLength=1),
+              "verdict": {"type": "string", "enum": list(VERDICTS), "description": "violation or dismissed."},
+              "text": string("The ruling: why.", minLength=1)},
+             ("case", "verdict", "text")), hosttools.plaza_case_rule, hosttools.case_facts),
+)
+_TOOLS = _TOOLS + _GOVERNANCE
 
 #: Every tool an agent may be offered, by name.
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

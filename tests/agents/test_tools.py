@@ -87,6 +87,19 @@ USED = [
     ("plaza_memory_read", {"note": "How the build works"}),
     ("plaza_memory_delete", {"note": "How the build works"}),
     ("plaza_toolbox_share", {"name": "jq", "how": "filters JSON", "verdict": "great", "link": "https://jqlang.org"}),
+    ("plaza_task_create", {"title": "a", "acceptance": "b", "project": "pj1"}),
+    ("plaza_project_open", {"title": "Release site", "brief": "publish the notes", "kind": "code"}),
+    ("plaza_project_research", {"project": "pj1", "title": "generators", "text": "mkdocs"}),
+    ("plaza_project_propose", {"project": "pj1", "proposal": "one page", "tasks": "t: write", "spec": "the page"}),
+    ("plaza_project_critique", {"project": "pj1", "text": "add a rollback", "revise": True}),
+    ("plaza_project_approve", {"project": "pj1"}),
+    ("plaza_project_deliver", {"project": "pj1", "title": "The site", "text": "published", "item": "l1"}),
+    ("plaza_council_propose", {"kind": "budget_move", "title": "Fund docs", "text": "why", "amount": 500, "to": 4}),
+    ("plaza_council_vote", {"motion": "m1", "vote": "yes", "reason": "fits the plan"}),
+    ("plaza_incident_open", {"title": "A leak", "text": "what happened", "agent": 4}),
+    ("plaza_case_file", {"accused": 4, "law": "S-002", "severity": "low", "charge": "posted a path", "incident": "i1"}),
+    ("plaza_case_defend", {"case": "c1", "text": "a test path"}),
+    ("plaza_case_rule", {"case": "c1", "verdict": "dismissed", "text": "no harm"}),
 ]
 #: Host tools a built-in statute forbids every agent until the owner disables it (and permits the tool by a
 #: rule of its own): S-043 "No agent moves or fines credits" holds the payment tool.
@@ -314,8 +327,11 @@ def test_every_host_tool_runs_in_the_hub(hub):
     args["plaza_message"] = {"to": cid, "text": "hi"}
     ac.tell(hub.commands, hub.commands.context("owner"), cid, "We need a builder.")  # the owner's own chat
     assert orch.handle({"op": "next", "wait": 0})["item"]
+    # the governance tools are the researchers', planners', the Mayor's, the seats' and the courts' (S-015 to S-044)
+    others = [session(hub, r)[1] for r in ("researcher", "planner", "mayor", "finance", "incident", "prosecutor",
+                                            "counsel", "judge")]
     for tool in HOST_TOOLS:  # as the first role the laws let call it
-        answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder, reviewer)]
+        answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder, reviewer, *others)]
         r = next((a for a in answers if "error" not in a or a["error"]["code"] != "refused"), answers[-1])
         if tool in FORBIDDEN_BY_STATUTE:
             assert r["error"]["code"] == "refused" and FORBIDDEN_BY_STATUTE[tool] in r["error"]["message"], (tool, r)

@@ -15,6 +15,7 @@ from . import (
     e2b,
     gateway,
     git,
+    governance,
     hiring,
     hub_mcp,
     library,
@@ -35,4 +36,4 @@ from . import (
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         e2b, hiring, toolbox, memory]
+         e2b, hiring, toolbox, memory, governance]

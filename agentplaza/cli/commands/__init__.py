@@ -11,6 +11,7 @@ from . import (
     board,
     conduct,
     conversations,
+    council,
     decide,
     doctor,
     e2b,
@@ -24,6 +25,7 @@ from . import (
     nodes,
     overview,
     plaza,
+    projects,
     replay,
     rules,
     settings,
@@ -41,6 +43,6 @@ from . import (
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
-              models, usage, agents, society, conversations, board, nodes, templates, git, library, decide, unfurl, tui,
-              doctor, mcp, acp, e2b, settings, toolbox)
+              models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library,
+              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox)
 }

@@ -26,6 +26,8 @@ def render(d: dict) -> str:
         **({"treasury": f"budget {d['treasury']['budget']} ({d['treasury']['budget_usd']}), "
                         f"in circulation {d['treasury']['in_circulation']}, "
                         f"{d['treasury']['pending_payments']} payments waiting"} if "treasury" in d else {}),
+        **({"projects": "{projects} projects, {delivered} delivered; {motions_waiting} council motions wait for you"
+                        .format(**d["governance"])} if "governance" in d else {}),
     })]
     for u in d.get("log", {}).get("unreadable", []):
         state = f"voided at {u['voided_at']} by {u['voided_by']}" if u["voided_at"] else "NOT voided"
