@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shlex
 import signal
 import stat
 import subprocess
@@ -87,13 +88,20 @@ def test_a_fresh_clone_installs_starts_and_its_first_researcher_comes_up_idle(tm
         assert token_file.read_text().strip() == printed
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
 
-        cli_env = dict(env, APZ_HUB=url, APZ_TOKEN=printed)
+        # The next command, as install.sh's last line gives it for a hub bound elsewhere (--hub names it).
+        hint = out.split("install.sh: starting the hub (Ctrl-C stops it); then, in another terminal: ", 1)[1]
+        create = shlex.split(hint.splitlines()[0])
+        assert create == [".venv/bin/agentplaza", "--hub", url, *"agents create --role researcher --count 1".split()]
+        cli_env = dict(env, APZ_TOKEN=printed)
+
+        def run(argv: list[str]) -> subprocess.CompletedProcess:
+            return subprocess.run(argv, cwd=clone, env=cli_env, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=120)
 
         def agentplaza(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run([str(clone / ".venv/bin/agentplaza"), *args], cwd=clone, env=cli_env,
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+            return run([".venv/bin/agentplaza", "--hub", url, *args])
 
-        r = agentplaza("agents", "create", "--role", "researcher", "--count", "1", "--json")
+        r = run([*create, "--json"])
         assert r.returncode == 0, r.stdout + r.stderr
         (agent,) = json.loads(r.stdout)["agents"]
         assert agent["role"] == "researcher"
