@@ -117,8 +117,9 @@ def test_a_fresh_clone_installs_starts_and_its_first_researcher_comes_up_idle(tm
         until("the researcher offline", lambda: status() == "offline", 120, 0.5)
 
         # What ran was the clone's own install, not this checkout's.
-        where = subprocess.run([str(clone / ".venv/bin/python"), "-c", "import agentplaza; print(agentplaza.__file__)"],
-                               env=env, capture_output=True, text=True, check=True, timeout=60).stdout
+        # (-I: not from the folder it runs in, nor PYTHONPATH: from what the clone's .venv installed.)
+        where = subprocess.run([str(clone / ".venv/bin/python"), "-I", "-c", "import agentplaza; print(agentplaza.__file__)"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, check=True, timeout=60).stdout
         assert Path(where.strip()).is_relative_to(clone)
     finally:
         if apid.poll() is None:  # Ctrl-C stops it, as install.sh says
