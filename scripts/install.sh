@@ -66,5 +66,19 @@ if [ "$check" = 1 ]; then
   if [ "$missing" = 0 ]; then say "ready: nothing to install; install.sh would start the hub"; exit 0; fi
   exit 1
 fi
-say "starting the hub (Ctrl-C stops it); then: .venv/bin/agentplaza agents create --role researcher --count 1"
+# The next command, as it reads for this hub: one bound elsewhere than the default is named with --hub.
+hub=""
+prev=""
+for a in "$@"; do
+  case "$a" in
+    --bind=*) hub="${a#--bind=}" ;;
+    *) [ "$prev" = "--bind" ] && hub="$a" ;;
+  esac
+  prev="$a"
+done
+next=".venv/bin/agentplaza agents create --role researcher --count 1"
+if [ -n "$hub" ] && [ "$hub" != "127.0.0.1:7700" ]; then
+  next=".venv/bin/agentplaza --hub http://$hub agents create --role researcher --count 1"
+fi
+say "starting the hub (Ctrl-C stops it); then, in another terminal: $next"
 exec .venv/bin/apid "$@"
