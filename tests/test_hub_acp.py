@@ -40,6 +40,12 @@ from vmm.guest import harness as guest
 
 MOCK = "mock/echo"
 WAIT_S = 60
+#: The most one editor session of a test may take: a lost answer fails the test instead of hanging the run.
+SESSION_S = 300
+
+
+def within(session):
+    return asyncio.run(asyncio.wait_for(session, SESSION_S))
 
 
 class LiveHub:
@@ -228,7 +234,7 @@ def test_acp_is_refused_while_off_and_for_an_observe_token(live):
                 await conn.new_session(cwd="/tmp/project", mcp_servers=[])
             return e.value
 
-    err = asyncio.run(main())
+    err = within(main())
     assert "acp: entries" in str(err.data or err)
 
 
@@ -266,7 +272,7 @@ def test_an_editor_drives_the_orchestrator_answers_approvals_and_resumes_after_a
             assert steer.stop_reason == "end_turn"
             return new.session_id
 
-    session_id = asyncio.run(first())
+    session_id = within(first())
     approvals = live.http().get("/v1/approvals").json()["approvals"]
     assert [a["status"] for a in approvals] == ["approved"]
 
@@ -295,7 +301,7 @@ def test_an_editor_drives_the_orchestrator_answers_approvals_and_resumes_after_a
             assert "cannot answer" in operator.of("tool_call")[0].content[0].content.text
             assert operator.of("tool_call_update")[-1].status == "failed"
 
-    asyncio.run(second())
+    within(second())
     r = cli(live, "--json", "acp", "sessions")
     assert r.returncode == 0, r.stderr
     import json
@@ -319,7 +325,7 @@ def test_an_editor_drives_the_orchestrator_answers_approvals_and_resumes_after_a
             assert again.said().startswith("hello plaza")
             await conn.resume_session(session_id=session_id, cwd="/tmp/project", mcp_servers=[])
 
-    asyncio.run(third())
+    within(third())
 
 
 def test_v2_only_when_the_owner_turns_it_on_and_then_without_load_and_set_mode(live):
@@ -336,10 +342,10 @@ def test_v2_only_when_the_owner_turns_it_on_and_then_without_load_and_set_mode(l
                 await conn.set_session_mode(session_id=new.session_id, mode_id="ask")
             return 2, e.value.code
 
-    assert asyncio.run(main(2)) == (1, None)
+    assert within(main(2)) == (1, None)
     switch_on(live, acp_v2=True)
-    assert asyncio.run(main(1)) == (1, None)
-    assert asyncio.run(main(2)) == (2, -32601)
+    assert within(main(1)) == (1, None)
+    assert within(main(2)) == (2, -32601)
 
 
 def test_attachments_are_cut_at_256_kib_and_slash_commands_are_checked():
@@ -385,7 +391,7 @@ def test_cancel_takes_back_a_queued_prompt_and_stops_a_running_one(live):
             nothing = await conn.prompt(session_id=sid, prompt=[h.text_block("/stop")])
             assert nothing.stop_reason == "end_turn" and "nothing to stop" in editor.said()
 
-    asyncio.run(main())
+    within(main())
 
 
 def _queue(live: LiveHub) -> int:

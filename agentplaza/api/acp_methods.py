@@ -59,6 +59,7 @@ class Open:
     cid: int
     running: str | None = None  # the work item of the prompt in progress
     cancelled: bool = False
+    writing: bool = False  # a prompt is being written: a cancel now applies to it once it is
     asked: set[str] = field(default_factory=set)  # approvals already put to the editor
 
 
@@ -240,9 +241,15 @@ async def session_prompt(c: Connection, params: dict) -> dict:
     if o.running is not None:
         raise Refusal("agent_busy", "a prompt of this session is still running; cancel it or wait")
     last = await _q(_last_seq, c, o.cid)
-    done = await _q(commands.prompt, c.hub.commands, _ctx(c, "prompt"), o.id, o.cid, text)
+    o.cancelled, o.writing = False, True
+    try:
+        done = await _q(commands.prompt, c.hub.commands, _ctx(c, "prompt"), o.id, o.cid, text)
+    finally:
+        o.writing = False
+    o.running = done.value  # from here a cancel finds the item (the editor may send one before we answer)
+    if o.cancelled:  # it came while the prompt was being written
+        await _q(_cancel_work, c, o, "cancelled from the editor")
     await _settled(c, done)
-    o.running, o.cancelled = done.value, False
     if c.hub.runtime is not None:
         c.hub.runtime.work_for(o.cid)
     row = await _q(rm.acp_session, c.hub.read_models, o.id)
@@ -349,6 +356,7 @@ async def session_cancel(c: Connection, params: dict) -> None:
     req = _parse(s.CancelNotification, params)
     o = _opened(c, req.session_id)
     if o.running is None:
+        o.cancelled = o.cancelled or o.writing  # the prompt being written cancels itself once written
         return None
     o.cancelled = True
     await _q(_cancel_work, c, o, "cancelled from the editor")

@@ -30,6 +30,7 @@ from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.api.main import gateway_call
 from agentplaza.commands import agents as ac
+from agentplaza.commands import conduct as conduct_commands
 from agentplaza.commands import laws as law_commands
 from agentplaza.commands import models as model_commands
 from agentplaza.runtime.egress import EgressPolicy
@@ -217,9 +218,18 @@ def test_a_builder_fetches_downloads_and_installs_through_the_egress_proxy(web):
             assert r["detail"]["law"] == law, r["detail"]
         else:
             assert r["detail"]["reason"] == "egress_refused" and why in r["detail"]["refusal"], r["detail"]
+        lift_suspensions(hub, b)  # a violation may suspend vm.fetch (the sanctions schedule): each case on its own
     r = step(tool("vm.fetch", url=f"http://intranet.plaza.test:{site.port}/"))  # refused at the CONNECT
     assert r["kind"] == "tool_result" and not r["detail"]["ok"] and "resolves to 10.0.0.8" in r["text"], r
     assert len(site.seen) == seen
     refused = [e["detail"] for e in transcript(hub, b) if e["kind"] == "egress" and e["detail"]["verdict"] == "refused"]
     assert [d["host"] for d in refused] == ["blocked.plaza.test", "10.0.0.8", "127.0.0.2", "pages.plaza.test",
                                             "intranet.plaza.test"]
+
+
+def lift_suspensions(hub, cid) -> None:
+    """The owner lifts every suspension in force on the agent (what the sanctions schedule gave it)."""
+    owner = hub.commands.context("owner")
+    c = conduct_commands.load(hub.commands, str(cid))
+    for s in conduct_commands.view(c, str(cid), owner.at)["suspensions"]:
+        conduct_commands.lift(hub.commands, owner, str(cid), s["id"])

@@ -24,6 +24,13 @@ from agentplaza.api.errors import Body
 #: Routes that read no body: the fuzzer still sends them hostile bodies, which they must ignore or refuse.
 BODYLESS: dict[tuple[str, str], str] = {
     ("POST", "/v1/tasks/schedule"): "one scheduler pass, now",
+    ("DELETE", "/v1/e2b/templates/{id}"): "the template is named by the path",
+    ("DELETE", "/v1/e2b/keys/{id}"): "the key is named by the path",
+    ("DELETE", "/v1/e2b/sandboxes/{id}"): "the sandbox is named by the path",
+    ("POST", "/v1/e2b/sandboxes/{id}/pause"): "the sandbox is named by the path",
+    ("POST", "/v1/e2b/sandboxes/{id}/resume"): "the sandbox is named by the path",
+    ("POST", "/v1/toolbox/{id}/flag"): "the discovery is named by the path",
+    ("DELETE", "/v1/toolbox/{id}"): "the discovery is named by the path",
     ("POST", "/v1/vault/recovery"): "a new recovery code, shown once",
     ("DELETE", "/v1/rules/{ident}"): "the rule is named by the path",
     ("DELETE", "/v1/vault/secrets/{id}"): "the secret is named by the path",
@@ -51,6 +58,22 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("POST", "/v1/models/prices/refresh"): "fetches the public price lists over the network",
     ("POST", "/v1/models/providers/{pid}/test"): "calls the provider's API over the network",
     ("WS", "/v1/ws"): "a WebSocket, not a request: its limits have their own tests",
+    ("POST", "/e2b/sandboxes"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/v2/sandboxes"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("DELETE", "/e2b/sandboxes/{id}"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/timeout"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/refreshes"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/pause"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/resume"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/connect"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("PUT", "/e2b/sandboxes/{id}/network"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/snapshots"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/sandboxes/{id}/fork"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/v2/sandboxes/{id}/connect"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/v3/templates"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/e2b/v2/templates/{id}/builds/{build}"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("DELETE", "/e2b/templates/{id}"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
+    ("POST", "/v1/e2b/keys"): "E2B's own JSON shapes, read field by field (an unserved field is a 422): tests/e2b",
 }
 
 #: Methods that change state: such a route either names its body model or is declared above.

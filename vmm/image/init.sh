@@ -53,6 +53,9 @@ ip link set lo up
 mount --move /dev /newroot/dev
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
+# One line on the console (the kernel itself is quiet at loglevel=1): the owner's `events --all` and the
+# node log show that this guest came up, and when.
+echo "apz-init: root and workspace mounted; starting the channel"
 # -S: channeld needs only the standard library (no site, no .pth scan); its code comes compiled.
 exec switch_root /newroot /usr/bin/python3 -S -u -B -c \
   "import sys; sys.path.insert(0, '/opt/apz'); import channeld; channeld.main()"
