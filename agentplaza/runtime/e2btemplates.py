@@ -330,10 +330,7 @@ class Templates:
         b.log(message, level="error", step=step)
         b.status = "error"
         b.reason = {"message": message, **({"step": step} if step else {})}
-        try:
-            self.sbx.link.request("delete", timeout=60, cid=b.cid)
-        except Exception:  # noqa: BLE001
-            pass
+        self._drop(b)
 
     def _ready(self, t: Template, b: Build) -> None:
         with self.lock:
@@ -348,22 +345,21 @@ class Templates:
                     self._drop(x)
 
     def _drop(self, b: Build) -> None:
-        if b.cid is None:
-            return
+        if b.cid is not None:
+            self._delete_vm(b.cid, f"build {b.id}")
+
+    def _delete_vm(self, cid: int, what: str) -> None:
         try:
-            self.sbx.link.request("delete", timeout=60, cid=b.cid)
-        except Exception as e:  # noqa: BLE001
-            log.warning("e2b: removing build %s failed: %s", b.id, e)
+            self.sbx.link.request("delete", timeout=60, cid=cid)
+        except Exception as e:  # noqa: BLE001 - the node may have lost it already; nothing else depends on it
+            log.warning("e2b: removing the VM of %s failed: %s", what, e)
 
     def delete(self, tid: str) -> None:
         t = self.get(tid)
         with self.lock:
             self.items.pop(t.id, None)
         for cid in {b.cid for b in t.builds if b.cid is not None}:
-            try:
-                self.sbx.link.request("delete", timeout=60, cid=cid)
-            except Exception:  # noqa: BLE001
-                pass
+            self._delete_vm(cid, f"template {t.id}")
 
 
 class StepFailed(Exception):
