@@ -121,6 +121,9 @@ def _helper(cfg: dict) -> int:
                 os._exit(111)
             os.setresgid(0, 0, 0)
             os.setresuid(0, 0, 0)
+            # Changing the uid cleared the parent-death signal (prctl(2)): set it again, or a
+            # killed helper leaves QEMU running on the VM's disks with nobody to stop it.
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             _drop_all_caps()
             os.execv(argv[0], argv)
         except BaseException as e:  # report and die; never fall through to the parent's code

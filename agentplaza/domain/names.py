@@ -94,50 +94,49 @@ def short_number(prefix: str, value: object) -> str | None:
     return prefix + digits if _NUMBER.fullmatch(digits) else None
 
 
-def task_number(value: object) -> str:
-    number = short_number(TASK_PREFIX, value)
+#: Each short number: the refusal for a value that is none of them, and what it numbers.
+_NUMBERED = {
+    TASK_PREFIX: ("no_task", "task", "tasks"),
+    APPROVAL_PREFIX: ("no_approval", "approval", "approvals"),
+    POST_PREFIX: ("no_post", "post", "posts"),
+    PROJECT_PREFIX: ("no_project", "project", "projects"),
+    MOTION_PREFIX: ("no_motion", "motion", "motions"),
+    CASE_PREFIX: ("no_case", "case", "cases"),
+    INCIDENT_PREFIX: ("no_incident", "incident", "incidents"),
+}
+
+
+def _numbered(prefix: str, value: object) -> str:
+    number = short_number(prefix, value)
     if number is None:
-        raise Refusal("no_task", f"no task {str(value).strip()!r}; tasks are numbered t1, t2 ...")
+        code, noun, plural = _NUMBERED[prefix]
+        raise Refusal(code, f"no {noun} {str(value).strip()!r}; {plural} are numbered {prefix}1, {prefix}2 ...")
     return number
+
+
+def task_number(value: object) -> str:
+    return _numbered(TASK_PREFIX, value)
 
 
 def approval_number(value: object) -> str:
-    number = short_number(APPROVAL_PREFIX, value)
-    if number is None:
-        raise Refusal("no_approval", f"no approval {str(value).strip()!r}; approvals are numbered a1, a2 ...")
-    return number
+    return _numbered(APPROVAL_PREFIX, value)
 
 
 def post_number(value: object) -> str:
-    number = short_number(POST_PREFIX, value)
-    if number is None:
-        raise Refusal("no_post", f"no post {str(value).strip()!r}; posts are numbered p1, p2 ...")
-    return number
+    return _numbered(POST_PREFIX, value)
 
 
 def project_number(value: object) -> str:
-    number = short_number(PROJECT_PREFIX, value)
-    if number is None:
-        raise Refusal("no_project", f"no project {str(value).strip()!r}; projects are numbered pj1, pj2 ...")
-    return number
+    return _numbered(PROJECT_PREFIX, value)
 
 
 def motion_number(value: object) -> str:
-    number = short_number(MOTION_PREFIX, value)
-    if number is None:
-        raise Refusal("no_motion", f"no motion {str(value).strip()!r}; motions are numbered m1, m2 ...")
-    return number
+    return _numbered(MOTION_PREFIX, value)
 
 
 def case_number(value: object) -> str:
-    number = short_number(CASE_PREFIX, value)
-    if number is None:
-        raise Refusal("no_case", f"no case {str(value).strip()!r}; cases are numbered c1, c2 ...")
-    return number
+    return _numbered(CASE_PREFIX, value)
 
 
 def incident_number(value: object) -> str:
-    number = short_number(INCIDENT_PREFIX, value)
-    if number is None:
-        raise Refusal("no_incident", f"no incident {str(value).strip()!r}; incidents are numbered i1, i2 ...")
-    return number
+    return _numbered(INCIDENT_PREFIX, value)

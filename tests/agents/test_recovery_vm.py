@@ -29,7 +29,8 @@ SLEEPING = ("import glob\nprint(sum(open(p, 'rb').read() == b'sleep\\x003600\\x0
 
 
 def crash(node, cid) -> int:
-    """Kill the machine's QEMU process (SIGKILL: nothing in the guest or the node is told)."""
+    """Kill the machine's process (SIGKILL: nothing in the guest or the node is told). Where QEMU is
+    jailed this is the jail's helper, and QEMU dies with it (tests/vmm/test_jail.py)."""
     proc = node.runs[cid].machine.proc
     os.kill(proc.pid, signal.SIGKILL)
     return proc.pid
