@@ -34,8 +34,11 @@ from agentplaza.commands import approvals as approval_commands
 from agentplaza.commands import hub_mcp as mcp_commands
 from agentplaza.domain.acp import MAX_ATTACHMENT_BYTES, prompt_text, slash_command
 from agentplaza.domain.base import Refusal
+from agentplaza.projections import agents as agents_rm
+from agentplaza.runtime import steering
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
+from vmm.guest import contract
 from vmm.guest import harness as guest
 
 MOCK = "mock/echo"
@@ -148,6 +151,28 @@ class Harness:
             ok = again["effect"] == "allow"
             self.call("result", tool="vm.write_file", call_id="w1", ok=ok, output="wrote a.txt" if ok else "denied")
             self.call("done", item=item, outcome="done", text="finished")
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        return t
+
+
+    def two_turns(self, turned: threading.Event, go: threading.Event, answers: list) -> threading.Thread:
+        """One prompt worked in two model turns, the guest's way (``guest._adopted``): the second waits for
+        ``go``, so the editor's slash commands come while the work is in progress."""
+
+        def work() -> None:
+            item = self.next_item()["item"]
+            messages, allowed = [{"role": "user", "content": "start the survey"}], guest.MAX_STEPS
+            r = self.call("model", item=item, messages=messages, tools=[])
+            messages, allowed = guest._adopted(r, messages, allowed)
+            messages += [{"role": "assistant", "content": r["reply"]["text"]}, {"role": "user", "content": "go on"}]
+            turned.set()
+            assert go.wait(WAIT_S)
+            r = self.call("model", item=item, messages=messages, tools=[])
+            messages, allowed = guest._adopted(r, messages, allowed)
+            answers.append((r, messages, allowed))
+            self.call("done", item=item, outcome="done", text=r["reply"]["text"])
 
         t = threading.Thread(target=work, daemon=True)
         t.start()
@@ -443,3 +468,67 @@ def test_each_message_counts_against_the_tokens_rate_limit_and_the_call_log_keep
     calls = live.http().get("/v1/hub-mcp/calls", params={"tool": "acp/initialize"}).json()["calls"]
     assert sorted(c["outcome"] for c in calls) == ["ok"] * 20 + ["refused"]
     assert {c["caller"] for c in calls} == {calls[0]["caller"]} and calls[0]["caller"].startswith("token:")
+
+
+def test_slash_commands_steer_extend_and_compress_the_work_in_progress_at_its_next_model_turn(live):
+    switch_on(live)
+    token = live.token("operate")  # the guide: operate "cancels or steers the work"
+    editor, harness = Editor(), Harness(live, live.cid)
+
+    async def slash(conn, session_id: str, line: str) -> str:
+        before = len(editor.said())
+        r = await conn.prompt(session_id=session_id, prompt=[h.text_block(line)])
+        assert r.stop_reason == "end_turn"
+        return editor.said()[before:]
+
+    async def one_item(conn, session_id: str, lines: list[str]) -> tuple:
+        turned, go, answers = threading.Event(), threading.Event(), []
+        t = harness.two_turns(turned, go, answers)
+        prompt = asyncio.create_task(conn.prompt(session_id=session_id, prompt=[h.text_block("survey the repo")]))
+        assert await asyncio.to_thread(turned.wait, WAIT_S)
+        said = [await slash(conn, session_id, line) for line in lines]
+        go.set()
+        assert (await prompt).stop_reason == "end_turn"
+        await asyncio.to_thread(t.join, WAIT_S)
+        return said, answers[0]
+
+    async def main():
+        async with spawn_agent_process(editor, sys.executable, *acp_args(live, token), env=live.env()) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            new = await conn.new_session(cwd="/tmp/project", mcp_servers=[])
+            idle = await slash(conn, new.session_id, "/steer nothing runs")
+            assert "no work in progress" in idle
+            said, (answer, messages, allowed) = await one_item(
+                conn, new.session_id, ["/steer look at the tests first", "/extend-turns 5"])
+            assert all("next model turn" in x for x in said)
+            # the model saw the note as the last word (the mock echoes it), and the harness carries it on
+            assert messages[-1] == {"role": "user", "content": steering.STEER_PREFIX + "look at the tests first"}
+            assert answer["reply"]["text"] == steering.STEER_PREFIX + "look at the tests first"
+            assert allowed == guest.MAX_STEPS + 5
+            said, (answer, messages, allowed) = await one_item(conn, new.session_id, ["/compress"])
+            (first,) = messages  # start, a reply and "go on": summarised into one message
+            assert first["role"] == "user" and first["content"].startswith("start the survey" + steering.SUMMARY_PREFIX)
+            assert allowed == guest.MAX_STEPS
+
+    within(main())
+    live.hub.read_models.catch_up()
+    notes = [e["text"] for e in agents_rm.transcript(live.hub.read_models, live.cid, limit=500) if e["kind"] == "note"]
+    assert "/steer applied: look at the tests first" in notes
+    assert "/extend-turns applied: 5 more model turns allowed" in notes
+    assert "/compress applied: 3 messages summarised into one" in notes
+    assert "/steer nothing runs" not in notes  # nothing ran: nothing was given
+
+
+def test_steering_applies_each_command_in_order_and_keeps_the_conversation_when_the_summary_fails():
+    start = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    ch = steering.apply([{"command": "steer", "arg": "a"}, {"command": "extend-turns", "arg": 3},
+                         {"command": "extend-turns", "arg": 2}], start, lambda conv: "never asked")
+    assert ch.conversation[-1]["content"] == steering.STEER_PREFIX + "a" and ch.more_turns == 5
+    assert start == [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]  # not changed
+    kept = steering.apply([{"command": "compress", "arg": None}], start, lambda conv: None)
+    assert kept.conversation is None and "kept whole" in kept.said[0]
+    nothing = steering.apply([{"command": "compress", "arg": None}], start[:1], lambda conv: "x")
+    assert nothing.conversation is None and "nothing to summarise" in nothing.said[0]
+    # the guest holds its own bound whatever the hub says
+    assert guest._adopted({contract.MORE_TURNS: 10**9}, [], guest.MAX_STEPS)[1] == contract.MAX_TURNS_ALLOWED
+    assert guest._adopted({contract.CONVERSATION: ["not a message"]}, start, 1)[0] is start

@@ -263,6 +263,11 @@ async def session_prompt(c: Connection, params: dict) -> dict:
     return _out(s.PromptResponse(stop_reason=reason))
 
 
+def _working_on(c: Connection, cid: int) -> str | None:
+    c.hub.read_models.catch_up()  # the runtime wrote the item's start a moment ago, maybe
+    return agents_rm.agent_row(c.hub.read_models, cid).get("working_on")
+
+
 def _last_seq(c: Connection, cid: int) -> int:
     c.hub.read_models.catch_up()
     tail = agents_rm.transcript(c.hub.read_models, cid, limit=1, tail=True)
@@ -392,11 +397,15 @@ async def _slash(c: Connection, o: Open, slash) -> dict:
         else:
             text = "nothing to stop: no prompt of this session is running"
     else:
-        detail = {"command": slash.name, "arg": slash.arg, "session": o.id}
-        done = await _q(agent_commands.add_entry, c.hub.commands, _ctx(c, f"/{slash.name}"), o.cid, "note",
-                        f"/{slash.name}" + (f" {slash.arg}" if slash.arg is not None else ""), None, detail)
-        await _settled(c, done)
-        text = f"/{slash.name} recorded on the agent's transcript"
+        working = await _q(_working_on, c, o.cid)
+        if working is None:
+            text = f"nothing to {slash.name.split('-')[0]}: the agent has no work in progress"
+        else:  # the log's word: the agent's next model turn applies it (runtime/steering.py)
+            detail = {"command": slash.name, "arg": slash.arg, "session": o.id, "item": working}
+            done = await _q(agent_commands.add_entry, c.hub.commands, _ctx(c, f"/{slash.name}"), o.cid, "note",
+                            f"/{slash.name}" + (f" {slash.arg}" if slash.arg is not None else ""), None, detail)
+            await _settled(c, done)
+            text = f"/{slash.name} given: the agent applies it at its next model turn"
     await _update(c, o.id, h.update_agent_message_text(text))
     return _out(s.PromptResponse(stop_reason="end_turn"))
 

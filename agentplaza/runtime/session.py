@@ -35,7 +35,7 @@ from ..domain import board
 from ..domain.agents import LOCAL_NODE, NAME_PROMPT, chosen_name, transcript_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
-from . import tooldecide, tools
+from . import steering, tooldecide, tools
 from .egress import Refused, url_target
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class HarnessSession:
         self.cancelled: str | None = None  # the item cancelled under the harness (STOP ALL, budget exhausted)
         self.cancelled_why = HELD_MESSAGE
         self.cancel_lock = threading.Lock()
+        self.steer_seen = 0  # the last transcript entry looked at for the editor's slash commands
         rt.sessions[cid] = self
 
     def gone(self) -> bool:
@@ -194,6 +195,7 @@ class HarnessSession:
                 item = ac.take_work(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid).value
                 if item is not None:
                     self.taken, self.cancelled, self.taken_from = item["item"], None, item.get("from")
+                    self.steer_seen = steering.last_entry(self.rt.hub.read_models, self.cid)
                     self.rt.worker_state(self.cid, "busy")
                     return {"item": item}
             left = end - time.monotonic()
@@ -206,7 +208,11 @@ class HarnessSession:
         if self.rt.held():
             self.rt._entry(self.cid, "error", HELD_MESSAGE, tool="model")
             return error(contract.PLAZA_HELD, HELD_MESSAGE)
-        result = self.rt.relay.turn(agent, req.get("messages") or [], req.get("tools") or [])
+        messages = req.get("messages") or []
+        changes = self._steered(agent, messages)
+        if changes.conversation is not None:
+            messages = changes.conversation
+        result = self.rt.relay.turn(agent, messages, req.get("tools") or [])
         err = contract.error_of(result)
         if err is not None:
             self.rt._entry(self.cid, "error", err["message"], tool="model", detail={"code": err["code"]})
@@ -217,7 +223,24 @@ class HarnessSession:
         self.rt._entry(self.cid, "model", reply.get("text"), detail={"model": result.get("model"),
             **({"purpose": "name"} if req.get("purpose") == "name" else {}),
             "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in reply.get("tool_calls") or []]})
-        return result
+        return {**result, **changes.answer()}
+
+    def _steered(self, agent, messages: list) -> steering.Changes:
+        """The editor's slash commands given for the item in progress since the last turn, applied."""
+        if self.taken is None or not isinstance(messages, list):
+            return steering.Changes()
+        given, self.steer_seen = steering.given(self.rt.hub.read_models, self.cid, self.taken, self.steer_seen)
+        if not given:
+            return steering.Changes()
+
+        def summarise(conversation: list) -> str | None:
+            r = self.rt.relay.turn(agent, conversation, [])
+            return None if contract.error_of(r) is not None else str((r.get("reply") or {}).get("text") or "")
+
+        changes = steering.apply(given, messages, summarise)
+        for line in changes.said:
+            self.rt._entry(self.cid, "note", line, detail={"steering": True})
+        return changes
 
     def _decide(self, agent, tool: str, args: dict, call_id: Any, refused: str | None = None) -> dict:
         """The check of one tool call and its transcript entry: one commit. ``refused``: why the egress

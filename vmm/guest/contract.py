@@ -33,6 +33,13 @@ OPS = ("hello", "name", "next", "model", "decide", "result", "tool", "share", "d
 #: The requests a harness makes inside a work item (refused once the item was cancelled).
 ITEM_OPS = ("model", "decide", "result", "tool", "share")
 
+#: Model turns a work item may take unless the hub allows more, and the most it may allow in all.
+MAX_TURNS, MAX_TURNS_ALLOWED = 24, 2000
+#: What the hub may add to a ``model`` answer to change the item in progress (an editor's slash commands):
+#: the conversation to carry on with (``/steer`` adds a note, ``/compress`` summarises it) and how many
+#: more model turns the item may take (``/extend-turns``). The harness adopts both before the reply.
+CONVERSATION, MORE_TURNS = "conversation", "more_turns"
+
 #: Shell commands: default and largest time limit, in seconds.
 SHELL_TIMEOUT_S, SHELL_MAX_TIMEOUT_S = 30, 600
 #: Largest output a guest tool returns, in characters.

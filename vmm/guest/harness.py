@@ -53,8 +53,8 @@ PLACEHOLDER_KEY = contract.PLACEHOLDER_KEY
 CHANNEL_SOCK = os.environ.get("APZ_CHANNEL_SOCK", contract.CHANNEL_SOCK)
 WORKSPACE = os.environ.get("APZ_WORKSPACE", "/workspace")
 PROXY_PORT = 3128
-#: Model turns per work item before the harness gives up on it.
-MAX_STEPS = 24
+#: Model turns per work item before the harness gives up on it (the hub may allow more: /extend-turns).
+MAX_STEPS = contract.MAX_TURNS
 #: How long one ``next`` asks the hub to wait for work (at most the contract's MAX_NEXT_WAIT_S).
 WAIT_S = 20
 
@@ -633,13 +633,16 @@ def _checked(r: dict) -> dict:
 
 def _run_item(hub: Hub, item: dict, tools: list) -> None:
     messages = [{"role": "user", "content": item.get("text", "")}]
-    for _ in range(MAX_STEPS):
+    turns, allowed = 0, MAX_STEPS
+    while turns < allowed:
+        turns += 1
         r = _checked(hub.call("model", item=item["item"], messages=messages, tools=tools))
         err = contract.error_of(r)
         if err is not None:
             hub.call("done", item=item["item"], outcome="cancelled" if err["code"] in contract.CANCELLING else "failed",
                      text=err["message"] or "the model call failed")
             return
+        messages, allowed = _adopted(r, messages, allowed)
         reply = r.get("reply") or {}
         calls = reply.get("tool_calls") or []
         messages.append({"role": "assistant", "content": reply.get("text") or "", "tool_calls": calls})
@@ -648,7 +651,17 @@ def _run_item(hub: Hub, item: dict, tools: list) -> None:
             return
         for call in calls:
             messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": do_call(hub, call)})
-    hub.call("done", item=item["item"], outcome="failed", text=f"gave up after {MAX_STEPS} model turns")
+    hub.call("done", item=item["item"], outcome="failed", text=f"gave up after {allowed} model turns")
+
+
+def _adopted(r: dict, messages: list, allowed: int) -> tuple[list, int]:
+    """The conversation and the turns allowed, as the hub's answer changed them (the editor's slash commands)."""
+    conv, more = r.get(contract.CONVERSATION), r.get(contract.MORE_TURNS)
+    if isinstance(conv, list) and all(isinstance(m, dict) for m in conv):
+        messages = conv
+    if isinstance(more, int) and not isinstance(more, bool) and more > 0:
+        allowed = min(allowed + more, contract.MAX_TURNS_ALLOWED)
+    return messages, allowed
 
 
 def do_call(hub: Hub, call: dict) -> str:
