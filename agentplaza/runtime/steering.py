@@ -22,6 +22,7 @@ from typing import Any
 
 from vmm.guest import contract
 
+from ..domain.base import Refusal
 from ..projections import agents as agents_rm
 
 #: The commands that change the work in progress (``/stop`` cancels it instead: no model turn needed).
@@ -56,7 +57,10 @@ def given(read_models, cid: int, item: str, after: int) -> tuple[list[dict], int
     and the last entry read (where the next look starts)."""
     found: list[dict] = []
     while True:
-        page = agents_rm.transcript(read_models, cid, after=after)
+        try:
+            page = agents_rm.transcript(read_models, cid, after=after)
+        except Refusal:  # the read models do not show the agent yet: nothing was given through them
+            return found, after
         for e in page:
             after = e["seq"]
             d = e["detail"] or {}
@@ -67,7 +71,13 @@ def given(read_models, cid: int, item: str, after: int) -> tuple[list[dict], int
 
 
 def last_entry(read_models, cid: int) -> int:
-    tail = agents_rm.transcript(read_models, cid, limit=1, tail=True)
+    """Where looking for an item's commands may start: the transcript's last entry the read models show
+    (0 where they do not show the agent yet: every command names its item, so an earlier start is only
+    more to read)."""
+    try:
+        tail = agents_rm.transcript(read_models, cid, limit=1, tail=True)
+    except Refusal:
+        return 0
     return tail[-1]["seq"] if tail else 0
 
 
