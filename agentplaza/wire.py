@@ -82,6 +82,11 @@ ACP_ENTRY_PREFIX = "acp:"
 ACP_PATH = "/acp"
 #: The approval modes an editor sees, and the agent's permission mode each one is.
 ACP_MODES = {"autonomous": "autonomous", "ask": "ask", "read_only": "read-only"}
+#: Where ``agentplaza acp --repo`` says what it pushed of the editor's project, in a request's ``_meta``.
+ACP_MIRROR_META = "agentplaza/mirror"
+#: The requests before which ``agentplaza acp --repo`` pushes the project (the guide: "Before each session
+#: and each prompt").
+ACP_MIRRORED = ("session/new", "session/load", "session/resume", "session/prompt")
 
 # -- projects and the council (governance) -------------------------------------------------------
 #: A project's eight stages, in order, and its kinds (a code project's plan needs a spec).

@@ -532,3 +532,112 @@ def test_steering_applies_each_command_in_order_and_keeps_the_conversation_when_
     # the guest holds its own bound whatever the hub says
     assert guest._adopted({contract.MORE_TURNS: 10**9}, [], guest.MAX_STEPS)[1] == contract.MAX_TURNS_ALLOWED
     assert guest._adopted({contract.CONVERSATION: ["not a message"]}, start, 1)[0] is start
+
+
+class WritingEditor(Editor):
+    """An editor that offers file writes (``fs.writeTextFile``) and applies an agent's pull request when asked."""
+
+    def __init__(self):
+        super().__init__(answer="apply")
+        self.written: dict[str, str] = {}
+
+    async def write_text_file(self, session_id, path, content, **kwargs):
+        self.written[path] = content
+        with open(path, "w") as f:
+            f.write(content)
+        return None
+
+
+def _git(cwd, *args: str) -> str:
+    r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                            "GIT_COMMITTER_EMAIL": "t@x", "GIT_TERMINAL_PROMPT": "0"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_the_repository_mirror_pushes_the_editors_branch_and_applies_the_agents_pull_request(live, tmp_path):
+    from acp.schema import ClientCapabilities, FileSystemCapabilities
+
+    switch_on(live, acp_enabled=True, acp_write_back=True)
+    cmds = live.hub.commands
+    builder = ac.spawn(cmds, cmds.context("owner"), "builder", 1).value[0]  # S-022: builders open pull requests
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q", "-b", "main")
+    (project / "a.txt").write_text("one\n")
+    (project / "old.txt").write_text("going\n")
+    _git(project, "add", ".")
+    _git(project, "commit", "-qm", "first")
+    head = _git(project, "rev-parse", "HEAD")
+    (project / "notes.txt").write_text("not committed\n")  # the agent is told; it is not pushed
+    harness, editor, told = Harness(live, builder), WritingEditor(), []
+
+    def agent_work() -> None:  # what the agent does in its VM: clone, branch, push, open the pull request
+        item = harness.next_item()
+        told.append(item["text"])
+        session = item["text"].split("work on the branch acp/")[1].split(",")[0]
+        clone = tmp_path / "agent-clone"
+        _git(tmp_path, "clone", "-q", "-b", "editor/main", f"{live.url}/git/mirror.proj.git", str(clone))
+        (clone / "a.txt").write_text("two\n")
+        (clone / "new.txt").write_text("made by the agent\n")
+        _git(clone, "rm", "-q", "old.txt")
+        _git(clone, "add", ".")
+        _git(clone, "commit", "-qm", "the agent's change")
+        _git(clone, "push", "-q", "origin", f"HEAD:refs/heads/acp/{session}")
+        r = harness.call("tool", tool="plaza_git", call_id="g1", args={
+            "op": "open_pr", "repo": "mirror.proj", "source": f"acp/{session}", "target": "editor/main",
+            "title": "Two, not one"})
+        assert r.get("result", {}).get("opened"), r
+        harness.call("done", item=item["item"], outcome="done", text="opened a pull request")
+
+    async def main():
+        args = acp_args(live, live.token("govern"), "--agent", str(builder), "--repo", "mirror.proj")
+        async with spawn_agent_process(editor, sys.executable, *args, env=live.env()) as (conn, _):
+            await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(write_text_file=True, read_text_file=False)))
+            new = await conn.new_session(cwd=str(project), mcp_servers=[])
+            with live.http() as c:  # pushed before the session: the editor's committed branch, as editor/main
+                branches = {b["branch"]: b["commit"] for b in c.get("/v1/git/repos/mirror.proj/branches").json()["branches"]}
+            assert branches["editor/main"] == head
+            t = threading.Thread(target=agent_work, daemon=True)
+            t.start()
+            done = await conn.prompt(session_id=new.session_id, prompt=[h.text_block("change one to two")])
+            await asyncio.to_thread(t.join, WAIT_S)
+            assert done.stop_reason == "end_turn"
+            deadline = time.monotonic() + WAIT_S
+            while not [u for u in editor.of("tool_call_update") if u.tool_call_id == "pr-pr1" and u.content
+                       and "applied" in u.content[0].content.text]:
+                assert time.monotonic() < deadline, "the pull request was never applied"
+                await asyncio.sleep(0.05)
+            return new.session_id
+
+    session_id = within(main())
+    assert f"work on the branch acp/{session_id}" in told[0] and "editor/main" in told[0]
+    assert "uncommitted changes" in told[0]
+    (shown,) = [u for u in editor.of("tool_call") if u.tool_call_id == "pr-pr1"]
+    diffs = {d.path: (d.old_text, d.new_text) for d in shown.content if d.type == "diff"}
+    assert diffs[str(project / "a.txt")] == ("one\n", "two\n") and diffs[str(project / "new.txt")][0] is None
+    assert "#/git/pr/pr1" in shown.content[0].content.text
+    assert (project / "a.txt").read_text() == "two\n" and (project / "new.txt").read_text() == "made by the agent\n"
+    assert (project / "old.txt").exists()  # a deleted file is listed for the owner to remove, never removed
+    applied = [u for u in editor.of("tool_call_update") if u.tool_call_id == "pr-pr1"][-1].content[0].content.text
+    assert "remove them yourself: old.txt" in applied
+    assert (project / "notes.txt").read_text() == "not committed\n"
+
+
+def test_the_mirror_is_refused_a_bad_name_and_says_why_it_could_not_push(live, tmp_path):
+    switch_on(live)
+    r = subprocess.run([sys.executable, *acp_args(live, live.owner, "--repo", "Bad Name")], input="", env=live.env(),
+                       capture_output=True, text=True, timeout=WAIT_S)
+    assert r.returncode == 2 and "lowercase letters, digits, ., _ and -" in r.stderr
+    from agentplaza.cli import acp_mirror
+
+    relay = acp_mirror.Relay(live.url, live.owner, "not-a-project")
+    try:
+        assert acp_mirror.push(relay, str(tmp_path))["failed"] == "the editor's folder is not a git project"
+        with httpx.Client() as c:  # the relay carries git's requests for its one repository only
+            assert c.get(f"{relay.url}/v1/hub").status_code == 404
+            assert c.get(f"{relay.url}/git/other.git/info/refs?service=git-upload-pack").status_code == 404
+    finally:
+        relay.close()

@@ -7,27 +7,45 @@ harness does the work, and the hub streams the agent's transcript back as it gro
 message chunks, each tool call with its status (pending while it waits on an approval, in progress,
 completed or failed), the plan, then the prompt's stop reason when the item ends.  An approval the
 agent waits on is asked of a govern caller (the owner's answer, recorded as coming over ACP); an
-operate caller sees it pending and is never asked.  The hub never calls the editor's file or
-terminal methods and never connects the editor's MCP servers.
+operate caller sees it pending and is never asked.  With the repository mirror (``agentplaza acp
+--repo``), a pull request the agent opens into the editor's branch is shown as a tool call of diffs,
+and with ``acp_write_back`` a govern editor that can write files is asked to apply it: the only time
+the hub calls an editor's file method (``fs/write_text_file``).  It never calls the terminal methods
+and never connects the editor's MCP servers.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import orjson
 from acp import helpers as h
 from acp import schema as s
 from pydantic import ValidationError
 
+from vmm.guest.contract import GIT_PORT
+
 from ..commands import acp as commands
 from ..commands import agents as agent_commands
 from ..commands import approvals as approval_commands
-from ..domain.acp import SLASH_COMMANDS, prompt_text, slash_command
+from ..domain.acp import (
+    MAX_WRITE_BACK_FILES,
+    SLASH_COMMANDS,
+    WRITE_BACK_WAIT_S,
+    Mirror,
+    mirror_note,
+    mirror_of,
+    prompt_text,
+    slash_command,
+)
 from ..domain.base import Refusal
 from ..projections import agents as agents_rm
+from ..projections import git as git_rm
 from ..projections import hub_mcp as rm
+from ..runtime import forge
 from ..wire import ACP_MODES
 from .hub import VERSION
 
@@ -61,6 +79,9 @@ class Open:
     cancelled: bool = False
     writing: bool = False  # a prompt is being written: a cancel now applies to it once it is
     asked: set[str] = field(default_factory=set)  # approvals already put to the editor
+    cwd: str | None = None  # the editor's project folder (session/new, load, resume)
+    mirror: Mirror | None = None  # what the CLI last pushed of it (``agentplaza acp --repo``)
+    shown_prs: set[str] = field(default_factory=set)  # the mirror's pull requests already shown
 
 
 def _parse(model, params: dict):
@@ -156,16 +177,18 @@ async def _update(c: Connection, session_id: str, update) -> None:
 
 async def session_new(c: Connection, params: dict) -> dict:
     req = _parse(s.NewSessionRequest, params)
+    mirror = mirror_of(params.get("_meta"))  # checked before anything is recorded
     agent = await _q(_pick_agent, c)
     done = await _q(commands.new_session, c.hub.commands, _ctx(c, "new session"), agent["cid"], c.caller.key,
                     c.protocol, req.cwd)
     await _settled(c, done)
-    c.sessions[done.value] = Open(done.value, agent["cid"])
+    c.sessions[done.value] = Open(done.value, agent["cid"], cwd=req.cwd, mirror=mirror)
     c.tg.start_soon(_announce, c, done.value)
     return _out(s.NewSessionResponse(session_id=done.value, modes=_modes(c, agent)))
 
 
-async def _reopen(c: Connection, session_id: str, how: str) -> dict:
+async def _reopen(c: Connection, session_id: str, how: str, params: dict) -> dict:
+    mirror = mirror_of(params.get("_meta"))
     row = await _q(rm.acp_session, c.hub.read_models, session_id)
     if row is None:
         raise Refusal("no_session", f"no editor session {session_id[:40]!r} on this hub")
@@ -173,13 +196,14 @@ async def _reopen(c: Connection, session_id: str, how: str) -> dict:
     _may_drive(c, agent)
     done = await _q(commands.reopen, c.hub.commands, _ctx(c, f"session {how}"), row["id"], how, c.caller.key)
     await _settled(c, done)
-    c.sessions[row["id"]] = Open(row["id"], row["cid"])
+    cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else None
+    c.sessions[row["id"]] = Open(row["id"], row["cid"], cwd=cwd, mirror=mirror)
     return agent
 
 
 async def session_load(c: Connection, params: dict) -> dict:
     req = _parse(s.LoadSessionRequest, params)
-    agent = await _reopen(c, req.session_id, "load")
+    agent = await _reopen(c, req.session_id, "load", params)
     for update in await _q(_history, c, req.session_id, agent["cid"]):
         await _update(c, req.session_id, update)
     c.tg.start_soon(_announce, c, req.session_id)
@@ -188,7 +212,7 @@ async def session_load(c: Connection, params: dict) -> dict:
 
 async def session_resume(c: Connection, params: dict) -> dict:
     req = _parse(s.ResumeSessionRequest, params)
-    agent = await _reopen(c, req.session_id, "resume")
+    agent = await _reopen(c, req.session_id, "resume", params)
     c.tg.start_soon(_announce, c, req.session_id)
     return _out(s.ResumeSessionResponse(modes=_modes(c, agent)))
 
@@ -240,6 +264,9 @@ async def session_prompt(c: Connection, params: dict) -> dict:
         return await _slash(c, o, slash)
     if o.running is not None:
         raise Refusal("agent_busy", "a prompt of this session is still running; cancel it or wait")
+    o.mirror = mirror_of(params.get("_meta")) or o.mirror
+    if o.mirror is not None:  # where the editor's project is (the CLI pushed it just now)
+        text += mirror_note(o.mirror, o.id, f"http://127.0.0.1:{GIT_PORT}/git/{o.mirror.repo}.git")
     last = await _q(_last_seq, c, o.cid)
     o.cancelled, o.writing = False, True
     try:
@@ -331,9 +358,93 @@ async def _entry(c: Connection, o: Open, e: dict, tools: dict[str, str]) -> None
         text = (e["text"] or "")[:RESULT_SHOWN]
         await _update(c, o.id, h.update_tool_call(call_id, status=status,
                                                   content=[h.tool_content(h.text_block(text))] if text else None))
+        number = _opened_pr(e) if o.mirror is not None and d.get("ok") else None
+        if number is not None and number not in o.shown_prs:
+            o.shown_prs.add(number)
+            c.tg.start_soon(_mirror_pr, c, o, number)
         return
     if kind == "error":
         await _update(c, o.id, h.update_agent_thought_text(f"error: {e['text'] or ''}"))
+
+
+# -- the repository mirror: the agent's pull request shown, and written back ----------------------------------
+
+def _opened_pr(e: dict) -> str | None:
+    """The pull request a ``plaza_git`` result says it opened, or None."""
+    if e["tool"] != "plaza_git":
+        return None
+    try:
+        out = orjson.loads(e["text"] or "")
+    except orjson.JSONDecodeError:
+        return None
+    return out["pr"] if isinstance(out, dict) and out.get("opened") and isinstance(out.get("pr"), str) else None
+
+
+def _pr_changes(c: Connection, number: str) -> tuple[dict, list[dict]]:
+    c.hub.read_models.catch_up()
+    server = forge.server_of(c.hub)
+    return git_rm.pr_row(c.hub.read_models, number), server.changes(number)
+
+
+async def _mirror_pr(c: Connection, o: Open, number: str) -> None:
+    """A pull request the agent opened into the editor's branch: shown as a tool call whose content is its
+    diffs, with its link; with write-back on, a govern editor that can write files is asked to apply it."""
+    pr, files = await _q(_pr_changes, c, number)
+    m = o.mirror
+    if m is None or pr.get("repo") != m.repo or pr.get("target") != m.branch:
+        return  # a pull request elsewhere: the tool call as it was is all the editor sees
+    root = o.cwd or "/"
+    link = f"{c.hub.address.rstrip('/')}/#/git/pr/{number}" if getattr(c.hub, "address", None) else None
+    content = [h.tool_content(h.text_block(f"{number}: {pr.get('title')} ({pr.get('source')} into {m.branch})"
+                                           + (f" {link}" if link else "")))]
+    for f in files:
+        if f["binary"]:
+            content.append(h.tool_content(h.text_block(f"{f['path']}: binary, not shown")))
+        else:
+            content.append(h.tool_diff_content(os.path.join(root, f["path"]), f["new"] or "", f["old"]))
+    call_id = f"pr-{number}"
+    await _update(c, o.id, h.start_tool_call(call_id, f"pull request {number}", kind="edit", status="completed",
+                                             content=content, raw_input={"pr": number, "link": link}))
+    settings = await _q(rm.settings, c.hub.read_models)
+    writes = bool(((c.client_caps or {}).get("fs") or {}).get("writeTextFile"))
+    if not (settings["acp_write_back"] and c.governs and writes and c.protocol == PROTOCOL_V1 and o.cwd):
+        return  # the guide: only the owner or govern is asked, and only an editor that can write files
+    await _write_back(c, o, call_id, number, files)
+
+
+async def _write_back(c: Connection, o: Open, call_id: str, number: str, files: list[dict]) -> None:
+    req = s.RequestPermissionRequest(
+        session_id=o.id,
+        tool_call=s.ToolCallUpdate(tool_call_id=call_id, title=f"Apply pull request {number} to your project?",
+                                   status="pending"),
+        options=[s.PermissionOption(option_id="apply", name="Apply", kind="allow_once"),
+                 s.PermissionOption(option_id="skip", name="Do not apply", kind="reject_once")])
+    answer = None
+    with anyio.move_on_after(WRITE_BACK_WAIT_S):
+        answer = await c.ask("session/request_permission", _out(req))
+    outcome = (answer or {}).get("outcome") or {}
+    if outcome.get("outcome") != "selected" or outcome.get("optionId") != "apply":
+        await _update(c, o.id, h.update_tool_call(call_id, content=[h.tool_content(h.text_block(
+            f"not applied: {number} stays on its branch"))]))
+        return
+    written, deleted, skipped = [], [], []
+    for f in files[:MAX_WRITE_BACK_FILES]:
+        if f["new"] is None and not f["binary"]:
+            deleted.append(f["path"])
+        elif f["binary"] or f["cut"]:
+            skipped.append(f["path"])
+        else:
+            path = os.path.join(o.cwd, f["path"])
+            r = await c.ask("fs/write_text_file", _out(s.WriteTextFileRequest(session_id=o.id, path=path,
+                                                                               content=f["new"])))
+            (written if r is not None else skipped).append(f["path"])
+    skipped += [f["path"] for f in files[MAX_WRITE_BACK_FILES:]]
+    said = [f"applied {number}: wrote {len(written)} file(s)"]
+    if deleted:
+        said.append("deleted in the pull request, remove them yourself: " + ", ".join(deleted))
+    if skipped:
+        said.append("not written (binary, too large or refused by the editor): " + ", ".join(skipped))
+    await _update(c, o.id, h.update_tool_call(call_id, content=[h.tool_content(h.text_block("; ".join(said)))]))
 
 
 async def _ask_approval(c: Connection, o: Open, call_id: str, tool: str, approval: str) -> None:

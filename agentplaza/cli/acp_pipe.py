@@ -5,16 +5,18 @@ WebSocket as one message, and each message the hub sends comes back as one line 
 output.  The CLI adds no protocol of its own; the hub answers every method.  The editor's side of
 the pipe is the ``agent-client-protocol`` package's stdio streams; the hub's side is a WebSocket
 carrying the owner token or a hub MCP token (``--token``, ``APZ_TOKEN``, or this machine's owner
-token for a local hub).
+token for a local hub).  With ``--repo NAME`` it also pushes the editor's project before each session
+and prompt (``acp_mirror``) and says what it pushed in the request's ``_meta``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from urllib.parse import quote
 
-from ..wire import ACP_PATH
+from ..wire import ACP_MIRROR_META, ACP_MIRRORED, ACP_PATH
 
 #: An editor's message may carry 256 KiB of attached text; the hub takes up to 384 KiB a message.
 LINE_BYTES_MAX = 512 * 1024
@@ -35,7 +37,25 @@ def refusal_text(status: int, body: bytes) -> str:
     return f"refused ({status}): {err.get('code', 'refused')}: {err.get('message', 'the hub refused the editor')}"
 
 
-async def pipe(url: str, token: str | None, ssl_context=None) -> int:
+def mirrored(line: bytes, mirror, cwd: list) -> bytes:
+    """``line`` with what the mirror pushed in its ``_meta``, where it is a request the guide pushes before
+    (a session or a prompt); any other line goes as it came. ``cwd``: the project folder (the latest a
+    session named), kept across lines."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(msg, dict) or msg.get("method") not in ACP_MIRRORED or not isinstance(msg.get("params"), dict):
+        return line
+    params = msg["params"]
+    if isinstance(params.get("cwd"), str) and params["cwd"]:
+        cwd[0] = params["cwd"]
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    params["_meta"] = {**meta, ACP_MIRROR_META: mirror(cwd[0])}
+    return json.dumps(msg).encode()
+
+
+async def pipe(url: str, token: str | None, ssl_context=None, mirror=None) -> int:
     # The async stack loads here, with `acp` only: every other command stays fast.
     import asyncio
 
@@ -54,6 +74,7 @@ async def pipe(url: str, token: str | None, ssl_context=None) -> int:
         print(f"agentplaza acp: cannot reach the hub at {url}: {e}", file=sys.stderr)
         return REFUSED_EXIT
     reader, writer = await stdio_streams(limit=LINE_BYTES_MAX)
+    cwd = [os.getcwd()]
 
     async def editor_to_hub() -> None:
         while True:
@@ -61,6 +82,8 @@ async def pipe(url: str, token: str | None, ssl_context=None) -> int:
             if not line:
                 return  # the editor closed its end
             line = line.strip()
+            if line and mirror is not None:  # push first: the hub tells the agent what is there
+                line = await asyncio.to_thread(mirrored, line, mirror, cwd)
             if line:
                 await ws.send(line.decode(errors="replace"))
 
@@ -87,7 +110,15 @@ async def pipe(url: str, token: str | None, ssl_context=None) -> int:
     return 0
 
 
-def run(hub: str, token: str | None, agent: str | None, ssl_context=None) -> int:
+def run(hub: str, token: str | None, agent: str | None, ssl_context=None, repo: str | None = None) -> int:
     import asyncio
 
-    return asyncio.run(pipe(url_of(hub, agent), token, ssl_context))
+    if repo is None:
+        return asyncio.run(pipe(url_of(hub, agent), token, ssl_context))
+    from . import acp_mirror
+
+    relay = acp_mirror.Relay(hub, token, repo, verify=ssl_context if ssl_context is not None else True)
+    try:
+        return asyncio.run(pipe(url_of(hub, agent), token, ssl_context, lambda cwd: acp_mirror.push(relay, cwd)))
+    finally:
+        relay.close()

@@ -13,14 +13,23 @@ Rules (the guide's "Editors over ACP"):
 2. A line that starts with one of ``SLASH_COMMANDS`` runs on the agent at once instead of queuing as
    chat; ``/extend-turns <n>`` takes 1..``MAX_EXTEND_TURNS``, ``/steer <note>`` a note.
 3. The title is the first prompt's first line, cut to ``MAX_TITLE_CHARS``.
+4. The repository mirror (``agentplaza acp --repo NAME``): the CLI pushes the editor's committed branch to
+   the plaza repository as ``editor/<branch>`` (``editor/detached-<sha>`` on a detached HEAD) before each
+   session and prompt, and says so in the request's ``_meta`` under ``MIRROR_META``; the prompt told to
+   the agent then says where the project is (``mirror_note``). The agent works on ``acp/<session>`` and
+   opens a pull request into the editor's branch.
+5. Write-back (``acp_write_back``): an editor that can write files is asked, once per pull request of
+   the mirror, whether to apply it; unanswered after ``WRITE_BACK_WAIT_S``, nothing is written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..wire import ACP_MIRROR_META
 from .agents import MAX_TELL_CHARS
 from .base import Context, PlazaAggregate, Refusal
+from .git import branch_name, repo_name
 
 #: The guide: "Their text goes to the agent up to 256 KiB in all, and the rest is left out."
 MAX_ATTACHMENT_BYTES = 256 * 1024
@@ -37,6 +46,12 @@ SLASH_COMMANDS = (
 )
 MAX_EXTEND_TURNS = 1000
 MAX_STEER_CHARS = 2000
+#: Where the CLI says what it pushed, in a request's ``_meta``.
+MIRROR_META = ACP_MIRROR_META
+#: The guide: "A denied ask, or one left unanswered for 10 minutes, writes nothing".
+WRITE_BACK_WAIT_S = 600
+#: The most files write-back writes for one pull request.
+MAX_WRITE_BACK_FILES = 200
 #: What a cut attachment says in its place.
 CUT_NOTE = "[attachments cut at 256 KiB: the rest is left out]"
 
@@ -161,3 +176,47 @@ class AcpSession(PlazaAggregate):
         if how not in ("load", "resume"):
             raise Refusal("invalid_request", "a session is loaded or resumed")
         self.record(self.Opened, ctx, how=how, caller=caller)
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """What the CLI pushed for an editor's project: the plaza repository and branch, the commit, whether
+    the project had uncommitted changes, or why the push failed."""
+
+    repo: str
+    branch: str | None
+    commit: str | None
+    dirty: bool
+    failed: str | None
+
+
+def mirror_of(meta: object) -> Mirror | None:
+    """The mirror a request's ``_meta`` names, checked (None where it names none)."""
+    m = meta.get(MIRROR_META) if isinstance(meta, dict) else None
+    if m is None:
+        return None
+    if not isinstance(m, dict):
+        raise Refusal("invalid_request", f"{MIRROR_META} is an object")
+    failed = m.get("failed")
+    branch, commit = m.get("branch"), m.get("commit")
+    if failed is None and not (isinstance(commit, str) and len(commit) in (40, 64) and commit.isalnum()):
+        raise Refusal("invalid_request", f"{MIRROR_META} names the commit it pushed")
+    return Mirror(repo_name(m.get("repo")), branch_name(branch) if failed is None else None,
+                  commit if failed is None else None, m.get("dirty") is True,
+                  str(failed)[:300] if failed is not None else None)
+
+
+def work_branch(session_id: str) -> str:
+    return f"acp/{session_id}"
+
+
+def mirror_note(m: Mirror, session_id: str, clone_url: str) -> str:
+    """What the agent is told, under the prompt, about the editor's project."""
+    if m.failed is not None:
+        return (f"\n\n[The editor's project could not be pushed to the plaza repository {m.repo}: {m.failed}. "
+                "You do not have it for this prompt.]")
+    dirty = (" The project has uncommitted changes; they are not in the branch." if m.dirty else "")
+    return (f"\n\n[The editor's project is the plaza repository {m.repo}, branch {m.branch} (commit "
+            f"{m.commit[:12]}).{dirty} Clone it in your VM (git clone {clone_url}), work on the branch "
+            f"{work_branch(session_id)}, push it, and open a pull request into {m.branch} with plaza_git "
+            "(op open_pr). The editor is shown that pull request.]")

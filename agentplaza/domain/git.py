@@ -30,9 +30,12 @@ import uuid
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 from .names import short_number
 
-#: The longest repository name.
-MAX_REPO_CHARS = 64
-REPO_PATTERN = re.compile(rf"[a-z0-9][a-z0-9_-]{{0,{MAX_REPO_CHARS - 1}}}")
+#: The guide ("The repository mirror"): "a plaza repository name: lowercase letters, digits, ., _ and -, up
+#: to 100 characters". Here it starts with a letter or digit, holds no "..", and does not end in ".git"
+#: (the smart HTTP path adds that), ".lock" or ".".
+MAX_REPO_CHARS = 100
+REPO_PATTERN = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{MAX_REPO_CHARS - 1}}}")
+REPO_FORBIDDEN_ENDS = (".git", ".lock", ".")
 #: The longest branch or tag name (after refs/heads/ or refs/tags/).
 MAX_BRANCH_CHARS = 200
 BRANCH_PATTERN = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._/-]{{0,{MAX_BRANCH_CHARS - 1}}}")
@@ -67,9 +70,11 @@ def pr_id(number: str) -> uuid.UUID:
 
 
 def repo_name(name: object) -> str:
-    if not isinstance(name, str) or REPO_PATTERN.fullmatch(name) is None:
+    if (not isinstance(name, str) or REPO_PATTERN.fullmatch(name) is None or ".." in name
+            or name.endswith(REPO_FORBIDDEN_ENDS)):
         raise Refusal("invalid_repo", f"a repository name is a lower-case letter or digit, then lower-case letters, "
-                      f"digits, - and _ (at most {MAX_REPO_CHARS}); {str(name)[:80]!r} is not one")
+                      f"digits, ., _ and - (at most {MAX_REPO_CHARS}, no '..', not ending in .git); "
+                      f"{str(name)[:80]!r} is not one")
     return name
 
 

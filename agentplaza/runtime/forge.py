@@ -21,7 +21,7 @@ from ..domain.agents import LOCAL_NODE, node_id, transcript_id
 from ..domain.base import Context, Refusal
 from ..domain.git import BRANCH_PREFIX, ZERO, pr_number
 from .githttp import GitAnswer, GitRequest, serve
-from .gitstore import REPOS_DIR, GitStore
+from .gitstore import MAX_SHOWN_BYTES, REPOS_DIR, GitStore
 
 #: The owner's name on the merge commits the owner makes.
 OWNER_AUTHOR = ("owner", "owner@plaza.invalid")
@@ -200,6 +200,35 @@ class GitServer:
         if pr.state == "merged":
             return self.store.diff(pr.repo, pr.base, pr.head)
         return self.store.diff(pr.repo, self.store.resolve(pr.repo, pr.target), self.store.resolve(pr.repo, pr.source))
+
+
+    def changes(self, number: str) -> list[dict]:
+        """A pull request's files as they were and as they are: ``path``, ``old`` and ``new`` text (None where
+        the file is not there on that side), ``binary`` where either side is not text, each side cut at
+        ``MAX_SHOWN_BYTES`` (``cut``). What an editor shows as diffs, and what write-back writes."""
+        pr = gc.pr_of(self.cmds, pr_number(number))
+        d = self.diff(number)
+        out = []
+        for f in d["files"]:
+            old, old_bin, old_cut = self._text_at(pr.repo, d["base"], f["path"])
+            new, new_bin, new_cut = self._text_at(pr.repo, d["head"], f["path"])
+            out.append({"path": f["path"], "old": old, "new": new, "binary": old_bin or new_bin,
+                        "cut": old_cut or new_cut})
+        return out
+
+    def _text_at(self, repo: str, commit: str, path: str) -> tuple[str | None, bool, bool]:
+        r = self.store.run(repo, "cat-file", "blob", f"{commit}:{path}", ok=(0, 128))
+        if r.returncode != 0:
+            return None, False, False
+        data = r.stdout
+        if b"\0" in data[:8000]:
+            return None, True, False
+        try:
+            if len(data) > MAX_SHOWN_BYTES:  # a cut may split a character: shown, never written back
+                return data[:MAX_SHOWN_BYTES].decode(errors="replace"), False, True
+            return data.decode(), False, False
+        except UnicodeDecodeError:
+            return None, True, False
 
 
 def server_of(hub: Any) -> GitServer:

@@ -3,6 +3,7 @@ holds.  See docs/acp.md."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 from .. import acp_pipe
@@ -10,15 +11,20 @@ from ..actions import Action, Area, arg
 from ..env import Env
 from ..output import table
 
+#: The guide: "a plaza repository name: lowercase letters, digits, ., _ and -, up to 100 characters" (the hub
+#: checks the rest: no "..", no ".git" at the end).
+REPO_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 SESSION_COLUMNS = ["id", "cid", "title", "caller", "protocol", "prompts", "created_at", "updated_at"]
 
 
 def connect(env: Env) -> int:
     a, c = env.args, env.client
-    if getattr(a, "repo", None):
-        print("agentplaza acp: --repo (the repository mirror) is not available on this plaza yet; "
-              "the agent works without your project", file=sys.stderr)
-    return acp_pipe.run(c.hub, c.token, a.agent, c.ssl_context)
+    repo = getattr(a, "repo", None)
+    if repo is not None and REPO_NAME.fullmatch(repo) is None:
+        print(f"agentplaza acp: --repo takes a plaza repository name: lowercase letters, digits, ., _ and -, up "
+              f"to 100 characters; {repo[:100]!r} is not one", file=sys.stderr)
+        return 2
+    return acp_pipe.run(c.hub, c.token, a.agent, c.ssl_context, repo)
 
 
 AREA = Area("acp", "the stdio agent Zed, JetBrains IDEs and Neovim start, and the editor sessions on the hub", (
