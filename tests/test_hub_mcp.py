@@ -57,6 +57,20 @@ def test_off_until_enabled_then_secure_and_browser_pages_kept_out(hub):
     assert r.status_code == 200 and r.json()["origins"]["added"] == ["https://tools.example"]
     assert c.post("/mcp", json=INIT, headers={**auth, "Origin": "https://tools.example"}).status_code == 200
     assert c.post("/mcp", json=INIT, headers={**ACCEPT, "Origin": "https://tools.example"}).status_code == 401
+    # ... and that page may read the answers (CORS naming that origin alone), after its preflight
+    pre = c.options("/mcp", headers={"Origin": "https://tools.example", "Access-Control-Request-Method": "POST",
+                                     "Access-Control-Request-Headers": "authorization, content-type"})
+    assert pre.status_code == 204 and pre.headers["access-control-allow-origin"] == "https://tools.example"
+    assert "authorization" in pre.headers["access-control-allow-headers"] and "POST" in pre.headers[
+        "access-control-allow-methods"]
+    r = c.post("/mcp", json=INIT, headers={**auth, "Origin": "https://tools.example"})
+    assert r.headers["access-control-allow-origin"] == "https://tools.example"
+    assert "mcp-session-id" in r.headers["access-control-expose-headers"]
+    for other in ({"Origin": "https://evil.example"}, {}, {"Origin": hub.url}):  # never for anyone else
+        pre = c.options("/mcp", headers={**other, "Access-Control-Request-Method": "POST"})
+        assert pre.status_code in (403, 404) and "access-control-allow-origin" not in pre.headers, other
+        r = c.post("/mcp", json=INIT, headers={**auth, **other})
+        assert "access-control-allow-origin" not in r.headers, other
     # The rest of the hub keeps its own rule: that origin is nobody's at /v1.
     assert c.get("/v1/hub", headers={"Origin": "https://tools.example"}).status_code == 403
     assert cli(hub, "mcp", "server", "disable").returncode == 0

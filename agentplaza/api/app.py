@@ -115,7 +115,7 @@ def create_app(hub: Hub) -> Starlette:
 
     routes = [r for area in AREAS for r in area.ROUTES]
     routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus)))
-    routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
+    routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE", "OPTIONS"]))  # OPTIONS: CORS preflight
     routes.append(WebSocketRoute(ACP_PATH, acp.endpoint))
     app = Starlette(
         routes=routes,

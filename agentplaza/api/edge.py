@@ -11,7 +11,9 @@ would let them through.  So, before authentication and before any route:
 2. **Only the hub's own pages.**  A request carrying an ``Origin`` that is not the hub's own origin
    (the origin of the very ``Host`` it was sent to, or one the owner configured), or a
    ``Sec-Fetch-Site`` other than ``same-origin``/``none``, is refused 403, for every method and for
-   the WebSocket upgrade (answered with the HTTP status itself).  No CORS header is ever sent, so no other origin can read an answer.
+   the WebSocket upgrade (answered with the HTTP status itself).  No CORS header is ever sent, so no other
+   origin can read an answer; the one exception is ``/mcp``, whose door names in CORS an origin the owner
+   added for MCP (and only that one, never ``*``).
 3. **No simple requests.**  A request that changes something (``POST``, ``PUT``, ``PATCH``, and a
    ``DELETE`` with a body) must be ``Content-Type: application/json``, else 415.  A browser cannot
    send that type cross-site without a preflight, and the preflight is refused by rule 2.
@@ -172,7 +174,8 @@ class Edge:
             await _drain(receive)
             await response(scope, receive, _with_headers(send))
             return
-        await self.app(scope, receive, _with_headers(send) if scope["type"] == "http" else send)
+        keep_cors = scope.get("path") == MCP_PATH  # the MCP door's own CORS, for origins the owner added alone
+        await self.app(scope, receive, _with_headers(send, keep_cors=keep_cors) if scope["type"] == "http" else send)
 
     def refusal(self, scope: Scope, headers: dict[bytes, list[bytes]]) -> tuple[int, str, str] | None:
         host = _one(headers, b"host")
@@ -234,10 +237,11 @@ def _one(headers: dict[bytes, list[bytes]], name: bytes) -> str | None:
     return values[0].decode("latin-1")
 
 
-def _with_headers(send: Send, prefix: str = "") -> Send:
+def _with_headers(send: Send, prefix: str = "", keep_cors: bool = False) -> Send:
     async def sending(message: Message) -> None:
         if message["type"] == prefix + "http.response.start":
-            headers = [(k, v) for k, v in message.get("headers", []) if not k.lower().startswith(b"access-control-")]
+            headers = [(k, v) for k, v in message.get("headers", [])
+                       if keep_cors or not k.lower().startswith(b"access-control-")]
             have = {k.lower() for k, _ in headers}
             headers.extend(h for h in SECURITY_HEADERS if h[0] not in have)
             if b"cache-control" not in have:

@@ -33,6 +33,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..commands import hub_mcp as commands
@@ -125,12 +126,51 @@ def digest(arguments: dict | None) -> str:
     return hashlib.sha256(orjson.dumps(arguments or {}, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+#: What a page at an origin the owner added may send and read (CORS, only for those origins, never "*").
+CORS_METHODS = b"GET, POST, DELETE"
+CORS_HEADERS = b"authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id"
+CORS_EXPOSED = b"mcp-session-id, mcp-protocol-version"
+CORS_MAX_AGE = b"600"
+
+
+def added_origin(hub: Hub, scope: Scope, settings: dict) -> bytes | None:
+    """The request's ``Origin`` where it is one the owner added for MCP (not the hub's own, which needs no
+    CORS): the one origin the answer may name in ``Access-Control-Allow-Origin``."""
+    origins = [v for k, v in scope.get("headers") or [] if k.lower() == b"origin"]
+    if len(origins) != 1:
+        return None
+    origin = origins[0].decode("latin-1")
+    headers = dict(scope.get("headers") or [])
+    host = headers.get(b"host", b"").decode("latin-1")
+    if hub.names.origin_ok(origin, host, scope.get("scheme", "http")):
+        return None
+    return origins[0] if origin.lower().rstrip("/") in settings["origins"] else None
+
+
+def _cors(send: Send, origin: bytes, preflight: bool = False) -> Send:
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            more = [(b"access-control-allow-origin", origin), (b"vary", b"Origin"),
+                    (b"access-control-expose-headers", CORS_EXPOSED)]
+            if preflight:
+                more += [(b"access-control-allow-methods", CORS_METHODS),
+                         (b"access-control-allow-headers", CORS_HEADERS), (b"access-control-max-age", CORS_MAX_AGE)]
+            message = {**message, "headers": [*message.get("headers", []), *more]}
+        await send(message)
+
+    return sending
+
+
 def own_origin_ok(hub: Hub, scope: Scope, origin: str, settings: dict) -> bool:
     headers = dict(scope.get("headers") or [])
     host = headers.get(b"host", b"").decode("latin-1")
     if hub.names.origin_ok(origin, host, scope.get("scheme", "http")):
         return True
     return origin.lower().rstrip("/") in settings["origins"]
+
+
+#: A CORS preflight from an origin the owner added: answered 204 with what that page may send.
+PREFLIGHT = (204, "preflight", "")
 
 
 class McpDoor:
@@ -151,7 +191,12 @@ class McpDoor:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = await anyio.to_thread.run_sync(self.refusal, scope)
+        refusal, cors = await anyio.to_thread.run_sync(self.checked, scope)
+        if cors is not None:  # a page at an origin the owner added may read the answer (and only that page)
+            send = _cors(send, cors, preflight=refusal is PREFLIGHT)
+        if refusal is PREFLIGHT:
+            await Response(status_code=204)(scope, receive, send)
+            return
         if isinstance(refusal, tuple):
             status, code, message = refusal
             await error_response(status, code, message)(scope, receive, send)
@@ -160,6 +205,15 @@ class McpDoor:
         scope["user"] = AuthenticatedUser(AccessToken(token=refusal.key, client_id=refusal.key,
                                                       scopes=[refusal.scope]))
         await self.manager.handle_request(scope, receive, send)
+
+    def checked(self, scope: Scope) -> tuple[Caller | tuple[int, str, str], bytes | None]:
+        """The caller (or why not, or ``PREFLIGHT``), and the added origin the answer may name for CORS."""
+        refusal = self.refusal(scope)
+        settings = rm.settings(self.hub.read_models)
+        cors = added_origin(self.hub, scope, settings) if settings["enabled"] else None
+        if refusal is PREFLIGHT and cors is None:  # no page but an added origin's is ever answered
+            return (404, "not_found", "no route OPTIONS /mcp"), None
+        return refusal, cors
 
     def refusal(self, scope: Scope) -> Caller | tuple[int, str, str]:
         """The caller, or why not (it reads the read models: run off the event loop)."""
@@ -173,6 +227,8 @@ class McpDoor:
         client = scope.get("client") or (None, None)
         if not settings["remote"] and not is_loopback(client[0]):
             return 403, "mcp_local_only", "the hub's MCP server answers this machine only (it is local)"
+        if scope.get("method") == "OPTIONS":  # a CORS preflight carries no token: answered by ``checked``
+            return PREFLIGHT
         return caller_of(self.hub, scope, settings)
 
     # -- the SDK's handlers --------------------------------------------------------------------------------
