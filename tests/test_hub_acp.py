@@ -641,3 +641,27 @@ def test_the_mirror_is_refused_a_bad_name_and_says_why_it_could_not_push(live, t
             assert c.get(f"{relay.url}/git/other.git/info/refs?service=git-upload-pack").status_code == 404
     finally:
         relay.close()
+
+
+def test_the_model_is_changed_by_a_govern_editor_and_refused_to_operate(live):
+    switch_on(live)
+    with live.http() as c:
+        r = c.patch("/v1/models/policy", json={"orchestrator": [MOCK, "mock/reply"]})
+        assert r.status_code == 200, r.text
+
+    async def main(token: str):
+        async with spawn_agent_process(Editor(), sys.executable, *acp_args(live, token), env=live.env()) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            new = await conn.new_session(cwd="/tmp/p", mcp_servers=[])
+            # session/set_model: the hub's (the package's client has no helper for it yet), sent as it is
+            try:
+                await conn._conn.send_request("session/set_model", {"sessionId": new.session_id,
+                                                                    "modelId": "mock/reply"})
+            except RequestError as e:
+                return str(e.data or e)
+            return None
+
+    assert "operate" in within(main(live.token("operate")))
+    assert within(main(live.token("govern"))) is None
+    live.hub.read_models.catch_up()
+    assert agents_rm.agent_row(live.hub.read_models, live.cid)["model"] == "mock/reply"
