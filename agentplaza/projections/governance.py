@@ -83,8 +83,10 @@ cases = sa.Table(
     sa.Column("incident", sa.String(24)),
     sa.Column("prosecutor", sa.String(80), nullable=False),
     sa.Column("defences", sa.Integer, nullable=False),
+    sa.Column("defended", sa.Text, nullable=False),  # JSON list: each defence {by, text, at}
     sa.Column("verdict", sa.String(12)),
     sa.Column("ruling", sa.Text),
+    sa.Column("judge", sa.String(80)),
     sa.Column("at", sa.String(40), nullable=False),
 )
 
@@ -122,7 +124,7 @@ MOTION_COLUMNS = ("id", "kind", "title", "seat", "amount", "status", "result", "
 
 class GovernanceProjection(Projection):
     name = "governance"
-    version = 1
+    version = 2
     tables = (projects, docs, motions, cases, incidents, ids, motion_ids, case_ids)
 
     # -- projects --------------------------------------------------------------------------------------
@@ -258,8 +260,8 @@ class GovernanceProjection(Projection):
         rows.put("rm_case_ids", {"key": e.originator_id, "id": d["number"]})
         rows.put("rm_cases", {"id": d["number"], "seq": int(d["number"][1:]), "accused": d["accused"], "law": d["law"],
                               "severity": d["severity"], "charge": d["charge"], "incident": d["incident"],
-                              "prosecutor": d["prosecutor"], "defences": 0, "verdict": None, "ruling": None,
-                              "at": e.at})
+                              "prosecutor": d["prosecutor"], "defences": 0, "defended": "[]", "verdict": None,
+                              "ruling": None, "judge": None, "at": e.at})
 
     def _case(self, e: EventRecord, rows: Rows) -> dict | None:
         key = rows.get("rm_case_ids", e.originator_id)
@@ -269,12 +271,14 @@ class GovernanceProjection(Projection):
         c = self._case(e, rows)
         if c is not None:
             c["defences"] += 1
+            c["defended"] = json.dumps([*json.loads(c["defended"]),
+                                        {"by": e.actor, "text": e.data["text"], "at": e.at}])
             rows.put("rm_cases", c)
 
     def on_Case_Ruled(self, e: EventRecord, rows: Rows) -> None:
         c = self._case(e, rows)
         if c is not None:
-            c["verdict"], c["ruling"] = e.data["verdict"], e.data["text"]
+            c["verdict"], c["ruling"], c["judge"] = e.data["verdict"], e.data["text"], e.actor
             rows.put("rm_cases", c)
 
 
@@ -310,11 +314,30 @@ def motion_row(read_models, number: str) -> dict | None:
 
 
 def case_rows(read_models) -> list[dict]:
-    return read_models.rows(cases, order_by=cases.c.seq)
+    return [_loads(r, "defended") for r in read_models.rows(cases, order_by=cases.c.seq)]
+
+
+def case_row(read_models, number: str) -> dict | None:
+    """One case with its defences and ruling, and the incident it names."""
+    found = read_models.rows(cases, cases.c.id == number)
+    if not found:
+        return None
+    row = _loads(found[0], "defended")
+    named = read_models.rows(incidents, incidents.c.id == row["incident"]) if row["incident"] else []
+    return {**row, "incident_of": named[0] if named else None}
 
 
 def incident_rows(read_models) -> list[dict]:
     return read_models.rows(incidents, order_by=incidents.c.seq)
+
+
+def incident_row(read_models, number: str) -> dict | None:
+    """One incident and the cases that name it."""
+    found = read_models.rows(incidents, incidents.c.id == number)
+    if not found:
+        return None
+    named = read_models.rows(cases, cases.c.incident == number, order_by=cases.c.seq)
+    return {**found[0], "cases": [_loads(r, "defended") for r in named]}
 
 
 def counts(read_models) -> dict:
