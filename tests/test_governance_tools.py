@@ -17,6 +17,7 @@ from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals as apc
 from agentplaza.commands import council as cc
 from agentplaza.commands import projects as pc
+from agentplaza.runtime import forge, projectrepo
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
 
@@ -39,6 +40,12 @@ def call(s, tool, **args):
     return s.handle({"op": "tool", "tool": tool, "args": args})
 
 
+def keep_in_git(hub) -> int:
+    """The hub's pass that keeps the projects in git (``runtime.projectrepo``), on the log as it is now."""
+    hub.read_models.catch_up()
+    return projectrepo.reconcile(hub)
+
+
 def hand_in(s, path: str, data: bytes, title: str, **more) -> str:
     """Share a file and hand it in to the Library (plaza_library_submit); the item's number."""
     shared = s.handle({"op": "share", "path": path, "content": base64.b64encode(data).decode()})
@@ -54,7 +61,8 @@ def result(s, tool, **args):
 def test_a_goal_goes_brief_to_delivered_through_each_roles_tools_under_the_laws(hub):
     _, orch = session(hub, "orchestrator")
     _, researcher = session(hub, "researcher")
-    _, planner = session(hub, "planner")
+    planner_cid, planner = session(hub, "planner")
+    planner_name = forge.author_of(hub, forge.Caller(f"agent:{planner_cid}"))[0]
     _, critic = session(hub, "reviewer")
     _, mayor = session(hub, "mayor")
     builder_cid, builder = session(hub, "builder")
@@ -77,6 +85,19 @@ def test_a_goal_goes_brief_to_delivered_through_each_roles_tools_under_the_laws(
     early = call(orch, "plaza_task_create", title="Write", acceptance="written", project=n)
     assert early["error"]["code"] == "plan_not_approved", early
     assert pc.load(hub.commands, n).version == before + 3  # the critique and its two moves: nothing from the refusals
+    waits = call(mayor, "plaza_project_approve", project=n)
+    assert waits["error"]["code"] == "spec_not_committed", waits  # the spec is not in the repository yet
+    keep_in_git(hub)
+    p = pc.load(hub.commands, n)
+    assert p.repo == n and p.specs[1]["path"] == "openspec/changes/pj1-release-notes"
+    store = forge.server_of(hub).store
+    (head,) = store.log(n, "main", 1)
+    assert head["commit"] == p.specs[1]["commit"] and head["author"] == planner_name
+    assert head["email"] == f"agent-{planner_cid}@agents.plaza.invalid" and head["committer"] == planner_name
+    spec = store.files(n, "main", "openspec/changes/pj1-release-notes/specs/release-notes/spec.md")["content"]
+    assert spec.startswith("## ADDED Requirements") and "NOTES.md lists every change" in spec
+    assert "t: write the notes" in store.files(n, "main", "openspec/changes/pj1-release-notes/tasks.md")["content"]
+    assert keep_in_git(hub) == 0, "a second pass makes nothing"
     assert result(mayor, "plaza_project_approve", project=n)["stage"] == "implementation"
 
     task = result(orch, "plaza_task_create", title="Write the notes", acceptance="every change listed", budget=400,

@@ -46,7 +46,8 @@ def view(p: Project) -> dict:
             "mayor_approved": p.mayor_approved, "approval": p.approval, "waits_for_owner": p.waits_for_owner,
             "revision": p.revision, "research": list(p.research), "revisions": list(p.revisions),
             "critiques": list(p.critiques), "sent_back": p.sent_back, "tasks": list(p.tasks),
-            "done": list(p.done), "deliverable": p.deliverable,
+            "done": list(p.done), "deliverable": p.deliverable, "thread": p.thread, "repo": p.repo,
+            "specs": {str(k): v for k, v in sorted(p.specs.items())},
             "blocked": p.critique_problem() if p.revisions and p.stage in ("critique", "proposal") else None}
 
 
@@ -223,3 +224,13 @@ def deliver(cmds: Commands, ctx: Context, number: str, title: str, text: str, it
     of its linked tasks."""
     return _changed(cmds, ctx, number, lambda p, u: p.deliver(ctx, title, text, handed_in(u, item), role=role,
                                                          asked=item))
+
+
+def repo_opened(cmds: Commands, ctx: Context, number: str, repo: str) -> Done[dict]:
+    """The hub made the project's repository on the plaza's git server (``runtime.projectrepo``)."""
+    return _changed(cmds, ctx, number, lambda p, u: p.repo_opened(ctx, repo))
+
+
+def spec_committed(cmds: Commands, ctx: Context, number: str, revision: int, path: str, commit: str) -> Done[dict]:
+    """The hub kept a code project's revision in its repository as an OpenSpec change (``runtime.projectrepo``)."""
+    return _changed(cmds, ctx, number, lambda p, u: p.spec_committed(ctx, revision, path, commit))

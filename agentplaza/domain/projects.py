@@ -8,14 +8,18 @@ order ``Project`` applies them:
    project from Brief to Research.
 3. **Proposal.** The planner (or an architect, or the orchestrator) writes a proposal and a tasks
    document; a code project also needs a spec. It needs research first. Each proposal is a new
-   revision (``revisions``: every one is kept).
+   revision (``revisions``: every one is kept). The project's repository on the plaza's git server
+   is made when it opens (``RepoOpened``), and a code project's revision is kept there as an
+   OpenSpec change committed by its author (``SpecCommitted``: the hub's ``runtime.projectrepo``
+   writes it and records the commit).
 4. **Critique.** Agents other than the author critique the current revision; the first critique
    moves Proposal to Critique. When the current revision has at least one critique from an agent
    other than its author and no critique of it that asks for a revision (``revise``), and the owner
    has not sent it back, it moves on to Approval. A critique that asks for a revision blocks the move
    until the planner revises; a revision made at Approval goes back to Critique (the new revision
    needs its own critique).
-5. **Approval.** The Mayor approves the plan (only at Approval: never the orchestrator). A project
+5. **Approval.** The Mayor approves the plan (only at Approval: never the orchestrator; for a code
+   project, only once the current revision's spec is in the project's repository). A project
    flagged for the owner (``owner_flag``) waits for the owner even after the Mayor approved: the
    command then asks for an approval of kind ``project``. The owner can approve or veto at any stage;
    the owner's approval at Approval moves the project on; given earlier it stands, so the Mayor's
@@ -202,6 +206,24 @@ class Project(PlazaAggregate):
         def apply(self, p: Project) -> None:
             p.vetoed = True
 
+    class RepoOpened(PlazaAggregate.Event):
+        """The project's repository on the plaza's git server."""
+        repo: str
+
+        def apply(self, p: Project) -> None:
+            p.repo = self.repo
+
+    class SpecCommitted(PlazaAggregate.Event):
+        """A revision of a code project's plan, kept in its repository as an OpenSpec change."""
+        revision: int
+        repo: str
+        path: str  # the change's folder, like openspec/changes/pj1-release-notes
+        commit: str
+        author: str  # who wrote the revision (the commit's author)
+
+        def apply(self, p: Project) -> None:
+            p.specs[self.revision] = {"repo": self.repo, "path": self.path, "commit": self.commit}
+
     class Threaded(PlazaAggregate.Event):
         """The project's thread on the board: the post its moves and documents are replies to."""
         post: str
@@ -225,6 +247,8 @@ class Project(PlazaAggregate):
         self.deliverable: dict | None = None
         self.vetoed = False
         self.thread: str | None = None
+        self.repo: str | None = None
+        self.specs: dict[int, dict] = {}  # revision -> where its OpenSpec change was committed
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -368,6 +392,9 @@ class Project(PlazaAggregate):
         self._ready_for_approval()
         if self.mayor_approved == self.revision:
             raise Refusal("no_change", f"the Mayor already approved revision {self.revision}")
+        if self.kind == "code" and self.revision not in self.specs:
+            raise Refusal("spec_not_committed", f"revision {self.revision}'s spec is not in the project's repository "
+                          f"yet (the hub commits it as an OpenSpec change in a moment): approve it once it is there")
         self.record(self.MayorApproved, ctx, revision=self.revision)
         if self.owner_flag and not self.owner_approved:
             return False
@@ -442,6 +469,26 @@ class Project(PlazaAggregate):
         self.record(self.DeliverableAttached, ctx, title=title, text=doc(text, "the deliverable"), item=item.number)
         self._move(ctx, DELIVERED, f"deliverable attached (library item {item.number})")
 
+    def repo_opened(self, ctx: Context, repo: str) -> None:
+        if self.repo is not None:
+            raise Refusal("no_change", f"project {self.number}'s repository is {self.repo}")
+        self.record(self.RepoOpened, ctx, repo=repo)
+
+    def spec_committed(self, ctx: Context, revision: int, path: str, commit: str) -> None:
+        """The hub kept revision ``revision`` (a code project's) in the repository as an OpenSpec change."""
+        if self.repo is None or self.kind != "code" or not 1 <= revision <= self.revision:
+            raise Refusal("invalid_request", f"project {self.number} has no revision {revision} to keep in a repository")
+        if revision in self.specs:
+            raise Refusal("no_change", f"revision {revision} is in {self.repo} already")
+        self.record(self.SpecCommitted, ctx, revision=revision, repo=self.repo, path=path, commit=commit,
+                    author=self.revisions[revision - 1]["by"])
+
+    def specs_to_commit(self) -> list[int]:
+        """The revisions of a code project whose spec is not in its repository yet."""
+        if self.kind != "code" or self.repo is None:
+            return []
+        return [r["revision"] for r in self.revisions if r["revision"] not in self.specs]
+
     def threaded(self, ctx: Context, post: str) -> None:
         self.record(self.Threaded, ctx, post=post)
 
@@ -491,6 +538,10 @@ def thread_line(p: Project, e: PlazaAggregate.Event) -> str | None:
         return f"Task {e.task} of project {n} is done."
     if isinstance(e, Project.DeliverableAttached):
         return f"Deliverable of {n}: {e.title} (library item {e.item})\n\n{_excerpt(e.text)}"
+    if isinstance(e, Project.RepoOpened):
+        return f"Project {n}'s repository: {e.repo} on the plaza's git server."
+    if isinstance(e, Project.SpecCommitted):
+        return f"Revision {e.revision} of {n}'s spec is in {e.repo} at {e.path} (commit {e.commit[:12]})."
     if isinstance(e, Project.Vetoed):
         return f"The owner vetoed project {n}; a veto is final.{why}"
     return None

@@ -34,6 +34,9 @@ projects = sa.Table(
     sa.Column("critiques", sa.Integer, nullable=False),
     sa.Column("tasks", sa.Text, nullable=False),  # JSON list of the linked tasks
     sa.Column("done", sa.Integer, nullable=False),
+    sa.Column("repo", sa.String(64)),  # its repository on the plaza's git server
+    sa.Column("specs", sa.Integer, nullable=False),  # the revisions kept there as OpenSpec changes
+    sa.Column("thread", sa.String(24)),  # its thread's post on the board
     sa.Column("opened_by", sa.String(80), nullable=False),
     sa.Column("opened_at", sa.String(40), nullable=False),
     sa.Column("updated_at", sa.String(40), nullable=False),
@@ -139,7 +142,8 @@ class GovernanceProjection(Projection):
         rows.put("rm_projects", {"id": d["number"], "seq": int(d["number"][2:]), "kind": d["kind"], "title": d["title"],
                                  "stage": "brief", "vetoed": False, "owner_flag": d["owner_flag"],
                                  "owner_approved": False, "mayor_approved": None, "approval": None, "revision": 0,
-                                 "research": 0, "critiques": 0, "tasks": "[]", "done": 0, "opened_by": e.actor,
+                                 "research": 0, "critiques": 0, "tasks": "[]", "done": 0, "repo": None, "specs": 0,
+                                 "thread": None, "opened_by": e.actor,
                                  "opened_at": e.at, "updated_at": e.at})
         rows.put("rm_project_ids", {"key": e.originator_id, "id": d["number"]})
         self._doc(e, rows, d["number"], "brief", title=d["title"], text=d["brief"])
@@ -192,6 +196,21 @@ class GovernanceProjection(Projection):
 
     def on_Project_OwnerApproved(self, e: EventRecord, rows: Rows) -> None:
         self._touch(e, rows, "owner", lambda r: {"owner_approved": True})
+
+    def on_Project_RepoOpened(self, e: EventRecord, rows: Rows) -> None:
+        self._touch(e, rows, "repo", lambda r: {"repo": e.data["repo"]}, title=e.data["repo"])
+
+    def on_Project_SpecCommitted(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        self._touch(e, rows, "spec", lambda r: {"specs": r["specs"] + 1}, revision=d["revision"], title=d["path"],
+                    detail=json.dumps({"repo": d["repo"], "path": d["path"], "commit": d["commit"],
+                                       "author": d["author"]}))
+
+    def on_Project_Threaded(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            row["thread"] = e.data["post"]
+            rows.put("rm_projects", row)
 
     def on_Project_Vetoed(self, e: EventRecord, rows: Rows) -> None:
         self._touch(e, rows, "veto", lambda r: {"vetoed": True})
@@ -301,6 +320,17 @@ def project_row(read_models, number: str) -> dict | None:
         return None
     history = [_loads(d, "detail") for d in read_models.rows(docs, docs.c.project == number, order_by=docs.c.position)]
     return {**_loads(found[0], "tasks"), "history": history}
+
+
+def projects_for_git(read_models) -> list[str]:
+    """The projects the hub still keeps in git: no repository yet (not vetoed or delivered), or a code
+    project with a revision not yet in its repository."""
+    with read_models.engine.connect() as conn:
+        found = conn.execute(sa.select(projects.c.id).where(sa.or_(
+            sa.and_(projects.c.repo.is_(None), projects.c.vetoed.is_(False), projects.c.stage != "delivered"),
+            sa.and_(projects.c.kind == "code", projects.c.repo.is_not(None), projects.c.specs < projects.c.revision),
+        )).order_by(projects.c.seq)).scalars().all()
+    return list(found)
 
 
 def motion_rows(read_models, status: str | None = None) -> list[dict]:
