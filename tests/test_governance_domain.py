@@ -13,11 +13,12 @@ from support.treasury import Plaza
 from support.treasury import refused_command as refused
 
 from agentplaza.commands import approvals, conduct
+from agentplaza.commands import board as board_commands
 from agentplaza.commands import council as cc
 from agentplaza.commands import library as lc
 from agentplaza.commands import projects as pc
 from agentplaza.commands import tasks as tc
-from agentplaza.domain.board import BOARD_ID
+from agentplaza.domain.board import BOARD_CAPACITY, BOARD_ID
 from agentplaza.domain.conduct import steps_for
 from agentplaza.domain.council import SEATS
 from agentplaza.domain.sanction_schedule import SEVERITIES, heaviest
@@ -178,5 +179,24 @@ def test_a_rulings_sanction_is_the_heaviest_step_the_schedule_gives_it_now(tmp_p
         assert cc.ruling_sanction(p.cmds, c, p.clock()) == "lockout"
         cc.rule(p.cmds, p.ctx("agent:61"), c, "dismissed", "not proven", role="judge")
         assert cc.ruling_sanction(p.cmds, c, p.clock()) is None  # ruled: nothing more to ask
+    finally:
+        p.close()
+
+
+def test_a_thread_the_full_board_dropped_starts_again_on_the_next_change(tmp_path, database_url):
+    p = Plaza(tmp_path, database_url)
+    try:
+        n = plan(p)
+        first = pc.load(p.cmds, n).thread
+        for i in range(BOARD_CAPACITY):
+            board_commands.post(p.cmds, p.ctx("agent:9"), f"note {i}")
+        assert not p.store.get(BOARD_ID).holds(first)
+        pc.critique(p.cmds, p.ctx("agent:4"), n, "fine", False, role="reviewer")
+        again = pc.load(p.cmds, n).thread
+        board = p.store.get(BOARD_ID)
+        assert again != first and board.holds(again) and board.project_of_post(again) == n
+        assert board.replies[again] == 2  # the critique is the new post; its two moves (to critique, to approval) replies
+        text = [e.data["text"] for e in p.store.read() if e.kind == "Board.Posted" and e.data["number"] == again][0]
+        assert text.startswith(f"Project {n} (its thread, continued): Goal")
     finally:
         p.close()
