@@ -2,24 +2,43 @@
 goes Brief to Delivered with the owner asked only because it was flagged; a blocking critique stops
 the Mayor, linking before approval is refused, and each refusal changes nothing; the council's tie
 and a large budget move come to the owner, a carried budget move moves the credits; a judge's
-ruling of violation is recorded on the agent's conduct. The CLI's projects and council tables."""
+ruling of violation is recorded on the agent's conduct. The hub keeps a code project's revisions in
+its repository as OpenSpec changes committed by their author, and the Mayor waits for them; the
+project is delivered only with its deliverable in the Library; its thread on the board tells every
+move. The CLI's projects, council and courts tables."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 from support.agentside import AgentSide
+from support.deadline import until
 from support.hubproc import cli, ok
 
 from agentplaza.commands import council as cc
 from agentplaza.commands import projects as pc
 from agentplaza.domain.base import Refusal
+from agentplaza.runtime.library import LibraryService
 
 
 def at(c) -> int:
     return c.get("/v1/hub").json()["projections_at"]
 
 
+def kept_in_git(side, c) -> None:
+    """Wait until the hub has kept every project in git (its repository, each code revision's spec)
+    and its read models show the whole log: the hub writes nothing more until the next change."""
+    def idle() -> bool:
+        rows = ok(c.get("/v1/projects"))["projects"]
+        return at(c) == side.store.max_position() and all(
+            r["repo"] and (r["kind"] != "code" or r["specs"] == r["revision"]) for r in rows if not r["vetoed"])
+
+    until("the hub kept every project in git", idle, 60)
+
+
 def refused(side, c, code, fn, *args, **kw):
+    kept_in_git(side, c)
     before = at(c)
     with pytest.raises(Refusal) as e:
         fn(side.cmds, *args, **kw)
@@ -48,6 +67,17 @@ def test_a_code_project_from_brief_to_delivered_asks_the_owner_only_where_flagge
         refused(side, c, "plan_not_approved", pc.link_task, side.ctx(orch), n, "write", "written", role="orchestrator")
         s(pc.propose(side.cmds, side.ctx(planner), n, "one page, with rollback", "t: write", "spec v2", role="planner"))
         assert s(pc.critique(side.cmds, side.ctx(critic), n, "good now", False, role="reviewer"))["stage"] == "approval"
+        # the hub keeps each revision in the project's repository, committed by its author (the planner)
+        specs = until("both revisions in the repository", lambda: ok(c.get(f"/v1/projects/{n}"))["specs"] == 2
+                      and ok(c.get(f"/v1/projects/{n}")), 60)
+        assert specs["repo"] == n and specs["thread"]
+        commits = ok(c.get(f"/v1/git/repos/{n}/commits"))["commits"]
+        assert [x["email"] for x in commits[:2]] == [f"agent-{planner}@agents.plaza.invalid"] * 2
+        assert "revision 2" in commits[0]["subject"] and commits[-1]["author"] == "AgentPlaza"
+        change = "openspec/changes/pj1-release-notes-site"
+        got = ok(c.get(f"/v1/git/repos/{n}/files/{change}/specs/release-notes-site/spec.md"))
+        assert "spec v2" in got["content"] and got["commit"] == commits[0]["commit"]
+        assert ok(c.get(f"/v1/git/repos/{n}"))["repo"]["project"] == n
         asked = s(pc.approve(side.cmds, side.ctx(mayor), n, role="mayor"))
         assert asked["stage"] == "approval" and asked["waits_for_owner"] and asked["asked"]
         pending = ok(c.get("/v1/approvals", params={"status": "pending"}))["approvals"]
@@ -66,7 +96,15 @@ def test_a_code_project_from_brief_to_delivered_asks_the_owner_only_where_flagge
         side.take_review(task, reviewer, "reviewer")
         side.review(task, reviewer, True, "complete")
         assert ok(c.get(f"/v1/projects/{n}"))["stage"] == "review"
-        s(pc.deliver(side.cmds, side.ctx(reviewer), n, "Release notes", "the published page", role="reviewer"))
+        e = refused(side, c, "needs_deliverable", pc.deliver, side.ctx(reviewer), n, "Release notes", "the page",
+                    "d1", role="reviewer")
+        assert "Library" in e.message
+        lib = LibraryService(types.SimpleNamespace(commands=side.cmds, folders=hub.folders))
+        other = s(lib.submit(side.ctx(builder), b"other\n", "OTHER.md", "Other", project="pj7"))
+        refused(side, c, "not_this_project", pc.deliver, side.ctx(reviewer), n, "Release notes", "the page", other,
+                role="reviewer")
+        item = s(lib.submit(side.ctx(builder), b"- every change\n", "NOTES.md", "Release notes", task=task))
+        s(pc.deliver(side.cmds, side.ctx(reviewer), n, "Release notes", "the published page", item, role="reviewer"))
         shown = ok(c.get(f"/v1/projects/{n}"))
         assert shown["stage"] == "delivered"
         moves = [(h["detail"]["from"], h["detail"]["to"]) for h in shown["history"] if h["what"] == "move"]
@@ -89,6 +127,18 @@ def test_a_code_project_from_brief_to_delivered_asks_the_owner_only_where_flagge
         assert table.returncode == 0 and n in table.stdout and "delivered" in table.stdout, table.stdout
         show = cli(hub, "projects", "show", n)
         assert show.returncode == 0 and "deliverable" in show.stdout, show.stdout
+        # the project's thread on the board: its opening the post, each move and document a reply by who made it
+        board = ok(c.get("/v1/board", params={"project": n}))["posts"]
+        assert [p["id"] for p in board] == [shown["thread"]] and board[0]["author"] == f"agent:{orch}"
+        thread = ok(c.get(f"/v1/board/{shown['thread']}"))["thread"]
+        lines = [r["text"] for r in thread]
+        assert sum(" moved from " in x for x in lines) == len(moves) == 7
+        assert any(x.startswith("Revision 2 of pj1's plan") for x in lines)
+        assert any("spec is in pj1 at openspec/changes/pj1-release-notes-site" in x for x in lines)
+        assert any(f"library item {item}" in x for x in lines)
+        assert {r["author"] for r in thread} >= {f"agent:{researcher}", f"agent:{planner}", f"agent:{critic}", "owner"}
+        exported = cli(hub, "board", "export", "--project", n)
+        assert exported.returncode == 0 and "Release notes site" in exported.stdout, exported.stdout
         over = ok(c.get("/v1/overview"))["governance"]
         assert over == {"projects": 1, "delivered": 1, "motions_waiting": 0}
 
@@ -156,5 +206,20 @@ def test_a_case_filed_defended_and_ruled_a_violation_is_on_the_agents_conduct(hu
         courts = ok(c.get("/v1/courts"))
         assert [(x["id"], x["verdict"], x["defences"]) for x in courts["cases"]] == [(case, "violation", 1)]
         assert [x["id"] for x in courts["incidents"]] == [inc]
+        one = ok(c.get(f"/v1/courts/cases/{case}"))
+        assert [d["text"] for d in one["defended"]] == ["it was a test path"] and one["judge"] == "agent:54"
+        assert one["incident_of"]["title"] == "Leaked a path"
+        assert [x["id"] for x in ok(c.get(f"/v1/courts/incidents/{inc}"))["cases"]] == [case]
+        for path, code in (("/v1/courts/cases/c99", "no_case"), ("/v1/courts/cases/zz", "no_case"),
+                           ("/v1/courts/incidents/i9", "no_incident")):
+            r = c.get(path)
+            assert r.status_code == 404 and r.json()["error"]["code"] == code, r.text
+        listed = cli(hub, "courts")
+        assert listed.returncode == 0 and case in listed.stdout and "Leaked a path" in listed.stdout, listed.stdout
+        shown = cli(hub, "courts", "show", case)
+        assert shown.returncode == 0 and "it was a test path" in shown.stdout and "violation" in shown.stdout
+        assert "posted a private path" in cli(hub, "courts", "show", inc).stdout
+        bad = cli(hub, "courts", "show", "x1")
+        assert bad.returncode == 1 and "no case or incident" in bad.stderr
         conduct = ok(c.get(f"/v1/conduct/{cid}"))
         assert "S-002" in str(conduct)

@@ -8,11 +8,16 @@ change to the project or the motion."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
+from agentplaza.commands import approvals as apc
+from agentplaza.commands import council as cc
 from agentplaza.commands import projects as pc
+from agentplaza.runtime import forge, projectrepo
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
 
@@ -35,6 +40,18 @@ def call(s, tool, **args):
     return s.handle({"op": "tool", "tool": tool, "args": args})
 
 
+def keep_in_git(hub) -> int:
+    """The hub's pass that keeps the projects in git (``runtime.projectrepo``), on the log as it is now."""
+    hub.read_models.catch_up()
+    return projectrepo.reconcile(hub)
+
+
+def hand_in(s, path: str, data: bytes, title: str, **more) -> str:
+    """Share a file and hand it in to the Library (plaza_library_submit); the item's number."""
+    shared = s.handle({"op": "share", "path": path, "content": base64.b64encode(data).decode()})
+    return result(s, "plaza_library_submit", file=shared["name"], title=title, **more)["item"]
+
+
 def result(s, tool, **args):
     r = call(s, tool, **args)
     assert "error" not in r, (tool, r)
@@ -44,7 +61,8 @@ def result(s, tool, **args):
 def test_a_goal_goes_brief_to_delivered_through_each_roles_tools_under_the_laws(hub):
     _, orch = session(hub, "orchestrator")
     _, researcher = session(hub, "researcher")
-    _, planner = session(hub, "planner")
+    planner_cid, planner = session(hub, "planner")
+    planner_name = forge.author_of(hub, forge.Caller(f"agent:{planner_cid}"))[0]
     _, critic = session(hub, "reviewer")
     _, mayor = session(hub, "mayor")
     builder_cid, builder = session(hub, "builder")
@@ -67,6 +85,19 @@ def test_a_goal_goes_brief_to_delivered_through_each_roles_tools_under_the_laws(
     early = call(orch, "plaza_task_create", title="Write", acceptance="written", project=n)
     assert early["error"]["code"] == "plan_not_approved", early
     assert pc.load(hub.commands, n).version == before + 3  # the critique and its two moves: nothing from the refusals
+    waits = call(mayor, "plaza_project_approve", project=n)
+    assert waits["error"]["code"] == "spec_not_committed", waits  # the spec is not in the repository yet
+    keep_in_git(hub)
+    p = pc.load(hub.commands, n)
+    assert p.repo == n and p.specs[1]["path"] == "openspec/changes/pj1-release-notes"
+    store = forge.server_of(hub).store
+    (head,) = store.log(n, "main", 1)
+    assert head["commit"] == p.specs[1]["commit"] and head["author"] == planner_name
+    assert head["email"] == f"agent-{planner_cid}@agents.plaza.invalid" and head["committer"] == planner_name
+    spec = store.files(n, "main", "openspec/changes/pj1-release-notes/specs/release-notes/spec.md")["content"]
+    assert spec.startswith("## ADDED Requirements") and "NOTES.md lists every change" in spec
+    assert "t: write the notes" in store.files(n, "main", "openspec/changes/pj1-release-notes/tasks.md")["content"]
+    assert keep_in_git(hub) == 0, "a second pass makes nothing"
     assert result(mayor, "plaza_project_approve", project=n)["stage"] == "implementation"
 
     task = result(orch, "plaza_task_create", title="Write the notes", acceptance="every change listed", budget=400,
@@ -77,7 +108,16 @@ def test_a_goal_goes_brief_to_delivered_through_each_roles_tools_under_the_laws(
     result(reviewer, "plaza_task_claim", task=task["id"], review=True)
     result(reviewer, "plaza_task_submit", task=task["id"], verdict="pass", notes="complete")
     assert pc.load(hub.commands, n).stage == "review"
-    assert result(reviewer, "plaza_project_deliver", project=n, title="Notes", text="NOTES.md")["stage"] == "delivered"
+    bare = call(reviewer, "plaza_project_deliver", project=n, title="Notes", text="NOTES.md")
+    assert bare["error"]["code"] == "bad_request", bare  # the item is required
+    other = hand_in(builder, "OTHER.md", b"not it\n", "Other", project="pj9")
+    wrong = call(reviewer, "plaza_project_deliver", project=n, title="Notes", text="NOTES.md", item=other)
+    assert wrong["error"]["code"] == "not_this_project", wrong
+    missing = call(reviewer, "plaza_project_deliver", project=n, title="Notes", text="NOTES.md", item="d99")
+    assert missing["error"]["code"] == "needs_deliverable", missing
+    item = hand_in(builder, "NOTES.md", b"- every change\n", "Release notes", task=task["id"])
+    out = result(reviewer, "plaza_project_deliver", project=n, title="Notes", text="NOTES.md", item=item)
+    assert out["stage"] == "delivered" and pc.load(hub.commands, n).deliverable["item"] == item
 
     m = result(seats["finance"], "plaza_council_propose", kind="priority", title="Docs first")["id"]
     sat = call(judge, "plaza_council_vote", motion=m, vote="yes", reason="I agree")
@@ -88,3 +128,32 @@ def test_a_goal_goes_brief_to_delivered_through_each_roles_tools_under_the_laws(
         out = result(s, "plaza_council_vote", motion=m, vote="yes", reason=f"{seat} agrees")
     assert out["status"] == "carried" and out["result"] == "yes"
     assert builder_cid
+
+
+def test_a_ruling_for_a_heavy_sanction_waits_for_the_owner_and_a_light_one_does_not(hub):
+    """S-041: the ruling's ``sanction`` is the hub's fact (the heaviest step the schedule gives a
+    violation of that law by that agent now); a lockout, demotion, retirement or owner review asks the
+    owner, and the approved call runs once; a warning rules at once."""
+    accused, _ = session(hub, "builder")
+    _, prosecutor = session(hub, "prosecutor")
+    _, judge = session(hub, "judge")
+    light = result(prosecutor, "plaza_case_file", accused=accused, law="S-002", severity="low", charge="a path")["id"]
+    heavy = result(prosecutor, "plaza_case_file", accused=accused, law="C-002a", severity="critical",
+                   charge="asked for a key")["id"]
+    assert result(judge, "plaza_case_rule", case=light, verdict="violation", text="it did")["ruling"]["verdict"] == \
+        "violation"
+    own = call(judge, "plaza_case_rule", case=heavy, verdict="violation", text="it did", sanction="none")
+    assert own["error"]["code"] == "bad_request", own  # the sanction is the hub's fact, never the model's word
+    waits = call(judge, "plaza_case_rule", case=heavy, verdict="violation", text="it asked for the vault key")
+    assert waits["error"]["code"] == "awaiting_approval", waits
+    number = waits["approval"]
+    assert cc.case_of(hub.commands, heavy)["ruling"] is None, "the ruling waited: nothing was ruled"
+    assert apc.load(hub.commands, number).status == "pending"
+    apc.decide(hub.commands, hub.commands.context("owner", "checked the transcript"), number, True)
+    ruled = result(judge, "plaza_case_rule", case=heavy, verdict="violation", text="it asked for the vault key")
+    assert ruled["ruling"]["verdict"] == "violation"
+    assert [s["step"] for s in ruled["sanction"]["done"]] == ["fine", "lockout", "owner_review"], ruled["sanction"]
+    dismissed = result(prosecutor, "plaza_case_file", accused=accused, law="C-002a", severity="critical",
+                       charge="again")["id"]
+    assert result(judge, "plaza_case_rule", case=dismissed, verdict="dismissed", text="no")["ruling"]["verdict"] == \
+        "dismissed"

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..runtime import prices, scheduling, vault_watch
+from ..runtime import prices, projectrepo, scheduling, vault_watch
 from ..wire import ACP_PATH, MCP_PATH
 from . import ws
 from .acp_door import AcpDoor
@@ -84,7 +84,7 @@ class OwnerOnly:
 
 
 #: The runtime's loops the hub runs beside its routes (each takes the hub).
-RUNTIME_LOOPS = (scheduling.background, prices.daily, vault_watch.flush_uses)
+RUNTIME_LOOPS = (scheduling.background, prices.daily, vault_watch.flush_uses, projectrepo.follow)
 
 
 def create_app(hub: Hub) -> Starlette:

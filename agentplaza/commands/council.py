@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..domain import treasury as t
 from ..domain.approvals import Approval
 from ..domain.base import Context, Refusal
+from ..domain.conduct import conduct_id, steps_for
 from ..domain.council import Motion, motion_id
 from ..domain.courts import Case, Incident, case_id, incident_id
 from ..domain.names import (
@@ -30,6 +31,7 @@ from ..domain.names import (
     short_number,
 )
 from ..domain.plaza import require_running
+from ..domain.sanction_schedule import heaviest
 from ..domain.tasks import Sequence
 from . import approvals, conduct, treasury
 from .unit import Commands, Done, Unit
@@ -213,6 +215,18 @@ def rule(cmds: Commands, ctx: Context, number: str, verdict: str, text: str, *, 
         return out
 
     return cmds.run(decide)
+
+
+def ruling_sanction(cmds: Commands, number: str, at) -> str | None:
+    """The heaviest step of the schedule a ruling of ``violation`` on case ``number`` would bring at
+    ``at`` (the law's severity and the accused's offence count of that law in 30 days): what S-041
+    reads as the ruling's ``sanction``. None once the case is ruled."""
+    c = _case_in(Unit(cmds.store), number)
+    if c.ruling is not None:
+        return None
+    record = cmds.store.get(conduct_id(c.accused))
+    steps = record.next_steps(c.law, c.severity, at) if record is not None else steps_for(c.severity, 1)
+    return heaviest(steps)
 
 
 def case_of(cmds: Commands, number: str) -> dict:

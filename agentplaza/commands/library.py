@@ -15,6 +15,14 @@ def load(cmds: Commands, number: str) -> Item:
     return item
 
 
+def load_any(cmds: Commands, number: str) -> Item:
+    """An item as the log holds it, deleted or not."""
+    item = Unit(cmds.store).get(item_id(item_number(number)))
+    if item is None:
+        raise Refusal("no_item", f"no library item {number}")
+    return item
+
+
 def next_number(cmds: Commands) -> str:
     """The number the next item will most likely get (its bytes are stored under it first)."""
     lib = Unit(cmds.store).get(LIBRARY_ID)

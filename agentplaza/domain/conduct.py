@@ -171,6 +171,10 @@ class Conduct(PlazaAggregate):
         cutoff = _iso(at - OFFENCE_WINDOW)
         return sum(1 for law_id, when in self.offences if law_id == law and when > cutoff)
 
+    def next_steps(self, law: str, severity: str | None, at: dt.datetime) -> list[tuple]:
+        """The schedule's steps the next offence of ``law`` at ``at`` would bring (nothing recorded)."""
+        return steps_for(severity, self.offence_count(law, at) + 1)
+
     def in_force(self, at: dt.datetime) -> list[dict]:
         now = _iso(at)
         return [s for s in self.suspensions.values() if not s["lifted"] and s["until"] > now]

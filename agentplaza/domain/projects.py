@@ -8,14 +8,18 @@ order ``Project`` applies them:
    project from Brief to Research.
 3. **Proposal.** The planner (or an architect, or the orchestrator) writes a proposal and a tasks
    document; a code project also needs a spec. It needs research first. Each proposal is a new
-   revision (``revisions``: every one is kept).
+   revision (``revisions``: every one is kept). The project's repository on the plaza's git server
+   is made when it opens (``RepoOpened``), and a code project's revision is kept there as an
+   OpenSpec change committed by its author (``SpecCommitted``: the hub's ``runtime.projectrepo``
+   writes it and records the commit).
 4. **Critique.** Agents other than the author critique the current revision; the first critique
    moves Proposal to Critique. When the current revision has at least one critique from an agent
    other than its author and no critique of it that asks for a revision (``revise``), and the owner
    has not sent it back, it moves on to Approval. A critique that asks for a revision blocks the move
    until the planner revises; a revision made at Approval goes back to Critique (the new revision
    needs its own critique).
-5. **Approval.** The Mayor approves the plan (only at Approval: never the orchestrator). A project
+5. **Approval.** The Mayor approves the plan (only at Approval: never the orchestrator; for a code
+   project, only once the current revision's spec is in the project's repository). A project
    flagged for the owner (``owner_flag``) waits for the owner even after the Mayor approved: the
    command then asks for an approval of kind ``project``. The owner can approve or veto at any stage;
    the owner's approval at Approval moves the project on; given earlier it stands, so the Mayor's
@@ -23,7 +27,9 @@ order ``Project`` applies them:
    is approved.
 6. **Implementation.** Tasks are linked only once the plan is approved; the project moves on to
    Review when every linked task is done (at least one task).
-7. **Review.** A deliverable document is attached to show the result; it moves the project to
+7. **Review.** A deliverable document is attached to show the result: a Library item handed in
+   for this project (or for one of its linked tasks), not deleted (``Handed``: the command reads the
+   item from the Library); it moves the project to
 8. **Delivered**, which is final. A veto ends a project at any stage before Delivered.
 
 Every move is a ``Moved`` event with who and why (the event's actor and ``why``), from a stage to the
@@ -35,6 +41,7 @@ path meet the same rule. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from ..wire import PROJECT_KINDS, PROJECT_STAGES
 from .base import Context, PlazaAggregate, Refusal, fixed_id
@@ -86,6 +93,15 @@ def doc(text: object, what: str, required: bool = True) -> str:
     if len(text) > MAX_DOC_CHARS:
         raise Refusal("document_too_long", f"{what} is at most {MAX_DOC_CHARS:,} characters")
     return text
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A Library item as the Library holds it, for the deliverable's rule (None: no such item)."""
+    number: str
+    project: str | None
+    task: str | None
+    deleted: bool
 
 
 def _role(role: str | None, allowed: tuple[str, ...], what: str) -> None:
@@ -190,6 +206,31 @@ class Project(PlazaAggregate):
         def apply(self, p: Project) -> None:
             p.vetoed = True
 
+    class RepoOpened(PlazaAggregate.Event):
+        """The project's repository on the plaza's git server."""
+        repo: str
+
+        def apply(self, p: Project) -> None:
+            p.repo = self.repo
+
+    class SpecCommitted(PlazaAggregate.Event):
+        """A revision of a code project's plan, kept in its repository as an OpenSpec change."""
+        revision: int
+        repo: str
+        path: str  # the change's folder, like openspec/changes/pj1-release-notes
+        commit: str
+        author: str  # who wrote the revision (the commit's author)
+
+        def apply(self, p: Project) -> None:
+            p.specs[self.revision] = {"repo": self.repo, "path": self.path, "commit": self.commit}
+
+    class Threaded(PlazaAggregate.Event):
+        """The project's thread on the board: the post its moves and documents are replies to."""
+        post: str
+
+        def apply(self, p: Project) -> None:
+            p.thread = self.post
+
     def __init__(self, number: str, kind: str, title: str, brief: str, owner_flag: bool) -> None:
         self.number, self.kind, self.title, self.brief = number, kind, title, brief
         self.owner_flag = owner_flag
@@ -205,6 +246,9 @@ class Project(PlazaAggregate):
         self.done: list[str] = []
         self.deliverable: dict | None = None
         self.vetoed = False
+        self.thread: str | None = None
+        self.repo: str | None = None
+        self.specs: dict[int, dict] = {}  # revision -> where its OpenSpec change was committed
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -348,6 +392,9 @@ class Project(PlazaAggregate):
         self._ready_for_approval()
         if self.mayor_approved == self.revision:
             raise Refusal("no_change", f"the Mayor already approved revision {self.revision}")
+        if self.kind == "code" and self.revision not in self.specs:
+            raise Refusal("spec_not_committed", f"revision {self.revision}'s spec is not in the project's repository "
+                          f"yet (the hub commits it as an OpenSpec change in a moment): approve it once it is there")
         self.record(self.MayorApproved, ctx, revision=self.revision)
         if self.owner_flag and not self.owner_approved:
             return False
@@ -402,16 +449,99 @@ class Project(PlazaAggregate):
         if self.stage == IMPLEMENTATION and set(self.tasks) <= set(self.done):
             self._move(ctx, REVIEW, f"every linked task is done ({len(self.tasks)})")
 
-    def deliver(self, ctx: Context, title: str, text: str, item: str | None, *, role: str | None) -> None:
+    def deliver(self, ctx: Context, title: str, text: str, item: Handed | None, *, role: str | None,
+                asked: str | None = None) -> None:
+        """The deliverable: its document and the Library item it is (``item``, as the Library holds the
+        number ``asked`` for; None when it holds none)."""
         self._at((REVIEW,), "the deliverable")
         if role is not None and role in NOT_DELIVERERS:
             raise Refusal("wrong_role", f"a {role} does not attach a project's deliverable")
         title = title.strip()[:MAX_TITLE_CHARS] if isinstance(title, str) else ""
         if not title:
             raise Refusal("bad_title", "a deliverable needs a title")
-        self.record(self.DeliverableAttached, ctx, title=title, text=doc(text, "the deliverable"), item=item)
-        self._move(ctx, DELIVERED, "deliverable attached")
+        if item is None or item.deleted:
+            raise Refusal("needs_deliverable", f"project {self.number} is delivered with its deliverable in the "
+                          "Library: hand the file in with plaza_library_submit (project " + self.number
+                          + ") and name the item" + (f"; the Library holds no item {asked}" if asked else ""))
+        if item.project != self.number and (item.task is None or item.task not in self.tasks):
+            raise Refusal("not_this_project", f"library item {item.number} was handed in for "
+                          f"{item.project or item.task or 'no project'}, not for project {self.number} or its tasks")
+        self.record(self.DeliverableAttached, ctx, title=title, text=doc(text, "the deliverable"), item=item.number)
+        self._move(ctx, DELIVERED, f"deliverable attached (library item {item.number})")
+
+    def repo_opened(self, ctx: Context, repo: str) -> None:
+        if self.repo is not None:
+            raise Refusal("no_change", f"project {self.number}'s repository is {self.repo}")
+        self.record(self.RepoOpened, ctx, repo=repo)
+
+    def spec_committed(self, ctx: Context, revision: int, path: str, commit: str) -> None:
+        """The hub kept revision ``revision`` (a code project's) in the repository as an OpenSpec change."""
+        if self.repo is None or self.kind != "code" or not 1 <= revision <= self.revision:
+            raise Refusal("invalid_request", f"project {self.number} has no revision {revision} to keep in a repository")
+        if revision in self.specs:
+            raise Refusal("no_change", f"revision {revision} is in {self.repo} already")
+        self.record(self.SpecCommitted, ctx, revision=revision, repo=self.repo, path=path, commit=commit,
+                    author=self.revisions[revision - 1]["by"])
+
+    def specs_to_commit(self) -> list[int]:
+        """The revisions of a code project whose spec is not in its repository yet."""
+        if self.kind != "code" or self.repo is None:
+            return []
+        return [r["revision"] for r in self.revisions if r["revision"] not in self.specs]
+
+    def threaded(self, ctx: Context, post: str) -> None:
+        self.record(self.Threaded, ctx, post=post)
 
     def _owner(self, ctx: Context, what: str) -> None:
         if ctx.actor != "owner":
             raise Refusal("owner_only", f"{what} is the owner's")
+
+
+#: How much of a document the project's board thread shows (the project's page has it whole).
+THREAD_EXCERPT_CHARS = 600
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= THREAD_EXCERPT_CHARS else text[:THREAD_EXCERPT_CHARS].rstrip() + " ..."
+
+
+def thread_line(p: Project, e: PlazaAggregate.Event) -> str | None:
+    """What the project's board thread says of one of its events (None: nothing). The first, the
+    project opened, is the thread's post; every later one a reply to it."""
+    n = p.number
+    why = f" Why: {e.reason}" if getattr(e, "reason", None) else ""
+    if isinstance(e, Project.Created):
+        return f"Project {n} opened ({e.kind} project): {e.title}\n\n{_excerpt(e.brief)}"
+    if isinstance(e, Project.Moved):
+        return f"Project {n} moved from {e.source} to {e.stage}: {e.why}."
+    if isinstance(e, Project.ResearchAttached):
+        return f"Research on {n}: {e.title}\n\n{_excerpt(e.text)}"
+    if isinstance(e, Project.Proposed):
+        return f"Revision {e.revision} of {n}'s plan\n\n{_excerpt(e.proposal)}"
+    if isinstance(e, Project.Critiqued):
+        asks = "asks for a revision" if e.revise else "asks for no revision"
+        return f"Critique of revision {e.revision} of {n} ({asks})\n\n{_excerpt(e.text)}"
+    if isinstance(e, Project.MayorApproved):
+        return f"The Mayor approved revision {e.revision} of {n}'s plan."
+    if isinstance(e, Project.OwnerAsked):
+        return f"Project {n} waits for the owner's approval ({e.approval})."
+    if isinstance(e, Project.OwnerApproved):
+        return f"The owner approved project {n}.{why}"
+    if isinstance(e, Project.SentBack):
+        return f"The owner sent revision {e.revision} of {n}'s plan back to the planner.{why}"
+    if isinstance(e, Project.Flagged):
+        return f"The owner {'flagged' if e.on else 'unflagged'} project {n} for the owner's approval."
+    if isinstance(e, Project.TaskLinked):
+        return f"Task {e.task} linked to project {n}."
+    if isinstance(e, Project.TaskDone):
+        return f"Task {e.task} of project {n} is done."
+    if isinstance(e, Project.DeliverableAttached):
+        return f"Deliverable of {n}: {e.title} (library item {e.item})\n\n{_excerpt(e.text)}"
+    if isinstance(e, Project.RepoOpened):
+        return f"Project {n}'s repository: {e.repo} on the plaza's git server."
+    if isinstance(e, Project.SpecCommitted):
+        return f"Revision {e.revision} of {n}'s spec is in {e.repo} at {e.path} (commit {e.commit[:12]})."
+    if isinstance(e, Project.Vetoed):
+        return f"The owner vetoed project {n}; a veto is final.{why}"
+    return None

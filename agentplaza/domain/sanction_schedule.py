@@ -55,3 +55,13 @@ SCHEDULE: dict[str, tuple[list[tuple], list[tuple], list[tuple]]] = {
         [("fine", 300), ("lockout", 720), ("retirement",)],
     ),
 }
+
+#: The steps from the lightest to the heaviest: ``heaviest`` names a cell by its last one here (what a
+#: ruling is "for", as S-041 reads it: "a ruling for a lockout, demotion, retirement or owner review").
+STEP_ORDER = ("warning", "fine", "probation", "lockout", "demotion", "owner_review", "retirement")
+
+
+def heaviest(steps: list[tuple]) -> str | None:
+    """The heaviest step of a cell (None for no step)."""
+    kinds = [s[0] for s in steps]
+    return max(kinds, key=STEP_ORDER.index) if kinds else None

@@ -34,6 +34,9 @@ projects = sa.Table(
     sa.Column("critiques", sa.Integer, nullable=False),
     sa.Column("tasks", sa.Text, nullable=False),  # JSON list of the linked tasks
     sa.Column("done", sa.Integer, nullable=False),
+    sa.Column("repo", sa.String(64)),  # its repository on the plaza's git server
+    sa.Column("specs", sa.Integer, nullable=False),  # the revisions kept there as OpenSpec changes
+    sa.Column("thread", sa.String(24)),  # its thread's post on the board
     sa.Column("opened_by", sa.String(80), nullable=False),
     sa.Column("opened_at", sa.String(40), nullable=False),
     sa.Column("updated_at", sa.String(40), nullable=False),
@@ -83,8 +86,10 @@ cases = sa.Table(
     sa.Column("incident", sa.String(24)),
     sa.Column("prosecutor", sa.String(80), nullable=False),
     sa.Column("defences", sa.Integer, nullable=False),
+    sa.Column("defended", sa.Text, nullable=False),  # JSON list: each defence {by, text, at}
     sa.Column("verdict", sa.String(12)),
     sa.Column("ruling", sa.Text),
+    sa.Column("judge", sa.String(80)),
     sa.Column("at", sa.String(40), nullable=False),
 )
 
@@ -122,7 +127,7 @@ MOTION_COLUMNS = ("id", "kind", "title", "seat", "amount", "status", "result", "
 
 class GovernanceProjection(Projection):
     name = "governance"
-    version = 1
+    version = 2
     tables = (projects, docs, motions, cases, incidents, ids, motion_ids, case_ids)
 
     # -- projects --------------------------------------------------------------------------------------
@@ -137,7 +142,8 @@ class GovernanceProjection(Projection):
         rows.put("rm_projects", {"id": d["number"], "seq": int(d["number"][2:]), "kind": d["kind"], "title": d["title"],
                                  "stage": "brief", "vetoed": False, "owner_flag": d["owner_flag"],
                                  "owner_approved": False, "mayor_approved": None, "approval": None, "revision": 0,
-                                 "research": 0, "critiques": 0, "tasks": "[]", "done": 0, "opened_by": e.actor,
+                                 "research": 0, "critiques": 0, "tasks": "[]", "done": 0, "repo": None, "specs": 0,
+                                 "thread": None, "opened_by": e.actor,
                                  "opened_at": e.at, "updated_at": e.at})
         rows.put("rm_project_ids", {"key": e.originator_id, "id": d["number"]})
         self._doc(e, rows, d["number"], "brief", title=d["title"], text=d["brief"])
@@ -190,6 +196,21 @@ class GovernanceProjection(Projection):
 
     def on_Project_OwnerApproved(self, e: EventRecord, rows: Rows) -> None:
         self._touch(e, rows, "owner", lambda r: {"owner_approved": True})
+
+    def on_Project_RepoOpened(self, e: EventRecord, rows: Rows) -> None:
+        self._touch(e, rows, "repo", lambda r: {"repo": e.data["repo"]}, title=e.data["repo"])
+
+    def on_Project_SpecCommitted(self, e: EventRecord, rows: Rows) -> None:
+        d = e.data
+        self._touch(e, rows, "spec", lambda r: {"specs": r["specs"] + 1}, revision=d["revision"], title=d["path"],
+                    detail=json.dumps({"repo": d["repo"], "path": d["path"], "commit": d["commit"],
+                                       "author": d["author"]}))
+
+    def on_Project_Threaded(self, e: EventRecord, rows: Rows) -> None:
+        row = self._row(e, rows)
+        if row is not None:
+            row["thread"] = e.data["post"]
+            rows.put("rm_projects", row)
 
     def on_Project_Vetoed(self, e: EventRecord, rows: Rows) -> None:
         self._touch(e, rows, "veto", lambda r: {"vetoed": True})
@@ -258,8 +279,8 @@ class GovernanceProjection(Projection):
         rows.put("rm_case_ids", {"key": e.originator_id, "id": d["number"]})
         rows.put("rm_cases", {"id": d["number"], "seq": int(d["number"][1:]), "accused": d["accused"], "law": d["law"],
                               "severity": d["severity"], "charge": d["charge"], "incident": d["incident"],
-                              "prosecutor": d["prosecutor"], "defences": 0, "verdict": None, "ruling": None,
-                              "at": e.at})
+                              "prosecutor": d["prosecutor"], "defences": 0, "defended": "[]", "verdict": None,
+                              "ruling": None, "judge": None, "at": e.at})
 
     def _case(self, e: EventRecord, rows: Rows) -> dict | None:
         key = rows.get("rm_case_ids", e.originator_id)
@@ -269,12 +290,14 @@ class GovernanceProjection(Projection):
         c = self._case(e, rows)
         if c is not None:
             c["defences"] += 1
+            c["defended"] = json.dumps([*json.loads(c["defended"]),
+                                        {"by": e.actor, "text": e.data["text"], "at": e.at}])
             rows.put("rm_cases", c)
 
     def on_Case_Ruled(self, e: EventRecord, rows: Rows) -> None:
         c = self._case(e, rows)
         if c is not None:
-            c["verdict"], c["ruling"] = e.data["verdict"], e.data["text"]
+            c["verdict"], c["ruling"], c["judge"] = e.data["verdict"], e.data["text"], e.actor
             rows.put("rm_cases", c)
 
 
@@ -299,6 +322,17 @@ def project_row(read_models, number: str) -> dict | None:
     return {**_loads(found[0], "tasks"), "history": history}
 
 
+def projects_for_git(read_models) -> list[str]:
+    """The projects the hub still keeps in git: no repository yet (not vetoed or delivered), or a code
+    project with a revision not yet in its repository."""
+    with read_models.engine.connect() as conn:
+        found = conn.execute(sa.select(projects.c.id).where(sa.or_(
+            sa.and_(projects.c.repo.is_(None), projects.c.vetoed.is_(False), projects.c.stage != "delivered"),
+            sa.and_(projects.c.kind == "code", projects.c.repo.is_not(None), projects.c.specs < projects.c.revision),
+        )).order_by(projects.c.seq)).scalars().all()
+    return list(found)
+
+
 def motion_rows(read_models, status: str | None = None) -> list[dict]:
     where = [motions.c.status == status] if status else []
     return [_loads(r, "votes", "owner", "moved") for r in read_models.rows(motions, *where, order_by=motions.c.seq)]
@@ -310,11 +344,30 @@ def motion_row(read_models, number: str) -> dict | None:
 
 
 def case_rows(read_models) -> list[dict]:
-    return read_models.rows(cases, order_by=cases.c.seq)
+    return [_loads(r, "defended") for r in read_models.rows(cases, order_by=cases.c.seq)]
+
+
+def case_row(read_models, number: str) -> dict | None:
+    """One case with its defences and ruling, and the incident it names."""
+    found = read_models.rows(cases, cases.c.id == number)
+    if not found:
+        return None
+    row = _loads(found[0], "defended")
+    named = read_models.rows(incidents, incidents.c.id == row["incident"]) if row["incident"] else []
+    return {**row, "incident_of": named[0] if named else None}
 
 
 def incident_rows(read_models) -> list[dict]:
     return read_models.rows(incidents, order_by=incidents.c.seq)
+
+
+def incident_row(read_models, number: str) -> dict | None:
+    """One incident and the cases that name it."""
+    found = read_models.rows(incidents, incidents.c.id == number)
+    if not found:
+        return None
+    named = read_models.rows(cases, cases.c.incident == number, order_by=cases.c.seq)
+    return {**found[0], "cases": [_loads(r, "defended") for r in named]}
 
 
 def counts(read_models) -> dict:

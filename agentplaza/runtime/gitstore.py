@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -99,6 +100,25 @@ class GitStore:
                           env=author_env(*HUB_AUTHOR)).stdout.decode().strip()
         self.run(name, "update-ref", BRANCH_PREFIX + DEFAULT_BRANCH, commit, ZERO)
         return commit
+
+    def commit_files(self, name: str, branch: str, files: dict[str, bytes], who: tuple[str, str],
+                     message: str) -> tuple[str, str]:
+        """A commit on ``branch`` that writes ``files`` (path -> bytes; every other file kept) by ``who``
+        (author and committer), made with git's plumbing in a private index (a bare repository has no
+        work tree). (the branch's old commit, its new one); the branch moves only if it is still where
+        it was read."""
+        ref = BRANCH_PREFIX + branch_name(branch)
+        old = self.resolve(name, branch)
+        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.run(name, "read-tree", old, env=env)
+            for path, data in sorted(files.items()):
+                blob = self.run(name, "hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+                self.run(name, "update-index", "--add", "--cacheinfo", f"100644,{blob},{_tree_path(path)}", env=env)
+            tree = self.run(name, "write-tree", env=env).stdout.decode().strip()
+        new = self.run(name, "commit-tree", tree, "-p", old, "-m", message, env=author_env(*who)).stdout.decode().strip()
+        self.run(name, "update-ref", ref, new, old)
+        return old, new
 
     # -- reading ---------------------------------------------------------------------------------------
     def refs(self, name: str) -> dict[str, str]:

@@ -347,12 +347,18 @@ def plaza_council_vote(s: HarnessSession, agent: Any, args: dict) -> dict:
 
 
 def case_facts(s: HarnessSession, agent: Any, args: dict) -> dict:
-    """S-040 ``own``: the judge is a party to the case (its accused or its prosecutor)."""
+    """What the laws read about a ruling, from the plaza's records: S-040 ``own`` (the judge is a party
+    to the case: its accused or its prosecutor) and S-041 ``sanction`` (for a ruling of violation, the
+    heaviest step the sanctions schedule gives it now: a lockout, demotion, retirement or owner review
+    waits for the owner's approval; ``none`` for a dismissal)."""
     try:
         c = council_commands.case_of(s.rt.cmds, args.get("case"))
     except Refusal:
         return {}
-    return {"own": f"agent:{s.cid}" in (f"agent:{c['accused']}", c["prosecutor"])}
+    sanction = None
+    if args.get("verdict") == "violation":
+        sanction = council_commands.ruling_sanction(s.rt.cmds, c["id"], s.rt.cmds.clock())
+    return {"own": f"agent:{s.cid}" in (f"agent:{c['accused']}", c["prosecutor"]), "sanction": sanction or "none"}
 
 
 def plaza_incident_open(s: HarnessSession, agent: Any, args: dict) -> dict:

@@ -412,11 +412,13 @@ _GOVERNANCE = (
          obj({"project": _PROJECT}, ("project",)), hosttools.plaza_project_approve),
     Tool("plaza_project_deliver", HOST, "write",
          "Attach the deliverable document to a project at its review stage (every linked task done); the "
-         "project is then delivered, which is final.",
+         "project is then delivered, which is final. The deliverable must be in the Library: hand the file in "
+         "with plaza_library_submit (with the project, or a task linked to it) and name the item here.",
          obj({"project": _PROJECT, "title": string("The deliverable's title.", minLength=1),
               "text": string(f"What was delivered and where it is ({_DOC}).", minLength=1),
-              "item": string("The Library item it is, if you handed it in with plaza_library_submit.")},
-             ("project", "title", "text")), hosttools.plaza_project_deliver),
+              "item": string("The Library item it is (like d3), handed in with plaza_library_submit.",
+                             minLength=1)},
+             ("project", "title", "text", "item")), hosttools.plaza_project_deliver),
     Tool("plaza_council_propose", HOST, "write",
          "Propose a council motion (the four seats only: finance, counsel, incident, mayor). Kinds: priority, "
          "budget_move (amount credits from the plaza budget to the agent to: more than "
@@ -459,8 +461,9 @@ _GOVERNANCE = (
              ("case", "text")), hosttools.plaza_case_defend),
     Tool("plaza_case_rule", HOST, "write",
          "Rule on a case (judges; never in a case where you are a party): violation or dismissed, with the "
-         "ruling. A violation is recorded on the accused's conduct and the sanctions schedule follows. A ruling "
-         "is final.",
+         "ruling. A violation is recorded on the accused's conduct and the sanctions schedule follows; a ruling "
+         "whose sanction is a lockout, demotion, retirement or owner review waits for the owner's approval "
+         "first (S-041). A ruling is final.",
          obj({"case": string("The case's number, like c1.", minLength=1),
               "verdict": {"type": "string", "enum": list(VERDICTS), "description": "violation or dismissed."},
               "text": string("The ruling: why.", minLength=1)},

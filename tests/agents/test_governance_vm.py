@@ -2,13 +2,15 @@
 microVMs, the mock provider scripted as each agent's model (the owner's messages carry the mock's
 directives, as in test_typical_day): the orchestrator opens the project from the owner's goal, a
 researcher attaches research, a planner writes the proposal, tasks document and spec, a tester critiques
-it, the Mayor approves the plan, the orchestrator links the plan's task, a builder does it and a reviewer
-passes it and attaches the deliverable. The project is not flagged, so the owner is asked nothing: the
+it, the hub commits the spec to the project's repository as the planner, the Mayor approves the plan, the
+orchestrator links the plan's task, a builder does it and hands the file in to the Library, a reviewer
+passes it and attaches the deliverable (the Library item); the project's board thread tells each move. The project is not flagged, so the owner is asked nothing: the
 approvals queue stays empty of projects and motions. Seven guests (the first boots cold, the others
 from its warm template)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -112,6 +114,10 @@ def test_a_code_project_goes_brief_to_delivered_with_each_agent_scripted(plaza):
                        tasks="t: write NOTES.md", spec="NOTES.md lists every change since 0.8"))
     step(critic, tool("plaza_project_critique", project="pj1", text="Clear and small enough"))
     assert project()["stage"] == "approval"
+    # the hub keeps the plan in the project's repository as an OpenSpec change, committed by the planner
+    wait_for("the spec in pj1's repository", lambda: project()["specs"] == 1, 60)
+    (head, *_) = ok(c.get("/v1/git/repos/pj1/commits"))["commits"]
+    assert head["email"] == f"agent-{planner}@agents.plaza.invalid", head
     step(mayor, tool("plaza_project_approve", project="pj1"))
     assert project()["stage"] == "implementation"
 
@@ -119,19 +125,26 @@ def test_a_code_project_goes_brief_to_delivered_with_each_agent_scripted(plaza):
                     budget=400, role="builder", project="pj1"))
     wait_for("the builder given the task", lambda: ok(c.get("/v1/tasks/t1"))["worker"] == str(builder), 120)
     wait_for("the builder told", lambda: any("You were given task" in (e["text"] or "") for e in log(builder)), 60)
-    step(builder, tool("vm.write_file", path="NOTES.md", content="- every change\n"))
+    notes = "- every change\n"
+    step(builder, tool("vm.write_file", path="NOTES.md", content=notes))
+    step(builder, tool("vm.share_file", path="NOTES.md"))
+    shared = f"{hashlib.sha256(notes.encode()).hexdigest()[:16]}-NOTES.md"
+    step(builder, tool("plaza_library_submit", file=shared, title="Release notes 0.9", task="t1"))
     step(builder, tool("plaza_task_submit", task="t1", summary="wrote NOTES.md", files="NOTES.md", checks="read it"))
     wait_for("the review given", lambda: ok(c.get("/v1/tasks/t1"))["reviewer"] == str(reviewer), 120)
     wait_for("the reviewer told", lambda: any("Review task t1" in (e["text"] or "") for e in log(reviewer)), 60)
     step(reviewer, tool("plaza_task_submit", task="t1", verdict="pass", notes="complete"))
     assert ok(c.get("/v1/tasks/t1"))["state"] == "done" and project()["stage"] == "review"
-    step(reviewer, tool("plaza_project_deliver", project="pj1", title="NOTES.md", text="the notes, passed in t1"))
+    step(reviewer, tool("plaza_project_deliver", project="pj1", title="NOTES.md", text="the notes, passed in t1",
+                        item="d1"))
 
     shown = project()
     assert shown["stage"] == "delivered" and shown["tasks"] == ["t1"]
-    actors = {h["what"]: h["actor"] for h in shown["history"] if h["what"] != "move"}
+    actors = {h["what"]: h["actor"] for h in shown["history"] if h["what"] not in ("move", "repo", "spec")}
     assert actors == {"brief": f"agent:{orch}", "research": f"agent:{researcher}", "proposal": f"agent:{planner}",
                       "critique": f"agent:{critic}", "mayor": f"agent:{mayor}", "task": f"agent:{orch}",
                       "task_done": f"agent:{reviewer}", "deliverable": f"agent:{reviewer}"}
+    thread = ok(c.get(f"/v1/board/{shown['thread']}"))["thread"]
+    assert sum(" moved from " in r["text"] for r in thread) == 7
     asked = ok(c.get("/v1/approvals", params={"status": "all"}))["approvals"]
     assert not [a for a in asked if a["kind"] in ("project", "motion")], asked  # the owner is asked nothing

@@ -110,6 +110,8 @@ def test_the_owner_approves_a_flagged_project_and_decides_a_tied_motion(browser,
         s(pc.research(side.cmds, side.ctx(2), n, "generators", "a static page", role="researcher"))
         s(pc.propose(side.cmds, side.ctx(3), n, "one page", "t: write the notes", "NOTES.md", role="planner"))
         s(pc.critique(side.cmds, side.ctx(4), n, "fine", False, role="reviewer"))
+        until("the hub to commit the spec to the project's repository",
+              lambda: http.get(f"/v1/projects/{n}").json()["specs"] == 1, 60)
         asked = s(pc.approve(side.cmds, side.ctx(5), n, role="mayor"))["asked"]
         m = s(cc.propose(side.cmds, side.ctx(30), "priority", "Docs first this week", role="finance"))["id"]
         for seat, cid, vote in (("finance", 30, "yes"), ("counsel", 31, "yes"), ("incident", 32, "no"),

@@ -1,9 +1,12 @@
 """Random moves on projects by random roles (and the owner): research, proposals and revisions,
 critiques that pass or ask for a revision, the Mayor's and the owner's approvals, vetoes, owner
-flags, send-backs, tasks linked and passed, deliverables, hub restarts. After every step, read from
-the log alone: no project ever skips a stage or moves back except as ``BACK_MOVES`` allows; each
-stage reached holds its rule; no task is linked before the plan is approved; a refusal wrote
-nothing; the read model equals a fold from event 1."""
+flags, send-backs, tasks linked and passed, Library items handed in (for the project, for a linked
+task, for another project, deleted) and deliverables, hub restarts. After every step, read from the
+log alone: no project ever skips a stage or moves back except as ``BACK_MOVES`` allows; each stage
+reached holds its rule; no task is linked before the plan is approved; a delivered project's
+deliverable is a Library item of that project or of one of its linked tasks, not deleted when it
+was named; the project's board thread holds one post or reply for each of its moves; a refusal
+wrote nothing; the read model equals a fold from event 1."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.treasury import Clock, Plaza  # noqa: E402
 
+from agentplaza.commands import library as lc  # noqa: E402
 from agentplaza.commands import projects as pc  # noqa: E402
 from agentplaza.commands import tasks as tc  # noqa: E402
 from agentplaza.domain import projects as d  # noqa: E402
@@ -44,6 +48,7 @@ class ProjectsMachine(RuleBasedStateMachine):
         self.clock = Clock()
         self.p = Plaza(self.dir, None, self.clock)
         self.projects: list[str] = []
+        self.items: list[str] = []
         self.p.wallet("11"), self.p.wallet("12")  # the worker and the reviewer of the linked tasks
 
     def teardown(self):
@@ -82,6 +87,21 @@ class ProjectsMachine(RuleBasedStateMachine):
     @rule(i=which, r=role("reviewer", "builder", "tester"), who=agent, revise=st.booleans())
     def critique(self, i, r, who, revise):
         self.attempt(pc.critique, self.ctx(who), self.pick(i), "my view", revise, role=r)
+
+    def keep_in_git(self, n: str) -> None:
+        """What the hub's ``runtime.projectrepo`` does (with no git here): the repository recorded, each
+        code revision's spec recorded as committed."""
+        p = self.p.store.get(project_id(n))
+        hub = self.p.ctx("hub")
+        if p.repo is None:
+            self.attempt(pc.repo_opened, hub, n, n)
+        for revision in self.p.store.get(project_id(n)).specs_to_commit():
+            self.attempt(pc.spec_committed, hub, n, revision, f"openspec/changes/{n}-a-goal", f"{revision:040x}")
+
+    @rule(i=which)
+    def the_hub_keeps_the_plan_in_git(self, i):
+        if self.projects:
+            self.keep_in_git(self.pick(i))
 
     @rule(i=which, r=role("mayor"), who=agent)
     def mayor_approves(self, i, r, who):
@@ -122,9 +142,26 @@ class ProjectsMachine(RuleBasedStateMachine):
         tc.take_review(self.p.cmds, self.ctx(12), number, reviewer, "reviewer")
         tc.review(self.p.cmds, self.ctx(12), number, reviewer, True, "good")
 
-    @rule(i=which, r=role("reviewer", "builder"), who=agent)
-    def deliver(self, i, r, who):
-        self.attempt(pc.deliver, self.ctx(who), self.pick(i), "The result", "what was built", role=r)
+    def hand_in(self, project: str | None, task: str | None) -> str:
+        number = lc.submit(self.p.cmds, self.ctx(4), title="The result", description="", filename="result.md",
+                           media_type="text/markdown", size=10, sha256="0" * 64, storage="local", key="k",
+                           task=task, project=project).value
+        self.items.append(number)
+        return number
+
+    @rule(i=which, whose=st.sampled_from(["project", "task", "other", "none"]), delete=st.booleans())
+    def an_item_handed_in(self, i, whose, delete):
+        p = self.p.store.get(project_id(self.pick(i))) if self.projects else None
+        project = p.number if p is not None and whose == "project" else "pj99" if whose == "other" else None
+        task = p.tasks[0] if p is not None and p.tasks and whose == "task" else None
+        number = self.hand_in(project, task)
+        if delete:
+            lc.delete(self.p.cmds, self.ctx(None), number)
+
+    @rule(i=which, r=role("reviewer", "builder"), who=agent, item=st.integers(min_value=0, max_value=5))
+    def deliver(self, i, r, who, item):
+        named = self.items[item % len(self.items)] if self.items else "d1"
+        self.attempt(pc.deliver, self.ctx(who), self.pick(i), "The result", "what was built", named, role=r)
 
     @rule(i=which, times=st.integers(min_value=1, max_value=4))
     def the_right_next_moves(self, i, times):
@@ -143,11 +180,12 @@ class ProjectsMachine(RuleBasedStateMachine):
             d.RESEARCH: lambda: self.attempt(pc.propose, self.ctx(3), n, "plan", "t: it", "spec", role="planner"),
             d.PROPOSAL: lambda: self.attempt(pc.critique, self.ctx(author % 5 + 1), n, "ok", False, role="reviewer"),
             d.CRITIQUE: lambda: self.attempt(pc.propose, self.ctx(3), n, "plan v2", "t: it", "spec", role="planner"),
-            d.APPROVAL: lambda: self.attempt(pc.approve, self.ctx(5), n, role="mayor"),
+            d.APPROVAL: lambda: (self.keep_in_git(n), self.attempt(pc.approve, self.ctx(5), n, role="mayor")),
             d.IMPLEMENTATION: lambda: (self.a_linked_task_passes(i) if set(p.tasks) - set(p.done) else
                                        self.attempt(pc.link_task, self.ctx(1), n, "a step", "works", 200,
                                                     role="orchestrator")),
-            d.REVIEW: lambda: self.attempt(pc.deliver, self.ctx(4), n, "Result", "built", role="reviewer"),
+            d.REVIEW: lambda: self.attempt(pc.deliver, self.ctx(4), n, "Result", "built", self.hand_in(n, None),
+                                           role="reviewer"),
         }
         if p.stage in moves:
             moves[p.stage]()
@@ -170,10 +208,25 @@ class ProjectsMachine(RuleBasedStateMachine):
         if not hasattr(self, "p"):
             return
         stage: dict[str, str] = {}
+        deleted: set[str] = set()
+        moves: dict[str, int] = {}
+        thread_of: dict[str, str] = {}  # a thread's post -> its project's aggregate
+        told: dict[str, int] = {}
         for e in self.p.store.read():
+            key = e.originator_id
+            if e.kind == "Item.Deleted":
+                deleted.add(e.data["number"])
+            elif e.kind == "Board.Replied" and " moved from " in e.data["text"]:
+                owner = thread_of[e.data["post"]]
+                told[owner] = told.get(owner, 0) + 1
             if not e.kind.startswith("Project."):
                 continue
-            key = e.originator_id
+            if e.kind == "Project.DeliverableAttached":
+                assert e.data["item"] not in deleted, "a deleted library item was delivered"
+            elif e.kind == "Project.Threaded":
+                thread_of[e.data["post"]] = key
+            if e.kind == "Project.Moved":
+                moves[key] = moves.get(key, 0) + 1
             if e.kind == "Project.Created":
                 stage[key] = d.BRIEF
             elif e.kind == "Project.Moved":
@@ -184,6 +237,7 @@ class ProjectsMachine(RuleBasedStateMachine):
                 stage[key] = e.data["stage"]
             elif e.kind == "Project.TaskLinked":
                 assert stage[key] == d.IMPLEMENTATION, "a task was linked before the plan was approved"
+        assert told == moves, "each move of a project is a reply on its board thread"
         for number in self.projects:
             p: Project = self.p.store.get(project_id(number))
             at = d.STAGES.index(p.stage)
@@ -195,11 +249,15 @@ class ProjectsMachine(RuleBasedStateMachine):
                 assert p.critique_problem() is None, p.critique_problem()
             if at >= d.STAGES.index(d.IMPLEMENTATION):
                 assert p.mayor_approved is not None or p.owner_approved
+                if p.kind == "code" and p.mayor_approved is not None:
+                    assert p.mayor_approved in p.specs, "the Mayor approved a spec not in the repository"
                 assert not p.owner_flag or p.owner_approved, "a flagged project moved on without the owner"
             if at >= d.STAGES.index(d.REVIEW):
                 assert p.tasks and set(p.tasks) <= set(p.done)
             if p.stage == d.DELIVERED:
                 assert p.deliverable is not None
+                item = lc.load_any(self.p.cmds, p.deliverable["item"])
+                assert item.project == p.number or item.task in p.tasks, (item.project, item.task)
 
     @invariant()
     def the_read_model_equals_a_fold_from_event_one(self):

@@ -1,6 +1,7 @@
 """/v1/projects, /v1/council and /v1/courts: the projects and their history, the owner's approval,
 send-back, veto and flag of a project; the council's motions and the owner's decision on one the
-count gave them; the courts' cases and the incidents (read only: agents file them through their tools).
+count gave them; the courts' cases and the incidents, each one shown whole (read only: agents open,
+file, defend and rule through their tools).
 The ``projects``, ``council`` and ``courts`` families on /v1/ws carry every change."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from starlette.routing import Route
 
 from ...commands import council as council_cmd
 from ...commands import projects as cmd
-from ...domain.names import motion_number, project_number
+from ...domain.names import case_number, incident_number, motion_number, project_number
 from ...projections import governance as rm
 from ...wire import MOTION_STATUSES, PROJECT_STAGES
 from ..errors import ApiError, Body, read_body
@@ -116,6 +117,26 @@ async def list_cases(request: Request) -> dict:
             "incidents": await api.query(rm.incident_rows, api.hub.read_models)}
 
 
+@endpoint
+async def show_case(request: Request) -> dict:
+    api = api_of(request)
+    number = case_number(request.path_params["id"])
+    row = await api.query(rm.case_row, api.hub.read_models, number)
+    if row is None:
+        raise ApiError("no_case", f"no case {number!r}")
+    return row
+
+
+@endpoint
+async def show_incident(request: Request) -> dict:
+    api = api_of(request)
+    number = incident_number(request.path_params["id"])
+    row = await api.query(rm.incident_row, api.hub.read_models, number)
+    if row is None:
+        raise ApiError("no_incident", f"no incident {number!r}")
+    return row
+
+
 ROUTES = [
     Route("/v1/projects", list_projects),
     Route("/v1/projects/{id}", show_project),
@@ -127,4 +148,6 @@ ROUTES = [
     Route("/v1/council/motions/{id}", show_motion),
     Route("/v1/council/motions/{id}/decide", decide_motion, methods=["POST"]),
     Route("/v1/courts", list_cases),
+    Route("/v1/courts/cases/{id}", show_case),
+    Route("/v1/courts/incidents/{id}", show_incident),
 ]

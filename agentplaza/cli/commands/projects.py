@@ -18,6 +18,8 @@ def render(p: dict) -> str:
         "flagged for you": p["owner_flag"], "you approved": p["owner_approved"],
         "the Mayor approved": f"revision {p['mayor_approved']}" if p["mayor_approved"] else None,
         "approval": p["approval"], "tasks": ", ".join(p["tasks"] or []) or None, "done": p["done"],
+        "repository": p.get("repo"), "specs in git": p.get("specs") if p["kind"] == "code" else None,
+        "board thread": p.get("thread"),
     })
     history = [{**h, "text": (h["text"] or "").replace("\n", " ")[:80]} for h in p.get("history", [])]
     return head + "\n\n" + table(history, HISTORY_COLUMNS)
