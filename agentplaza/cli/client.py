@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from ..config import DEFAULT_HUB, OWNER_TOKEN_FILE, folders
 from .errors import HubError, Unreachable
 from .http import ConnectFailed, Dropped, Http
-from .pin import pinned_context
+from .pin import local_pin, pinned_context
 
 __all__ = ["Client", "HubError", "Unreachable", "local_token"]
 
@@ -54,6 +54,8 @@ class Client:
             self.hub = "http://" + self.hub
         host = urlparse(self.hub).hostname or ""
         self.token = token or (local_token(folders().state) if host in LOOPBACK else None)
+        if pin is None and host in LOOPBACK and self.hub.startswith("https://"):
+            pin = local_pin(folders().state)  # the hub on this machine: the certificate it made for itself
         #: The TLS context of a pinned hub (checked before anything is sent), for HTTP and the live bus.
         self.ssl_context = pinned_context(self.hub, pin) if pin else None
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
