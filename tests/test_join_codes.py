@@ -174,3 +174,42 @@ def test_a_session_lasts_12_hours():
     assert s.valid(value)
     t[0] += 1
     assert not s.valid(value)
+
+
+def test_a_rotation_over_http_is_refused_from_another_machine_and_the_logs_hash_wins_at_the_next_start(folders):
+    import json
+
+    import anyio
+    import httpx
+
+    from agentplaza.api.app import create_app
+    from agentplaza.api.auth import token_hash
+    from agentplaza.api.hub import Hub
+
+    hub = Hub.open(folders)
+    first = hub.new_owner_token
+    app = create_app(hub)
+
+    async def rotate(client_ip: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, client=(client_ip, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.post("/v1/hub/owner-token/rotate", json={}, headers={"authorization": f"Bearer {first}"})
+
+    try:
+        far = anyio.run(rotate, "10.1.2.3")
+        assert far.status_code == 403 and far.json()["error"]["code"] == "not_from_this_machine"
+        assert hub.owner_token_sha256 == token_hash(first)  # nothing changed
+        here = anyio.run(rotate, "127.0.0.1")
+        assert here.status_code == 200, here.text
+        new = here.json()["token"]
+        assert hub.owner_token_sha256 == token_hash(new)
+    finally:
+        hub.close()
+    record = folders.state / "hub.json"
+    stale = json.loads(record.read_text()) | {"owner_token_sha256": token_hash(first)}
+    record.write_text(json.dumps(stale))  # a stale record (another hub rotated on the shared store)
+    again = Hub.open(folders)
+    try:
+        assert again.owner_token_sha256 == token_hash(new)  # the log's rotation wins
+    finally:
+        again.close()

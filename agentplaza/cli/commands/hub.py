@@ -29,6 +29,8 @@ def render(d: dict, saved_as: str | None = None) -> str:
         "address": d["address"], "version": d["version"],
         "store": f"{d['store']['backend']} {d['store']['where']}",
         "position": d["position"], "read models at": d["projections_at"], "started": d["started_at"],
+        **({"public address": d["public_url"]} if d.get("public_url") and d["public_url"] != d["address"] else {}),
+        **({"certificate SHA-256": d["fingerprint"]} if d.get("fingerprint") else {}),
         **({"saved as": saved_as} if saved_as else {}),
     })
 

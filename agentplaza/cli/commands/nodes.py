@@ -14,7 +14,7 @@ CODE_COLUMNS = ["id", "label", "state", "expires_at", "failures", "node"]
 
 def _row(n: dict) -> dict:
     f = n.get("facts") or {}
-    return {"name": n["name"], "online": "yes" if n["online"] else "no", "cids": f"{n['cid_first']}-{n['cid_last']}",
+    return {"name": n["name"], "label": n.get("label") or "-", "online": "yes" if n["online"] else "no", "cids": f"{n['cid_first']}-{n['cid_last']}",
             "agents": n["agents"], "backend": f.get("backend", "-"), "accel": f.get("accel", "-"),
             "isolation": f.get("isolation", "-")}
 
@@ -29,7 +29,7 @@ def _show(d: dict) -> str:
                   if egress else "-"})
 
 
-NODE_COLUMNS = ["name", "online", "cids", "agents", "backend", "accel"]
+NODE_COLUMNS = ["name", "label", "online", "cids", "agents", "backend", "accel"]
 
 
 def _made(d: dict) -> str:
