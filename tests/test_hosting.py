@@ -17,6 +17,8 @@ import shutil
 import socket
 import ssl
 import stat
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -100,8 +102,12 @@ def test_the_command_line_with_the_pin_works_and_a_wrong_pin_or_no_pin_is_refuse
     wrong = "0" * 64
     r = cli(hub, "--hub", hub.url, "--pin", wrong, "--token", hub.token, "hub", "status")
     assert r.returncode == 1 and "pin_mismatch" in r.stderr and "nothing was sent" in r.stderr
-    r = cli(hub, "--hub", hub.url, "--token", hub.token, "hub", "status")  # self-signed: not trusted unpinned
-    assert r.returncode == 1 and "certificate verify failed" in r.stderr
+    r = cli(hub, "--hub", hub.url, "--token", hub.token, "hub", "status")  # on the hub's machine: pinned by itself
+    assert r.returncode == 0, r.stderr
+    elsewhere = dict(hub.env, APZ_STATE_DIR=str(hub.folders.data / "elsewhere"))  # a machine without its cert
+    r = subprocess.run([sys.executable, "-m", "agentplaza.cli.main", "--hub", hub.url, "--token", hub.token, "hub",
+                        "status"], env=elsewhere, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 1 and "certificate verify failed" in r.stderr  # self-signed: not trusted unpinned
 
 
 def test_a_plain_http_request_to_the_hosted_hub_gets_no_owner_data(hub):
