@@ -37,3 +37,21 @@ def test_the_owners_own_pair_is_used_as_given_and_half_a_pair_is_refused(tmp_pat
     assert not (state / CERT_FILE).exists()  # the hub made none of its own
     with pytest.raises(ValueError):
         hub_certificate(state, [], str(own / CERT_FILE), None)
+
+
+def test_bound_to_anything_but_loopback_apid_serves_https_and_on_loopback_when_asked():
+    from agentplaza.api.main import hosted
+
+    for host in ("0.0.0.0", "::", "192.168.1.20", "hub.example.net"):
+        assert hosted(host, https_flag=False)
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert not hosted(host, https_flag=False) and hosted(host, https_flag=True)
+
+
+def test_the_certificate_names_the_bound_address_the_owners_names_and_this_machine():
+    from agentplaza.api.edge import HubNames
+    from agentplaza.api.main import certificate_names
+
+    names = HubNames.make("0.0.0.0", ["hub.lan"], ["https://hub.example.net:7700"])
+    assert certificate_names("0.0.0.0", names) == ["hub.example.net", "hub.lan", "localhost", "127.0.0.1"]
+    assert certificate_names("10.0.0.5", HubNames.make("10.0.0.5"))[0] == "10.0.0.5"
