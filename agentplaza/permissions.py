@@ -62,3 +62,21 @@ def make_private_file(path: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
+
+
+#: The umask apid and noded run under: whatever the caller's, what they make is 0600 and 0700.
+PRIVATE_UMASK = 0o077
+
+
+def private_umask() -> int:
+    """Make every file and folder this process creates from now on owner-only (a library that creates
+    a file with 0644, or a folder with 0755, gets 0600 and 0700); the umask it had before."""
+    return os.umask(PRIVATE_UMASK)
+
+
+def write_private_bytes(path: Path, data: bytes) -> None:
+    """Write ``path`` whole as 0600 (made so, and set so if it was there before with another mode)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(path, PRIVATE_FILE_MODE)

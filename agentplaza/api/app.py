@@ -26,13 +26,14 @@ from .routes import AREAS
 from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
 from .routes.e2b import E2B_PREFIX
 from .routes.gateway import GATEWAY_PREFIX
+from .routes.hosting import REDEEM_PATH
 
 #: Open to every caller that passed the door: signing in checks the token it is given itself, the
 #: console's files (routes/console.py) hold no plaza data (its sign-in page must load before a session),
 #: git's smart HTTP door checks the owner token itself (as a git client sends it: basic auth), and the
 # E2B API checks its own e2b_ keys (routes/e2b.py; the owner token does not open it).
 OPEN_PREFIXES = (GATEWAY_PREFIX + "/", "/v1/auth/", CONSOLE_ASSETS, GIT_PATH, E2B_PREFIX + "/")
-OPEN_PATHS = frozenset({"/"})
+OPEN_PATHS = frozenset({"/", REDEEM_PATH})  # a node's redemption carries its own proof: the join code
 
 
 class OwnerOnly:

@@ -36,6 +36,16 @@ def write_private(path: Path, text: str) -> None:
     os.chmod(path, STATE_FILE_MODE)
 
 
+def record_owner_token(state_dir: Path, token: str) -> str:
+    """Write a new owner token to its file and its hash to the hub's record; the hash."""
+    record_path = state_dir / HUB_RECORD_FILE
+    record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    write_private(state_dir / OWNER_TOKEN_FILE, token + "\n")
+    record["owner_token_sha256"] = token_hash(token)
+    write_private(record_path, json.dumps(record, indent=2) + "\n")
+    return record["owner_token_sha256"]
+
+
 def ensure_owner_token(state_dir: Path) -> tuple[str, str | None]:
     """Returns (the token's hash, the new token if it was made just now)."""
     record_path = state_dir / HUB_RECORD_FILE
@@ -123,6 +133,11 @@ class Sessions:
         if value:
             with self._lock:
                 self._sessions.pop(token_hash(value), None)
+
+    def close_all(self) -> None:
+        """Every sign-in ends (the owner token was rotated: a thief's session goes with the old token)."""
+        with self._lock:
+            self._sessions.clear()
 
     def new_link_code(self) -> str:
         code = secrets.token_urlsafe(SESSION_BYTES)

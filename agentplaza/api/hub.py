@@ -9,6 +9,7 @@ from typing import Any
 
 from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
 from ..commands import models as model_commands
+from ..commands import nodes as node_commands
 from ..commands import plaza as plaza_commands
 from ..commands.unit import Clock, Commands, utc_now
 from ..config import HUB_RECORD_FILE, OWNER_TOKEN_FILE, READ_MODELS_FILE, STORE_FILE, Folders
@@ -23,8 +24,11 @@ from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
 from ..vault.audit import AUDIT_FILE, AUDIT_KEY_FILE
 from ..vault.service import KEY_FILE, VAULT_DOCUMENT
-from .auth import Sessions, ensure_owner_token
+from .auth import Sessions, ensure_owner_token, record_owner_token
 from .edge import HubNames
+from .ratelimit import REDEEM_ATTEMPTS_PER_MIN, SIGN_IN_ATTEMPTS_PER_MIN, PerAddress
+from .tls import CERT_FILE
+from .tls import KEY_FILE as TLS_KEY_FILE
 
 VERSION = "0.1.0"
 
@@ -53,6 +57,14 @@ class Hub:
     #: Loopback callers are the owner unless apid --loopback-trust off.
     loopback_trust: bool = True
     sessions: Sessions = field(default_factory=Sessions)
+    #: Served over HTTPS (apid off loopback, or --https); the certificate's SHA-256, the value --pin checks.
+    serves_https: bool = False
+    fingerprint: str | None = None
+    #: The address other machines reach this hub at: the first --public-url, else the address it serves.
+    public_url: str = ""
+    #: Attempts a minute per caller's address: sign-ins, and join code redemptions (``ratelimit``).
+    sign_ins: PerAddress = field(default_factory=lambda: PerAddress(SIGN_IN_ATTEMPTS_PER_MIN))
+    redemptions: PerAddress = field(default_factory=lambda: PerAddress(REDEEM_ATTEMPTS_PER_MIN))
 
     @classmethod
     def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> Hub:
@@ -62,6 +74,7 @@ class Hub:
         token_hash, new_token = ensure_owner_token(folders.state)
         store = EventStore.open(state_dir=folders.state, database_url=url)
         commands = Commands(store, clock)
+        token_hash = node_commands.rotated_owner_token_sha256(commands) or token_hash  # the log's rotation wins
         plaza_commands.ensure_founded(commands)
         model_commands.ensure_models(commands, [config_from_preset(p) for p in STARTING_PROVIDERS])
         engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
@@ -82,6 +95,9 @@ class Hub:
         return {
             "version": VERSION,
             "address": self.address,
+            "https": self.serves_https,
+            "fingerprint": self.fingerprint,
+            "public_url": self.public_url or self.address,
             "store": {"backend": self.store.backend, "where": self.store.info.where},
             "position": self.store.max_position(),
             "projections_at": self.read_models.position(),
@@ -98,6 +114,14 @@ class Hub:
         return [f"apid: the event at position {u['position']} cannot be read ({u['reason']}); every read model "
                 "steps over it. See docs/operations.md, \"A damaged event in the log\"."
                 for u in self.unreadable() if u["voided_at"] is None]
+
+    def rotate_owner_token(self, ctx, from_this_machine: bool) -> str:
+        """A new owner token: the log keeps its hash, the owner-token file gets it, the old one and every
+        sign-in made with it stop working at once; the token, to show once."""
+        token = node_commands.rotate_owner_token(self.commands, ctx, from_this_machine).value
+        self.owner_token_sha256 = record_owner_token(self.folders.state, token)
+        self.sessions.close_all()
+        return token
 
     def close(self) -> None:
         if self.runtime is not None:
@@ -119,5 +143,6 @@ def relied_on(folders: Folders) -> tuple[list, list]:
         [(st / OWNER_TOKEN_FILE, "owner token"), (st / HUB_RECORD_FILE, "hub document"), *sqlite,
          (st / VAULT_DOCUMENT, "vault document"), (st / AUDIT_FILE, "vault audit log"),
          (st / ANCHOR_FILE, "chain checkpoint file"), (cf / KEY_FILE, "vault key file"),
-         (cf / AUDIT_KEY_FILE, "vault audit key"), (cf / ANCHOR_KEY_FILE, "chain anchor key")],
+         (cf / AUDIT_KEY_FILE, "vault audit key"), (cf / ANCHOR_KEY_FILE, "chain anchor key"),
+         (st / CERT_FILE, "hub certificate"), (st / TLS_KEY_FILE, "hub certificate's key")],
     )

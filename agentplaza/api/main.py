@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from ..adapters.kvm.link import NodeError
 from ..adapters.providers.presets import ANTHROPIC
 from ..config import DEFAULT_BIND, folders
+from ..permissions import private_umask
 from ..runtime.e2b import sandboxes_of
 from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway
 from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
@@ -23,10 +24,11 @@ from ..runtime.fleet import AgentRuntime
 from ..runtime.modelrelay import GatewayCall
 from . import acp_door, ws
 from .app import create_app
-from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, loopback_trust_from
+from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, is_loopback, loopback_trust_from
 from .edge import HubNames
 from .hub import VERSION, Hub
 from .routes.gateway import gateway_of
+from .tls import Certificate, hub_certificate, with_colons
 
 #: More names and addresses for the hub, for a hub hosted for other machines.
 PUBLIC_URL_ENV = "APZ_PUBLIC_URL"
@@ -77,6 +79,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         f"(repeatable; also {PUBLIC_URL_ENV}, comma-separated)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help=f"another Host name this hub answers to (repeatable; also {ALLOW_HOSTS_ENV}, comma-separated)")
+    p.add_argument("--https", action="store_true",
+                   help="serve HTTPS on a loopback address too (off loopback apid always serves HTTPS only)")
+    p.add_argument("--tls-cert", metavar="PEM", default=None,
+                   help="your own certificate (with --tls-key) instead of the hub's self-signed one")
+    p.add_argument("--tls-key", metavar="PEM", default=None, help="the key of --tls-cert")
     p.add_argument("--e2b-gateway-port", type=int, default=None, metavar="PORT",
                    help="serve the E2B SDK's node gateway on 127.0.0.1:PORT (off unless given; "
                         f"the SDK's E2B_SANDBOX_URL; {DEFAULT_GATEWAY_PORT} is the usual port)")
@@ -84,7 +91,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def hosted(host: str, https_flag: bool) -> bool:
+    """The guide: a hub that other machines can join "listens on an address you choose, serves HTTPS".
+    Bound to anything but loopback, apid serves HTTPS only; on loopback, when asked."""
+    return https_flag or not (host == "localhost" or is_loopback(host))
+
+
+def certificate_names(host: str, names: HubNames) -> list[str]:
+    """What the hub's own certificate names: the bound address (not a wildcard), the owner's names, localhost."""
+    bound = [] if host in ("0.0.0.0", "::") else [host]
+    return [*bound, *sorted(names.names), "localhost", "127.0.0.1"]
+
+
 def main(argv: list[str] | None = None) -> int:
+    private_umask()  # what the hub writes is 0600 and its folders 0700, whatever the caller's umask
     args = parse_args(argv)
     host, sep, port = args.bind.rpartition(":")
     if not sep or not port.isdigit():
@@ -110,8 +130,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for note in hub.start_notes():
         print(note, flush=True)
-    hub.address = f"http://{args.bind if ':' not in host else f'[{host}]:{port}'}"
+    cert: Certificate | None = None
+    if hosted(host, args.https) or args.tls_cert:
+        try:
+            cert = hub_certificate(hub.folders.state, certificate_names(host, names), args.tls_cert, args.tls_key)
+        except (ValueError, OSError) as e:
+            print(f"apid: cannot serve HTTPS: {e}", file=sys.stderr)
+            hub.close()
+            return 2
+    scheme = "https" if cert else "http"
+    hub.address = f"{scheme}://{args.bind if ':' not in host else f'[{host}]:{port}'}"
     hub.names, hub.loopback_trust = names, loopback_trust
+    hub.serves_https, hub.fingerprint = cert is not None, cert.fingerprint if cert else None
+    public = args.public_url + _csv(os.environ.get(PUBLIC_URL_ENV))
+    hub.public_url = public[0].rstrip("/") if public else hub.address
+    if cert is not None:
+        print(f"apid: HTTPS with {'its own' if cert.own else 'your'} certificate {cert.certfile}", flush=True)
+        print(f"apid: certificate SHA-256 {with_colons(cert.fingerprint)}", flush=True)
+        print(f"apid: pin it: agentplaza --hub {hub.public_url} --pin {cert.fingerprint}", flush=True)
+        if not public and host in ("0.0.0.0", "::"):
+            print(f"apid: no --public-url: join codes carry {hub.address}, which other machines cannot reach; "
+                  "set --public-url", flush=True)
     if hub.new_owner_token:
         print(f"apid: owner token (shown once; also in {hub.folders.state / 'owner-token'}):")
         print(f"  {hub.new_owner_token}")
@@ -129,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
+    if cert is not None:  # HTTPS only: a plain-HTTP request on this port gets no answer, only a failed handshake
+        config.certfile, config.keyfile = str(cert.certfile), str(cert.keyfile)
     # /v1/ws is read-only and closes on a message over its own 4 KiB; /acp carries an editor's prompts.
     config.websocket_max_message_size = max(ws.CLIENT_MESSAGE_BYTES_MAX, acp_door.MESSAGE_BYTES_MAX)
     config.websocket_ping_interval = ws.PING_INTERVAL_S

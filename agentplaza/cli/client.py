@@ -11,6 +11,7 @@ docs/operations.md, "Retries and Idempotency-Key").
 
 from __future__ import annotations
 
+import ipaddress
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +21,7 @@ from urllib.parse import urlparse
 from ..config import DEFAULT_HUB, OWNER_TOKEN_FILE, folders
 from .errors import HubError, Unreachable
 from .http import ConnectFailed, Dropped, Http
-from .pin import pinned_context
+from .pin import local_pin, pinned_context
 
 __all__ = ["Client", "HubError", "Unreachable", "local_token"]
 
@@ -44,6 +45,16 @@ def local_token(state_dir: Path) -> str | None:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def on_this_machine(host: str) -> bool:
+    """localhost, or a loopback address (all of 127.0.0.0/8 and ::1 are this machine)."""
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class Client:
     """A hub's address, its token and, with ``pin``, the one certificate it must present
     (``cli.config.resolve`` says which hub, token and pin a command uses)."""
@@ -54,6 +65,8 @@ class Client:
             self.hub = "http://" + self.hub
         host = urlparse(self.hub).hostname or ""
         self.token = token or (local_token(folders().state) if host in LOOPBACK else None)
+        if pin is None and self.hub.startswith("https://") and on_this_machine(host):
+            pin = local_pin(folders().state)  # the hub on this machine: the certificate it made for itself
         #: The TLS context of a pinned hub (checked before anything is sent), for HTTP and the live bus.
         self.ssl_context = pinned_context(self.hub, pin) if pin else None
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}

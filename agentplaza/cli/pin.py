@@ -76,3 +76,17 @@ def pinned_context(url: str, pin: str) -> ssl.SSLContext:
     ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # that certificate alone is the anchor
     ctx.load_verify_locations(cadata=ssl.DER_cert_to_PEM_cert(der))
     return ctx
+
+
+#: The hub's own certificate in its state folder (``api.tls.CERT_FILE``): on the hub's machine the command
+#: pins it by itself, as it reads the owner-token file.
+LOCAL_CERT_FILE = "hub-cert.pem"
+
+
+def local_pin(state_dir) -> str | None:
+    """The SHA-256 of the certificate the hub on this machine made for itself (None when it has none)."""
+    try:
+        pem = (state_dir / LOCAL_CERT_FILE).read_text()
+        return fingerprint(ssl.PEM_cert_to_DER_cert(pem))
+    except (OSError, ValueError):
+        return None

@@ -60,6 +60,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "e2b_field_not_served", "e2b_image_not_served", "e2b_step_not_served",
         # projects, the council, the courts
         "empty_document", "invalid_vote",
+        # hosting and join codes
+        "invalid_ttl", "invalid_public_key",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -91,6 +93,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "foreign_origin", "mcp_local_only", "remote_needs_https",
         # projects, the council, the courts
         "own_proposal", "not_a_seat", "courts_never_sit", "own_case",
+        # hosting and join codes
+        "join_code_invalid", "not_from_this_machine",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -113,6 +117,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found", "e2b_build_not_found",
         # projects, the council, the courts
         "no_project", "no_motion", "no_case", "no_incident",
+        # hosting and join codes
+        "unknown_join_code",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -145,6 +151,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "wrong_stage", "project_ended", "needs_research", "needs_spec", "needs_critique", "critique_blocks",
         "plan_not_approved", "motion_decided", "motion_not_yours", "case_ruled",
         "needs_deliverable", "not_this_project", "spec_not_committed",
+        # hosting and join codes
+        "join_code_used", "join_code_closed",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

@@ -44,6 +44,8 @@ BODYLESS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/library/{id}"): "the library item is named by the path",
     ("POST", "/v1/hub-mcp/disable"): "turns the hub's MCP server off",
     ("DELETE", "/v1/hub-mcp/tokens/{id}"): "the token is named by the path",
+    ("POST", "/v1/join-codes/{id}/revoke"): "the join code is named by the path",
+    ("POST", "/v1/hub/owner-token/rotate"): "a new owner token, shown once",
 }
 
 #: Routes whose body is a provider's request shape (the model gateway passes it on): fuzzed with any JSON.

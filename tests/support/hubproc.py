@@ -36,11 +36,14 @@ def stop_left_over() -> int:
 
 
 class HubProcess:
-    def __init__(self, folders, database_url: str | None = None, port: int | None = None, args: tuple = ()):
+    def __init__(self, folders, database_url: str | None = None, port: int | None = None, args: tuple = (),
+                 host: str = "127.0.0.1", umask: int = -1):
         self.folders = folders
         self.args = tuple(args)  # more apid flags
+        self.host = host  # a loopback address the test owns (127.0.0.2 ...): with --https, a hosted hub
+        self.umask = umask  # the umask apid starts under (-1: the test's own)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if '--https' in self.args else 'http'}://{host}:{self.port}"
         self.env = dict(os.environ)
         self.env.update(
             APZ_STATE_DIR=str(folders.state), APZ_CONFIG_DIR=str(folders.config), APZ_DATA_DIR=str(folders.data),
@@ -54,8 +57,8 @@ class HubProcess:
 
     def start(self, timeout: float = 90) -> HubProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}", *self.args],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"{self.host}:{self.port}", *self.args],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, umask=self.umask,
         )
         _LIVE.add(self)
         deadline = time.time() + timeout

@@ -99,6 +99,12 @@ class NodeLink:
             self.channel.close()
 
 
+#: noded's umask, not the hub's owner-only one: the jailed QEMU (an unprivileged uid) must pass through the
+#: jail's folders noded makes, and noded sets the mode of each file it writes itself (0600: disks,
+#: snapshots, sockets, this log).
+NODED_UMASK = 0o022
+
+
 def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = None) -> tuple[subprocess.Popen, Path]:
     """Start noded as the hub's child (node n0); its machines stop when the hub goes."""
     sock = Path(state_dir) / "node.sock"
@@ -107,8 +113,9 @@ def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = N
     if images_dir:
         argv += ["--images", images_dir]
     log = os.fdopen(os.open(Path(state_dir) / "noded.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+    os.fchmod(log.fileno(), 0o600)  # a log an older hub made with the umask's mode is owner-only from now on
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ), start_new_session=True)
+                            env=dict(os.environ), start_new_session=True, umask=NODED_UMASK)
     log.close()
     return proc, sock
 

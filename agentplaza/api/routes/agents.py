@@ -9,6 +9,7 @@ from starlette.routing import Route
 from ...commands import agents as agent_commands
 from ...domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, LOCAL_NODE, roles
 from ...projections import agents as rm
+from ...projections.nodes import joined as joined_nodes
 from ..errors import ApiError, Body, read_body
 from ..hub import Hub
 from ..kit import MAX_LIST_LIMIT, Api, api_of, endpoint
@@ -58,7 +59,10 @@ def nodes(hub: Hub) -> list[dict]:
     return [{"name": LOCAL_NODE, "cid_first": LOCAL_CID_FIRST, "cid_last": LOCAL_CID_FIRST + CID_RANGE_SIZE - 1,
              "agents": count, "online": bool(rt is not None and rt.link is not None and rt.link.up),
              "facts": dict(rt.facts) if rt is not None else {},
-             "egress": rt.egress.policy.view() if rt is not None else None}]
+             "egress": rt.egress.policy.view() if rt is not None else None},
+            *({"name": j["name"], "label": j["label"], "cid_first": j["cid_first"], "cid_last": j["cid_last"],
+               "agents": rm.agents_on(hub.read_models, j["name"]), "online": False,  # no heartbeat yet: offline
+               "joined_at": j["joined_at"], "facts": {}, "egress": None} for j in joined_nodes(hub.read_models))]
 
 
 def cid_of(request: Request) -> int:

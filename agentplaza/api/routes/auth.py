@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
+import math
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -35,6 +36,10 @@ def _signed_in(api: Api, response: Response) -> Response:
 @endpoint
 async def sign_in(request: Request) -> Response:
     api = api_of(request)
+    wait_s = api.hub.sign_ins.attempt((request.scope.get("client") or ("", 0))[0] or "")
+    if wait_s is not None:
+        raise ApiError("rate_limited", f"too many sign-in attempts from this address; try again in "
+                                       f"{math.ceil(wait_s)} seconds")
     body = await read_body(request, SignInBody)
     if not hmac.compare_digest(token_hash(body.token.strip()), api.hub.owner_token_sha256):
         raise ApiError("unauthorized", "that is not the owner token")

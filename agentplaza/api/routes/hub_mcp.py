@@ -90,7 +90,7 @@ async def enable(request: Request) -> dict:
     api = api_of(request)
     body = await read_body(request, EnableBody)
     ctx = api.context(request, "MCP server on" + (" (remote)" if body.remote else ""))
-    await api.command(lambda: cmd.switch(api.hub.commands, ctx, True, body.remote, serves_https=False))
+    await api.command(lambda: cmd.switch(api.hub.commands, ctx, True, body.remote, serves_https=api.hub.serves_https))
     return await _status(request)
 
 
@@ -98,7 +98,7 @@ async def enable(request: Request) -> dict:
 async def disable(request: Request) -> dict:
     api = api_of(request)
     ctx = api.context(request, "MCP server off")
-    await api.command(lambda: cmd.switch(api.hub.commands, ctx, False, False, serves_https=False))
+    await api.command(lambda: cmd.switch(api.hub.commands, ctx, False, False, serves_https=api.hub.serves_https))
     return await _status(request)
 
 

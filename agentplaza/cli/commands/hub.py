@@ -1,4 +1,5 @@
-"""agentplaza hub login [URL] [--token -] [--pin SHA256] [--name NAME] | logout [NAME] | list | use NAME | status.
+"""agentplaza hub login [URL] [--token -] [--pin SHA256] [--name NAME] | logout [NAME] | list | use NAME | status
+| rotate-token [--yes].
 
 Saved hubs live in ``cli.json`` in the config folder (``cli.config``); with one in use, later commands
 need no flags. A token is read from standard input (``--token -``) or a hidden prompt, and never
@@ -28,6 +29,8 @@ def render(d: dict, saved_as: str | None = None) -> str:
         "address": d["address"], "version": d["version"],
         "store": f"{d['store']['backend']} {d['store']['where']}",
         "position": d["position"], "read models at": d["projections_at"], "started": d["started_at"],
+        **({"public address": d["public_url"]} if d.get("public_url") and d["public_url"] != d["address"] else {}),
+        **({"certificate SHA-256": d["fingerprint"]} if d.get("fingerprint") else {}),
         **({"saved as": saved_as} if saved_as else {}),
     })
 
@@ -115,11 +118,16 @@ def use(env: Env) -> int:
 def status_or_refuse(env: Env) -> int:
     """``hub`` alone names no action and is refused."""
     if env.args.action is None:
-        return refuse("hub wants an action: login, logout, list, use or status")
+        return refuse("hub wants an action: login, logout, list, use, status or rotate-token")
     return status(env)
 
 
 NAME = arg("--name", help="the name to save it under (default: its host and port)")
+
+
+def _rotated(d: dict) -> str:
+    return (f"new owner token (shown once; also in {d['file']}):\n  {d['token']}\n"
+            "the old token no longer works; saved hubs elsewhere need agentplaza hub login again")
 
 AREA = Area("hub", "saved hubs: login, logout, list, use and status", (
     Action("status", "the hub's version, address, store and position", run=status_or_refuse, default=True),
@@ -130,4 +138,7 @@ AREA = Area("hub", "saved hubs: login, logout, list, use and status", (
            args=(arg("name", nargs="?", metavar="NAME", help="the saved hub (default: the one in use)"),)),
     Action("list", "the saved hubs (tokens are never shown)", run=listing),
     Action("use", "talk to this saved hub from now on", run=use, args=(arg("name", metavar="NAME"),)),
+    Action("rotate-token", "replace the owner token (on the hub's own machine); the old one stops at once",
+           "POST", "/v1/hub/owner-token/rotate", render=_rotated,
+           confirm=lambda a: "Replace the owner token? The old one, and every sign-in made with it, stop working now."),
 ))
