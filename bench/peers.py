@@ -142,35 +142,66 @@ def timed(client: httpx.Client, url: str, headers: dict, n: int) -> list[float]:
     return out
 
 
-def throughput(url: str, headers: dict, callers: int, seconds: float) -> float:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process and its children have used (every thread of each)."""
+    total = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            f = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for k in kids:
+            out += [int(k), *_children(int(k))]
+    return out
+
+
+def throughput(url: str, headers: dict, callers: int, seconds: float) -> tuple[float, int]:
+    """Calls per second with ``callers`` callers, each on its own kept-alive connection; and the calls made."""
     done = [0] * callers
     errors: list[str] = []
-    start = threading.Barrier(callers + 1)
-    stop = [0.0]
+    start = threading.Barrier(callers + 1, timeout=120)
+    stop = [float("inf")]
 
     def worker(i: int) -> None:
-        with httpx.Client(timeout=60, limits=httpx.Limits(max_keepalive_connections=1)) as c:
-            c.post(url, json=BODY, headers=headers)  # its connection opened before the clock starts
-            start.wait()
-            while time.perf_counter() < stop[0]:
-                r = c.post(url, json=BODY, headers=headers)
-                if r.status_code != 200:
-                    errors.append(r.text[:200])
-                    return
-                done[i] += 1
+        try:
+            with httpx.Client(timeout=60, limits=httpx.Limits(max_keepalive_connections=1)) as c:
+                c.post(url, json=BODY, headers=headers)  # its connection opened before the clock starts
+                start.wait()
+                while time.perf_counter() < stop[0]:
+                    r = c.post(url, json=BODY, headers=headers)
+                    if r.status_code != 200:
+                        errors.append(r.text[:200])
+                        return
+                    done[i] += 1
+        except Exception as e:  # noqa: BLE001 - said below, with the others
+            errors.append(f"{type(e).__name__}: {e}")
+            start.abort()
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(callers)]
     for t in threads:
         t.start()
-    stop[0] = time.perf_counter() + seconds + 3600  # until every caller is connected
-    start.wait()
+    try:
+        start.wait()
+    except threading.BrokenBarrierError:
+        pass
     t0 = time.perf_counter()
     stop[0] = t0 + seconds
     for t in threads:
         t.join()
     if errors:
-        raise RuntimeError(f"{len(errors)} calls failed: {errors[0]}")
-    return sum(done) / (time.perf_counter() - t0)
+        raise RuntimeError(f"{len(errors)} callers failed: {errors[0]}")
+    return sum(done) / (time.perf_counter() - t0), sum(done)
 
 
 def gateway_setup(hub, upstream_url: str, key: str) -> dict:
@@ -197,10 +228,11 @@ def bench_gateway(quick: bool) -> dict:
 
     from agentplaza.config import Folders
 
-    n, secs = (300, 2.0) if quick else (2000, 5.0)
+    n, secs = (300, 2.0) if quick else (1000, 4.0)
     tmp = Path(tempfile.mkdtemp(prefix="apz-bench-peers-"))
     folders = Folders(tmp / "state", tmp / "config", tmp / "data").make()
     with FakeUpstream() as up:
+        up.server.socket.listen(1024)  # 64 callers connect at once (the standard library's backlog is 5)
         peer = LiteLLM(up.url, KEYS["openai"], tmp)
         hub = HubProcess(folders)
         hub.env["APZ_PRICE_FETCH"] = "off"
@@ -234,15 +266,21 @@ def bench_gateway(quick: bool) -> dict:
             for k, (a50, a99) in added.items():
                 print(f"  {k:8} added over direct: p50 {a50:+.2f} ms  p99 {a99:+.2f} ms")
             rates: dict[int, dict[str, float]] = {}
+            cpu: dict[int, dict[str, float]] = {}
+            pids = {"gateway": hub.proc.pid, "litellm": peer.proc.pid}
             for callers in CALLERS:
-                rates[callers] = {}
+                rates[callers], cpu[callers] = {}, {}
                 for k, (url, h) in paths.items():
-                    rates[callers][k] = throughput(url, h, callers, secs)
+                    before = cpu_seconds(pids[k]) if k in pids else 0.0
+                    rates[callers][k], calls = throughput(url, h, callers, secs)
+                    if k in pids:
+                        cpu[callers][k] = (cpu_seconds(pids[k]) - before) / max(calls, 1) * 1e6
                     up.requests.clear()
-                r = rates[callers]
+                r, u = rates[callers], cpu[callers]
                 print(f"  {callers:2} callers: direct {r['direct']:7,.0f}  gateway {r['gateway']:7,.0f}  "
                       f"litellm {r['litellm']:7,.0f} calls/s  (gateway = {r['gateway'] / r['litellm']:.2f}x litellm, "
-                      f"{r['gateway'] / r['direct']:.2f}x direct)", flush=True)
+                      f"{r['gateway'] / r['direct']:.2f}x direct); CPU a call: gateway {u['gateway']:,.0f} us, "
+                      f"litellm {u['litellm']:,.0f} us", flush=True)
             with hub.client() as c:
                 recorded, deadline = -1, time.time() + 30
                 while time.time() < deadline:  # each call is recorded and charged a moment after its answer
@@ -259,7 +297,7 @@ def bench_gateway(quick: bool) -> dict:
             hub.stop()
             peer.stop()
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"added": added, "rates": rates}
+    return {"added": added, "rates": rates, "cpu": cpu}
 
 
 # -- 2. a law decision against Cedar --------------------------------------------------------------------
@@ -437,7 +475,8 @@ def main() -> None:
         (g50, g99), (l50, l99) = r["added"]["gateway"], r["added"]["litellm"]
         rates = " ".join(f"{c}:{r['rates'][c]['gateway'] / r['rates'][c]['litellm']:.1f}x" for c in CALLERS)
         head.insert(0, f"gateway added p50 {g50:+.2f} ms = {g50 / l50:.2f}x LiteLLM's ({l50:+.2f}), "
-                       f"p99 {g99 / l99:.2f}x; calls/s vs LiteLLM {rates}")
+                       f"p99 {g99 / l99:.2f}x; calls/s vs LiteLLM {rates}; CPU a call "
+                       f"{r['cpu'][16]['gateway'] / r['cpu'][16]['litellm']:.2f}x LiteLLM's")
     print("peers: " + "; ".join(head))
 
 
