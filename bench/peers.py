@@ -361,12 +361,11 @@ def bench_laws(quick: bool) -> dict:
     specs = law_specs(rng)
     laws = parse(jhrl_source(specs))
     lawset = compile_laws(laws)
-    policies = cedarpy.PolicySet.from_str(cedar_source(specs)) if hasattr(cedarpy, "PolicySet") else cedar_source(specs)
-    entities = cedarpy.Entities.from_json_str("[]") if hasattr(cedarpy, "Entities") else "[]"
+    policies = cedarpy.PolicySet.from_str(cedar_source(specs))  # parsed once, as the hub would keep it
+    entities = cedarpy.Entities.from_json_str("[]")
     changed_specs = specs[:17] + specs[18:]  # one law taken out (a statute disabled)
     changed_lawset = compile_laws(parse(jhrl_source(changed_specs)))
-    changed_policies = (cedarpy.PolicySet.from_str(cedar_source(changed_specs)) if hasattr(cedarpy, "PolicySet")
-                        else cedar_source(changed_specs))
+    changed_policies = cedarpy.PolicySet.from_str(cedar_source(changed_specs))
 
     n = 5_000 if quick else 20_000
     tools = sorted(TOOLS)
