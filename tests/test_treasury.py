@@ -13,6 +13,7 @@ from agentplaza.commands import payments
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import treasury as tc
 from agentplaza.domain import treasury as t
+from agentplaza.domain.base import Refusal
 from agentplaza.domain.plaza import PLAZA_ID
 from agentplaza.domain.plaza import Plaza as PlazaAgg
 
@@ -431,6 +432,54 @@ def test_stop_all_holds_every_payment(p):
     payments.deny_payment(p.cmds, p.ctx(), pid)
     plaza_commands.resume(p.cmds, p.ctx())
     payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 10, "after")
+
+
+# -- TigerBeetle's guarantees (docs/treasury.md) -------------------------------------------------------
+
+
+def test_an_entry_id_is_posted_at_most_once_and_a_second_post_of_it_writes_nothing(p):
+    # TigerBeetle: at most one transfer per id.  An entry's id follows from its first account's next
+    # version; a second Entry.Posted under an id the journal holds (a retried or raced decision on stale
+    # books) is a conflict at the store: nothing of that commit is written.
+    import uuid
+
+    from agentplaza.events.store import Conflict
+
+    p.wallet("7")
+    p.earn("7", 100)
+    first = journal(p)[-1]
+    before = p.store.max_position()
+    again = t.Entry.post(p.ctx(), id=uuid.UUID(first["id"]), kind=first["kind"], memo="the same id again",
+                         task=first["task"], agents=first["agents"], postings=first["postings"], shortfall=0,
+                         uncollected=0, ref=first["ref"])
+    wallet = p.store.get(t.account_id("wallet:7"))
+    wallet.record(t.Account.Posted, p.ctx(), entry_id=first["id"], entry_kind=first["kind"], amount=100)
+    with pytest.raises(Conflict):
+        p.store.commit(wallet, again)
+    assert p.store.max_position() == before
+    assert [e["id"] for e in journal(p)].count(first["id"]) == 1
+    assert p.balance("wallet:7") == 100
+
+
+def test_a_held_payment_is_decided_at_most_once(p):
+    # TigerBeetle: a pending transfer is posted or voided at most once.  A held payment is approved or
+    # denied once; every later decision, either way, is refused and moves nothing.
+    p.wallet("7"), p.wallet("8")
+    p.earn("7", 2000)
+    a = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 600, "a").value.payment["id"]
+    b = payments.pay(p.cmds, p.ctx("agent:7"), "7", "8", 700, "b").value.payment["id"]
+    payments.approve_payment(p.cmds, p.ctx("owner", "yes"), a)
+    payments.deny_payment(p.cmds, p.ctx("owner", "no"), b)
+    balances = (p.balance("wallet:7"), p.balance("wallet:8"))
+    before = p.store.max_position()
+    for pid in (a, b):
+        for decide in (payments.approve_payment, payments.deny_payment):
+            with pytest.raises(Refusal) as info:  # the payment's own rule, or its approval's
+                decide(p.cmds, p.ctx(), pid)
+            assert info.value.code in ("payment_decided", "approval_decided"), info.value.message
+    assert p.store.max_position() == before
+    assert (p.balance("wallet:7"), p.balance("wallet:8")) == balances == (1400, 600)
+    assert [e["ref"] for e in journal(p) if e["kind"] == "Transfer"] == [a]
 
 
 # -- read models -------------------------------------------------------------------------------------------
