@@ -110,6 +110,16 @@ def test_the_command_line_with_the_pin_works_and_a_wrong_pin_or_no_pin_is_refuse
     assert r.returncode == 1 and "certificate verify failed" in r.stderr  # self-signed: not trusted unpinned
 
 
+def test_the_mcp_server_may_answer_other_machines_only_on_a_hub_that_serves_https(hub):
+    """The guide: ``--remote`` "only when the hub serves HTTPS". This hub does (a plain one refuses it:
+    tests/test_hub_mcp.py)."""
+    r = run(hub, "mcp", "server", "enable", "--remote")
+    assert r.returncode == 0, r.stderr
+    status = run(hub, "--json", "mcp", "server", "status")
+    assert status.returncode == 0 and json.loads(status.stdout)["bind"] == "remote", status.stdout
+    assert run(hub, "mcp", "server", "disable").returncode == 0
+
+
 def test_a_plain_http_request_to_the_hosted_hub_gets_no_owner_data(hub):
     with socket.create_connection((HOST, hub.port), timeout=10) as s:
         s.sendall(f"GET /v1/hub HTTP/1.1\r\nHost: {HOST}:{hub.port}\r\nAuthorization: Bearer {hub.token}\r\n"
