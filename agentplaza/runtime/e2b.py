@@ -280,6 +280,9 @@ class Sandboxes:
         self.templates = Templates(self)
         self.token_key = token_key(Path(hub.folders.state))
         self.reconciled = False
+        #: False until the hub serves (its follower keeps the read models up): changes made at start
+        #: catch the read model up themselves.
+        self.serving = False
 
     # -- the node and the log ---------------------------------------------------------------------
     @property
@@ -305,7 +308,7 @@ class Sandboxes:
 
     def wrote(self, done: Any) -> Any:
         """A command's value once the read model shows it (the gateway and the next request read it)."""
-        if done.positions and not self.rm.wait_for(done.positions[-1], READ_WAIT_S):
+        if done.positions and (not self.serving or not self.rm.wait_for(done.positions[-1], READ_WAIT_S)):
             self.rm.catch_up()
         return done.value
 
@@ -581,6 +584,7 @@ class Sandboxes:
             self.reconcile()
         except Exception:  # noqa: BLE001 - the reaper tries again at its next look
             log.exception("e2b: reconcile at start")
+        self.serving = True
         threading.Thread(target=self.reaper_loop, daemon=True, name="e2b-reaper").start()
         return self
 
