@@ -56,6 +56,9 @@ SANDBOX_ROLE = "sandbox"
 BASE_TEMPLATE = "base"
 #: The hub's key the sandboxes' access tokens are made with, in its state folder (mode 0600).
 TOKEN_KEY_FILE = "e2b-token-key"
+#: Where a cold snapshot keeps its source's environment variables, on its own disk, for the sandboxes
+#: made from it (each removes the file once read).
+COLD_ENV_FILE = "/workspace/.e2b-snapshot-env.json"
 #: How long a change waits for the read model to show it before catching it up itself, in seconds.
 READ_WAIT_S = 2.0
 #: How often the reaper looks at the sandboxes, in seconds (from hub start).
@@ -383,6 +386,8 @@ class Sandboxes:
                 how = {"fork_of": source["cid"], "checkpoint": source["checkpoint"]} if source else {"wipe": True}
                 answer = link.request("start", timeout=BOOT_TIMEOUT_S, cid=cid, identity=f"sandbox:{sid}",
                                       role=SANDBOX_ROLE, **how)
+                if source and source.get("memory") is False:
+                    env = {**self._cold_env(cid), **env}
                 self._init(cid, env)  # the variables go to the daemon only: never into the log
             except Exception as e:
                 self._stop_vm(sid, cid, "delete")
@@ -408,19 +413,50 @@ class Sandboxes:
 
     # -- snapshots and forks ------------------------------------------------------------------------
     def snapshot(self, sid: str, name: str | None, memory: bool = True, actor: str = "hub") -> dict:
-        """A memory checkpoint of a running sandbox; a create that names it starts from it."""
-        if not memory:
-            raise Refusal("e2b_field_not_served", "a cold snapshot (memory false) is not served yet")
+        """A checkpoint of a running sandbox; a create that names it starts from it. With its memory, the
+        processes run on in the new sandbox; cold (``memory`` false), the disk only (the guest flushed
+        first): the new sandbox boots with the files, and the source's environment variables, which are
+        kept on that disk for it (``COLD_ENV_FILE``), never in the log."""
         if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 128):
             raise Refusal("invalid_name", "a snapshot's name is 1 to 128 characters")
         sb = self.get(sid)
         if sb.state != RUNNING:
             raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is paused; connect to it first")
-        cp = self.link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}")
+        link = self.link
+        if not memory:
+            self._envd(sb.cid, "POST", f"/files?path={COLD_ENV_FILE}", self._envd(sb.cid, "GET", "/envs"),
+                       {"content-type": "application/octet-stream"})
+        try:
+            cp = link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}",
+                              disk_only=not memory)
+        finally:
+            if not memory:
+                self._remove(sb.cid, COLD_ENV_FILE)
         snap_id = "s" + secrets.token_hex(8)
         self.wrote(e2b_commands.snapshot(self.hub.commands, self.ctx(actor), snapshot_id=snap_id, name=name,
-                                         sandbox_id=sid, checkpoint=cp["name"], memory=True))
+                                         sandbox_id=sid, checkpoint=cp["name"], memory=memory))
         return {"snapshotID": snap_id, "names": [name] if name else []}
+
+    def _envd(self, cid: int, method: str, target: str, body: bytes = b"", headers: dict | None = None) -> bytes:
+        from .e2bgate import envd_call  # noqa: PLC0415 - the gateway module imports this one
+
+        status, answer = envd_call(self.link, cid, method, target, body, headers)
+        if status >= 300:
+            raise RuntimeError(f"the sandbox's daemon answered {status} to {method} {target.split('?')[0]}")
+        return answer
+
+    def _remove(self, cid: int, path: str) -> None:
+        from .e2btemplates import run_in_sandbox  # noqa: PLC0415
+
+        code, lines = run_in_sandbox(self.link, cid, f"rm -f {path}", {}, None, 60)
+        if code != 0:
+            log.warning("e2b: removing %s in cid %s: %s", path, cid, " ".join(lines)[:200])
+
+    def _cold_env(self, cid: int) -> dict:
+        """A sandbox made from a cold snapshot: its source's variables, from the disk, which then forgets them."""
+        env = json.loads(self._envd(cid, "GET", f"/files?path={COLD_ENV_FILE}") or b"{}")
+        self._remove(cid, COLD_ENV_FILE)
+        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
     def fork(self, key_id: str, sid: str, count: int, timeout: int | None) -> list:
         if not 1 <= count <= MAX_FORKS:
@@ -529,7 +565,8 @@ class Sandboxes:
 
     def reconcile(self) -> bool:
         """Once, when the node is there: the read model against what the node runs. A running sandbox whose
-        VM the node no longer runs (a local node goes with the hub) has ended (``vm_gone``); a paused one
+        VM the node no longer runs (a local node goes with the hub) has ended (``vm_gone``), and one that was
+        still starting has failed (its create went with the hub); a paused one
         stays paused (its sleep snapshot is on the node's disk, and a connect wakes it); a build that was
         running has failed. Returns whether it was done."""
         try:
@@ -540,13 +577,17 @@ class Sandboxes:
             with self.lock:
                 if r["sandbox_id"] in self.busy:
                     continue
-            if not machines.get(r["cid"]):
-                self._drop_vm(r["sandbox_id"], r["cid"])
-                try:
-                    self.wrote(e2b_commands.ended(self.hub.commands, self.ctx(), r["sandbox_id"], "vm_gone",
-                                                  "its VM was not running when the hub started"))
-                except Refusal:
-                    pass
+            if r["state"] == STARTING:  # the create that was booting it went with the hub that stopped
+                cause, why = "failed", "the hub stopped while it started"
+            elif not machines.get(r["cid"]):
+                cause, why = "vm_gone", "its VM was not running when the hub started"
+            else:
+                continue  # still running on a node that outlived the hub: reached as before
+            self._drop_vm(r["sandbox_id"], r["cid"])
+            try:
+                self.wrote(e2b_commands.ended(self.hub.commands, self.ctx(), r["sandbox_id"], cause, why))
+            except Refusal:
+                pass
         self.templates.reconcile(machines)
         self.reconciled = True
         return True

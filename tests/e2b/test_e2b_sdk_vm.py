@@ -233,8 +233,16 @@ def test_snapshot_and_fork(plaza):
         rand = [f.commands.run("head -c 16 /dev/urandom | od -An -tx1").stdout for f in forks]
         assert rand[0] != rand[1]  # entropy refreshed after each restore
         assert all(f.files.read("/workspace/state.txt") == "after" for f in forks)
-        with pytest.raises(Exception, match="memory false|not served"):
-            src.create_snapshot(mode="filesystem")
+        # a cold snapshot: the disk only; its sandbox boots with the files and the source's variables,
+        # and none of the source's processes (/tmp is the guest's RAM: the ticking file is not there)
+        cold = src.create_snapshot(mode="filesystem")
+        child = Sandbox.create(cold.snapshot_id, timeout=300, envs={"EXTRA": "cold"})
+        made.append(child)
+        assert child.files.read("/workspace/state.txt") == "after"
+        assert child.commands.run("echo $FROM $EXTRA").stdout.strip() == "source cold"
+        assert not child.files.exists("/tmp/alive")
+        assert not child.files.exists("/workspace/.e2b-snapshot-env.json")
+        assert not src.files.exists("/workspace/.e2b-snapshot-env.json")
     finally:
         for s in [*made, src]:
             s.kill()

@@ -465,7 +465,8 @@ class Node:
         return self._run(meta).wake()
 
     def op_checkpoint(self, meta: dict) -> dict:
-        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""))
+        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""),
+                                                  disk_only=bool(meta.get("disk_only")))
         return {"name": name}
 
     def op_checkpoints(self, meta: dict) -> dict:
