@@ -91,6 +91,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "foreign_origin", "mcp_local_only", "remote_needs_https",
         # projects, the council, the courts
         "own_proposal", "not_a_seat", "courts_never_sit", "own_case",
+        "e2b_upload_refused",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",

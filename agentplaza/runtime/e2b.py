@@ -280,8 +280,8 @@ class Sandboxes:
         self.busy: set[str] = set()
         self.stopped = threading.Event()
         self.gateway_port: int | None = None
-        self.templates = Templates(self)
         self.token_key = token_key(Path(hub.folders.state))
+        self.templates = Templates(self)
         self.reconciled = False
         #: False until the hub serves (its follower keeps the read models up): changes made at start
         #: catch the read model up themselves.

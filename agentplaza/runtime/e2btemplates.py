@@ -4,9 +4,11 @@ and starts warm, with what the steps installed and what the start command left r
 
 - ``fromImage e2bdev/base`` (the SDKs' default) is the plaza's base image; no other image is pulled.
   ``fromTemplate`` builds on a built template's snapshot, with its environment and working directory.
-- Steps run in order (``RUN``, ``ENV``, ``WORKDIR``, ``USER``); each may run ``STEP_TIMEOUT_S``; a
-  non-zero step fails the build; a step's output lines go to the build's log. ``COPY`` (file uploads)
-  is refused: the hub has no file store for builds yet.
+- Steps run in order (``RUN``, ``ENV``, ``WORKDIR``, ``USER``, ``COPY``); each may run ``STEP_TIMEOUT_S``;
+  a non-zero step fails the build; a step's output lines go to the build's log. A ``COPY`` step's files
+  are the archive the SDK uploaded for its ``filesHash`` (``runtime/e2bfiles.py``), unpacked in the
+  build sandbox and copied as Docker's COPY does (a folder's contents into the destination; a file into
+  a destination that ends in ``/`` or is a folder, else as it), then given the step's owner and mode.
 - After the steps the start command runs in the background, appending to ``START_LOG``; the ready
   command runs every ``READY_EVERY_S`` until it exits 0, for at most ``READY_MAX_S``.
 - **Reuse**: a build whose plan (base, steps, start and ready commands, shape) matches a ready build of
@@ -34,6 +36,7 @@ from ..commands import e2b as e2b_commands
 from ..domain.base import Refusal
 from ..domain.e2b import BUILDING, DEFAULT_TAG, ERROR, READY, WAITING, template_agg_id
 from ..projections import e2b as e2b_rm
+from .e2bfiles import FILES_HASH, FileStore, check_hash
 
 log = logging.getLogger("apid.e2b.templates")
 
@@ -46,7 +49,7 @@ START_LOG = "/tmp/e2b-start-cmd.log"
 #: What a build's log says when it reused a ready build's snapshot.
 BUILD_CACHED = "Build cached"
 #: The step types a build runs.
-STEP_TYPES = ("RUN", "ENV", "WORKDIR", "USER")
+STEP_TYPES = ("RUN", "ENV", "WORKDIR", "USER", "COPY")
 #: The fields of a build start the hub serves; ``minFreeDiskMb`` is on the template request.
 TRIGGER_FIELDS = frozenset({"fromImage", "fromTemplate", "force", "steps", "startCmd", "readyCmd"})
 REQUEST_FIELDS = frozenset({"name", "alias", "tags", "cpuCount", "memoryMB", "minFreeDiskMb", "teamID"})
@@ -140,6 +143,7 @@ class Templates:
     def __init__(self, sandboxes: Any) -> None:
         self.sbx = sandboxes
         self.lock = threading.RLock()
+        self.files = FileStore(sandboxes.hub.folders.data, sandboxes.token_key)
 
     @property
     def cmds(self):
@@ -199,6 +203,20 @@ class Templates:
         return {"templateID": tid, "buildID": bid, "public": False, "names": [base], "tags": list(tags),
                 "aliases": [base]}
 
+    def file_link(self, tid: str, files_hash: str, base_url: str) -> dict:
+        """E2B's TemplateBuildFileUpload: whether the archive is here, else where to upload it."""
+        t = self.get(tid)
+        if self.files.present(files_hash):
+            return {"present": True}
+        cap = self.files.capability(t["template_id"], files_hash)
+        return {"present": False,
+                "url": f"{base_url.rstrip('/')}/e2b/templates/{t['template_id']}/files/{files_hash}?upload={cap}"}
+
+    def check_upload(self, tid: str, files_hash: str, capability: str | None) -> None:
+        check_hash(files_hash)
+        t = e2b_rm.template_row(self.sbx.rm, tid)
+        self.files.check(t["template_id"] if t else tid, files_hash, capability)
+
     def _build(self, tid: str, bid: str) -> tuple[dict, dict]:
         t = self.get(tid)
         b = next((x for x in e2b_rm.build_rows(self.sbx.rm, t["template_id"]) if x["build_id"] == bid), None)
@@ -234,6 +252,12 @@ class Templates:
                 kind = s.get("type") if isinstance(s, dict) else s
                 raise Refusal("e2b_step_not_served", f"a build step of type {kind!r} is not served "
                                                      f"(only {', '.join(STEP_TYPES)})")
+        for i, s in enumerate(steps, 1):
+            fh = s.get("filesHash")
+            if s["type"] == "COPY" and (len(s.get("args") or []) < 2 or not isinstance(fh, str)
+                                        or not FILES_HASH.fullmatch(fh) or not self.files.present(fh)):
+                raise Refusal("invalid_request", f"the files of COPY step {i} were not uploaded (or it names no "
+                                                 "destination)")
         base_build = self.resolve(parent) if parent else None
         if parent and base_build is None:
             raise Refusal("e2b_template_not_found", f"template '{parent}' not found")
@@ -277,6 +301,12 @@ class Templates:
                 elif s["type"] == "WORKDIR":
                     workdir = args[0] if args else None
                     run_in_sandbox(link, cid, f"mkdir -p {shlex.quote(workdir or '/workspace')}", env, None, 60)
+                elif s["type"] == "COPY":
+                    code, lines = self._copy(link, cid, s["filesHash"], args, workdir)
+                    for line in lines:
+                        say(line, step=step)
+                    if code != 0:
+                        raise StepFailed(step, f"step {i} (COPY {' '.join(args[:2])}) exited {code}")
                 elif s["type"] == "RUN":
                     code, lines = run_in_sandbox(link, cid, args[0] if args else "true", env, workdir, STEP_TIMEOUT_S)
                     for line in lines:
@@ -311,6 +341,33 @@ class Templates:
             self._fail(name, bid, e.message, e.step, pending)
         except Exception as e:  # noqa: BLE001 - a build that breaks says why in its status
             self._fail(name, bid, f"{type(e).__name__}: {e}", None, pending)
+
+    def _copy(self, link: Any, cid: int, files_hash: str, args: list, workdir: str | None) -> tuple[int, list]:
+        """A COPY step: its archive into the build sandbox, unpacked, copied to the destination."""
+        from .e2bgate import envd_call  # noqa: PLC0415
+
+        src, dest = args[0], args[1]
+        user, mode = (args[2] if len(args) > 2 else ""), (args[3] if len(args) > 3 else "")
+        tmp = f"/tmp/e2b-copy-{files_hash[:16]}"
+        status, _ = envd_call(link, cid, "POST", f"/files?path={tmp}.tar", self.files.read(files_hash),
+                              {"content-type": "application/octet-stream"}, timeout=600)
+        if status >= 300:
+            return 1, [f"the build sandbox's daemon answered {status} to the COPY step's archive"]
+        glob = any(c in src for c in "*?[")
+        source = f'"$S"/{src}' if glob else f'"$S"/{shlex.quote(src)}'
+        script = f"""set -e
+S={tmp}; mkdir -p "$S"; tar -xf "$S.tar" -C "$S"; rm -f "$S.tar"
+D={shlex.quote(dest)}
+for P in {source}; do
+  if [ -d "$P" ]; then mkdir -p "$D"; cp -a "$P/." "$D/"; T="$D"
+  elif [ "${{D%/}}" != "$D" ] || [ -d "$D" ]; then mkdir -p "$D"; cp -a "$P" "$D/"; T="${{D%/}}/$(basename "$P")"
+  else mkdir -p "$(dirname "$D")"; cp -a "$P" "$D"; T="$D"; fi
+  {f'chown -R {shlex.quote(user)} "$T"' if user else 'true'}
+  {f'chmod -R {shlex.quote(mode)} "$T"' if mode else 'true'}
+done
+rm -rf "$S"
+"""
+        return run_in_sandbox(link, cid, script, {}, workdir, STEP_TIMEOUT_S)
 
     def _fail(self, name: str, bid: str, message: str, step: str | None, pending: list) -> None:
         pending.append(_entry(message, "error", step))

@@ -266,7 +266,7 @@ def test_the_reaper_ends_or_pauses_a_sandbox_past_its_end(plaza):
         pauses.kill()
 
 
-def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza):
+def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza, tmp_path):
     """Everything is the log's: after apid stops and starts again (its local node, and so every running VM,
     goes with it), the templates, snapshots and paused sandboxes are listed and work; a sandbox that was
     running has ended (its VM is gone), and says so."""
@@ -275,7 +275,16 @@ def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza):
 
     tag = uuid.uuid4().hex[:6]
     name = "keep-" + tag
-    Template.build(Template().from_base_image().run_cmd("echo kept > /workspace/kept"), name)
+    (tmp_path / "data" / "deep").mkdir(parents=True)
+    (tmp_path / "data" / "hello.txt").write_text("copied in\n")
+    (tmp_path / "data" / "deep" / "x.txt").write_text("x\n")
+    (tmp_path / "run.sh").write_text("echo run\n")
+    logs: list = []
+    Template.build(Template(file_context_path=str(tmp_path)).from_base_image()
+                   .copy("data", "/workspace/data/").copy("run.sh", "/workspace/bin/", mode=0o755)
+                   .run_cmd("echo kept > /workspace/kept && test -x /workspace/bin/run.sh"), name,
+                   on_build_logs=lambda e: logs.append(e.message))
+    assert not any("Build cached" in x for x in logs)
     paused = Sandbox.create(metadata={"restart": tag}, timeout=900)
     paused.files.write("/workspace/p.txt", "paused across a restart")
     paused.pause()
@@ -311,6 +320,9 @@ def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza):
         warm = Sandbox.create(name, timeout=300)
         made.append(warm)
         assert warm.files.read("/workspace/kept") == "kept\n"
+        assert warm.files.read("/workspace/data/hello.txt") == "copied in\n"  # COPY: a folder's contents
+        assert warm.files.read("/workspace/data/deep/x.txt") == "x\n"
+        assert warm.commands.run("/workspace/bin/run.sh").stdout == "run\n"  # a file, with its mode
     finally:
         for s in made:
             s.kill()

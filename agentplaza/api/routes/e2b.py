@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from ...domain.base import Refusal
 from ...runtime.e2b import BASE_TEMPLATE, NETWORK_FIELDS, PAUSED, RUNNING, sandboxes_of
+from ...runtime.e2bfiles import ARCHIVE_BYTES_MAX
 from ...runtime.e2bgate import DEFAULT_GATEWAY_PORT
 from ..errors import ApiError, read_raw, status_of
 from ..kit import api_of, endpoint
@@ -286,7 +287,29 @@ async def build_logs(request: Request, key_id: str) -> dict:
 
 @e2b
 async def template_files(request: Request, key_id: str) -> dict:
-    raise ApiError("e2b_step_not_served", "COPY steps (file uploads) are not served by this hub yet")
+    """Is a COPY step's archive here? If not, the link to upload it to (``runtime/e2bfiles.py``)."""
+    hub = api_of(request).hub
+    p = request.path_params
+    return await _run(sandboxes_of(hub).templates.file_link, p["id"], p["hash"], hub.address or str(request.base_url))
+
+
+async def template_upload(request: Request) -> Response:
+    """The SDK's upload of a COPY step's archive: no key, the link's capability instead."""
+    templates = sandboxes_of(api_of(request).hub).templates
+    p = request.path_params
+    try:
+        await _run(templates.check_upload, p["id"], p["hash"], request.query_params.get("upload"))
+        chunks = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > ARCHIVE_BYTES_MAX:
+                raise Refusal("body_too_large", f"an archive of a COPY step is at most {ARCHIVE_BYTES_MAX} bytes")
+            chunks.append(chunk)
+        await _run(templates.files.save, p["hash"], chunks)
+    except Refusal as r:
+        return _error(status_of(r), r.message)
+    return Response(status_code=200)
 
 
 @e2b
@@ -386,6 +409,7 @@ ROUTES = [
     Route(E2B_PREFIX + "/templates/{id}/builds/{build}/status", build_status),
     Route(E2B_PREFIX + "/templates/{id}/builds/{build}/logs", build_logs),
     Route(E2B_PREFIX + "/templates/{id}/files/{hash}", template_files),
+    Route(E2B_PREFIX + "/templates/{id}/files/{hash}", template_upload, methods=["PUT"]),
     Route(E2B_PREFIX + "/templates", templates_list),
     Route(E2B_PREFIX + "/v2/templates", templates_list),
     Route(E2B_PREFIX + "/templates/{id}", template_delete, methods=["DELETE"]),
