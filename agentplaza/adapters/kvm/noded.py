@@ -425,7 +425,8 @@ class Node:
         stale = self.vms_dir / machine_name(cid)
         if stale.exists():  # the files of an agent that held this CID before
             shutil.rmtree(stale)
-        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir, keep_alive=self.backend.recover)
+        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir, keep_alive=self.backend.recover,
+                           timeout=BOOT_TIMEOUT_S)
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
         run.sandbox = sandbox

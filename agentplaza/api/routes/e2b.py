@@ -286,11 +286,13 @@ async def build_logs(request: Request, key_id: str) -> dict:
 
 
 @e2b
-async def template_files(request: Request, key_id: str) -> dict:
-    """Is a COPY step's archive here? If not, the link to upload it to (``runtime/e2bfiles.py``)."""
+async def template_files(request: Request, key_id: str) -> Response:
+    """Is a COPY step's archive here? If not, the link to upload it to (``runtime/e2bfiles.py``); 201, as
+    E2B answers."""
     hub = api_of(request).hub
     p = request.path_params
-    return await _run(sandboxes_of(hub).templates.file_link, p["id"], p["hash"], hub.address or str(request.base_url))
+    link = await _run(sandboxes_of(hub).templates.file_link, p["id"], p["hash"], hub.address or str(request.base_url))
+    return JSONResponse(link, status_code=201)
 
 
 async def template_upload(request: Request) -> Response:
