@@ -402,7 +402,8 @@ class MachineState:
 
     # -- forks -------------------------------------------------------------------------
     def fork(self, specs: list, checkpoint: str | None = None,
-             base_dir: os.PathLike | None = None, keep_alive: bool = False) -> tuple:
+             base_dir: os.PathLike | None = None, keep_alive: bool = False,
+             timeout: float = WAKE_TIMEOUT_S) -> tuple:
         """N copies of this machine from a checkpoint (one is taken first when none
         is named). Each spec gives a fork its identity (name, cid, uid); each fork
         gets its own copy of the checkpoint's workspace layers and a new top, and
@@ -433,7 +434,7 @@ class MachineState:
                 fm.machine, fm.label = spec.name, f"fork of {self.spec.name} at {name}"
                 snap.write(dst, fm)
                 with f._lock:
-                    f._restore_from(dst, fm)
+                    f._restore_from(dst, fm, timeout)  # a disk-only checkpoint boots cold: give it a boot's time
         except BaseException:
             for f in forks:
                 f.kill()

@@ -25,6 +25,7 @@ Every answer also carries ``X-Content-Type-Options: nosniff``, ``Cache-Control: 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -44,6 +45,8 @@ JSON_TYPE = "application/json"
 #: without a CORS preflight, which the hub never grants.
 GIT_PATH = "/git/"
 GIT_RPC_TYPES = frozenset({"application/x-git-upload-pack-request", "application/x-git-receive-pack-request"})
+#: The E2B SDK's uploads of a COPY step's files (``runtime/e2bfiles.py``).
+E2B_UPLOAD_PATH = re.compile(r"/e2b/templates/[A-Za-z0-9_-]{1,64}/files/[0-9a-f]{64}")
 #: Sec-Fetch-Site values a browser sends for the hub's own pages, or for an address typed by the owner.
 OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 #: Default ports, so "http://localhost" and "http://localhost:80" are one origin.
@@ -192,7 +195,8 @@ class Edge:
             return 403, "foreign_origin", f"requests from other web pages are refused (Sec-Fetch-Site {site[:40]!r})"
         if scope["type"] == "http" and _changes_something(scope, headers):
             ctype = (_one(headers, b"content-type") or "").split(";", 1)[0].strip().lower()
-            if ctype != JSON_TYPE and not (scope.get("path", "").startswith(GIT_PATH) and ctype in GIT_RPC_TYPES):
+            if ctype != JSON_TYPE and not (scope.get("path", "").startswith(GIT_PATH) and ctype in GIT_RPC_TYPES) \
+                    and not _e2b_upload(scope):
                 return 415, "json_only", f"a request that changes something must be Content-Type: {JSON_TYPE}"
         return None
 
@@ -208,6 +212,13 @@ async def _drain(receive: Receive) -> None:
         size += len(message.get("body", b""))
         if not message.get("more_body", False):
             return
+
+
+def _e2b_upload(scope: Scope) -> bool:
+    """The E2B SDK's upload of a COPY step's archive: a ``PUT`` (never a simple request, so a browser
+    must preflight it, and rule 2 refuses the preflight) to a link with a capability of the hub's
+    (``runtime/e2bfiles.py``), with whatever type the SDK gives it."""
+    return scope.get("method") == "PUT" and bool(E2B_UPLOAD_PATH.fullmatch(scope.get("path", "")))
 
 
 def _changes_something(scope: Scope, headers: dict[bytes, list[bytes]]) -> bool:

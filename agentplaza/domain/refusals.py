@@ -95,6 +95,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "own_proposal", "not_a_seat", "courts_never_sit", "own_case",
         # hosting and join codes
         "join_code_invalid", "not_from_this_machine",
+        "e2b_upload_refused",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",

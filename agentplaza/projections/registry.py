@@ -5,6 +5,7 @@ from __future__ import annotations
 from .agents import AgentsProjection, TranscriptProjection
 from .board import BoardProjection
 from .conversations import ConversationsProjection
+from .e2b import E2bProjection
 from .framework import Projection
 from .git import GitProjection
 from .governance import GovernanceProjection
@@ -30,4 +31,5 @@ def all_projections() -> list[Projection]:
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
             HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection(),
-            NodesProjection()]
+            NodesProjection(),
+            E2bProjection()]

@@ -6,6 +6,11 @@ reaper, and STOP ALL's reach over them.
 - **Sandboxes** (``Sandboxes``): create boots a VM on node n0 with the role ``sandbox`` (no harness; no
   network device, like every plaza VM), then tells its daemon (``vmm/guest/envd.py``) the environment
   variables. Pause saves it (``sleep``: a memory snapshot, no process left), connect and resume wake it.
+- **In the log**: every sandbox, snapshot, template and build change is an event (``commands/e2b.py``),
+  and every read here is the read model's (``projections/e2b.py``), so a hub restart loses none. This
+  process keeps only the node link, the sandboxes being changed now and the access tokens' key. At
+  start (``reconcile``) a running sandbox whose VM the node no longer runs has ended (``vm_gone``); a
+  paused one stays paused, and a connect wakes it from its sleep snapshot on the node's disk.
 - **The reaper** (``reap``): every ``REAP_EVERY_S`` from hub start it ends a running sandbox past its end
   time, or pauses it when it auto-pauses.
 - **STOP ALL**: while the plaza is held every sandbox is ended, and creates, wakes and connects are
@@ -27,14 +32,16 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..commands import e2b as e2b_commands
 from ..domain.base import Refusal
+from ..domain.e2b import DEFAULT_TIMEOUT_S, ENDED, FIRST_SANDBOX_CID, PAUSED, RUNNING, STARTING, check_timeout, iso
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
+from ..projections import e2b as e2b_rm
 from .e2btemplates import BASE_IMAGE, Templates
 
 log = logging.getLogger("apid.e2b")
@@ -47,12 +54,15 @@ KEY_PREFIX = "e2b_"
 SANDBOX_ROLE = "sandbox"
 #: The SDK's default template, which is the plaza's base image.
 BASE_TEMPLATE = "base"
-#: A sandbox's time to live when the request names none, and the longest it may be, in seconds.
-DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S = 300, 24 * 3600
+#: The hub's key the sandboxes' access tokens are made with, in its state folder (mode 0600).
+TOKEN_KEY_FILE = "e2b-token-key"
+#: Where a cold snapshot keeps its source's environment variables, on its own disk, for the sandboxes
+#: made from it (each removes the file once read).
+COLD_ENV_FILE = "/workspace/.e2b-snapshot-env.json"
+#: How long a change waits for the read model to show it before catching it up itself, in seconds.
+READ_WAIT_S = 2.0
 #: How often the reaper looks at the sandboxes, in seconds (from hub start).
 REAP_EVERY_S = 5.0
-#: Sandbox CIDs start here (agents' are far below), one more for each sandbox.
-FIRST_SANDBOX_CID = 60000
 #: The envd version the sandboxes' daemon answers as (``vmm/guest/envd.py``).
 ENVD_VERSION = "0.5.1"
 #: The shape of a sandbox VM.
@@ -61,8 +71,6 @@ SANDBOX_VCPUS, SANDBOX_MEMORY_MIB, SANDBOX_DISK_MB = 1, 256, 1024
 BOOT_TIMEOUT_S = 180.0
 #: The most sandboxes one fork makes.
 MAX_FORKS = 8
-#: The sandbox states of E2B's API.
-RUNNING, PAUSED = "running", "paused"
 
 
 #: A network rule's fields (E2B's SandboxNetworkConfig as the SDK sends it); any other is refused.
@@ -138,10 +146,6 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -208,22 +212,31 @@ class SandboxParty:
     tier: str = "worker"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sandbox:
+    """A sandbox as the read model shows it, in E2B's shapes."""
+
     id: str
     cid: int
     template_id: str
     client_id: str
     metadata: dict
-    env: dict
     timeout_s: int
     auto_pause: bool
-    started_at: dt.datetime
-    end_at: dt.datetime
+    started_at: str
+    end_at: str
+    state: str
+    network: dict
+    alias: str
     access_token: str
-    state: str = RUNNING
-    network: dict = field(default_factory=dict)
-    alias: str = BASE_TEMPLATE
+
+    @classmethod
+    def of(cls, row: dict, access_token: str) -> Sandbox:
+        return cls(id=row["sandbox_id"], cid=row["cid"], template_id=row["template_id"], client_id=row["client_id"],
+                   metadata=row["metadata"], timeout_s=row["timeout_s"], auto_pause=row["auto_pause"],
+                   started_at=row["started_at"], end_at=row["end_at"], state=row["state"],
+                   network={"allowOut": row["allow_out"], "denyOut": row["deny_out"]}, alias=row["alias"],
+                   access_token=access_token)
 
     def created(self) -> dict:
         return {"templateID": self.template_id, "sandboxID": self.id, "clientID": self.client_id,
@@ -232,7 +245,7 @@ class Sandbox:
 
     def listed(self) -> dict:
         return {"templateID": self.template_id, "sandboxID": self.id, "clientID": self.client_id,
-                "alias": self.alias, "startedAt": iso(self.started_at), "endAt": iso(self.end_at),
+                "alias": self.alias, "startedAt": _z(self.started_at), "endAt": _z(self.end_at),
                 "cpuCount": SANDBOX_VCPUS, "memoryMB": SANDBOX_MEMORY_MIB, "diskSizeMB": SANDBOX_DISK_MB,
                 "state": self.state, "envdVersion": ENVD_VERSION, "metadata": self.metadata}
 
@@ -243,46 +256,48 @@ class Sandbox:
 
     def owner_row(self) -> dict:
         return {"id": self.id, "cid": self.cid, "template": self.template_id, "state": self.state,
-                "started": iso(self.started_at), "ends": iso(self.end_at), "metadata": self.metadata}
+                "started": _z(self.started_at), "ends": _z(self.end_at), "metadata": self.metadata}
 
 
-@dataclass
-class Snapshot:
-    """A checkpoint of a sandbox's VM (memory and disk); shaped like a template's build for a create."""
+def _z(at: str) -> str:
+    """A time of the log (ISO 8601) as E2B writes it."""
+    return iso(dt.datetime.fromisoformat(at.replace("Z", "+00:00")))
 
-    id: str
-    names: list
-    cid: int
-    checkpoint: str
-    env: dict
-    template_id: str
 
-    def info(self) -> dict:
-        return {"snapshotID": self.id, "names": self.names}
+def snapshot_info(row: dict) -> dict:
+    return {"snapshotID": row["snapshot_id"], "names": row["names"]}
 
 
 class Sandboxes:
-    """The hub's sandboxes, on the agents' runtime's node link."""
+    """The hub's sandboxes. What they are is the log's (``commands/e2b.py``, read back from
+    ``projections/e2b.py``); what is kept here is only this process's: the node link, the sandboxes being
+    changed now (``busy``), and the key the access tokens are made with."""
 
     def __init__(self, hub: Any) -> None:
         self.hub = hub
         self.keys = Keys(hub.folders.state)
         self.lock = threading.RLock()
-        self.items: dict[str, Sandbox] = {}
         self.busy: set[str] = set()
-        self.next_cid = FIRST_SANDBOX_CID
         self.stopped = threading.Event()
         self.gateway_port: int | None = None
+        self.token_key = token_key(Path(hub.folders.state))
         self.templates = Templates(self)
-        self.snapshots: dict[str, Snapshot] = {}
+        self.reconciled = False
+        #: False until the hub serves (its follower keeps the read models up): changes made at start
+        #: catch the read model up themselves.
+        self.serving = False
 
-    # -- the node -------------------------------------------------------------------------------
+    # -- the node and the log ---------------------------------------------------------------------
     @property
     def link(self):
         rt = self.hub.runtime
         if rt is None or rt.link is None or not rt.link.up:
             raise Refusal("node_unavailable", "no node runs sandboxes on this hub (apid --node off?)")
         return rt.link
+
+    @property
+    def rm(self):
+        return self.hub.read_models
 
     def held(self) -> bool:
         return plaza_held(self.hub.store.get)
@@ -291,242 +306,312 @@ class Sandboxes:
         if self.held():
             raise Refusal("plaza_held", f"{HELD_MESSAGE}: no sandbox is created, woken or connected to")
 
-    def _event(self, sb: Sandbox, what: str, **detail) -> None:
-        """Each sandbox event: an ``e2b`` event in the log (so on the live bus), and a line in the hub's log."""
-        log.info("e2b sandbox %s (cid %s) %s %s", sb.id, sb.cid, what, json.dumps(detail) if detail else "")
-        try:
-            ctx = self.hub.commands.context("hub")
-            e2b_commands.record(self.hub.commands, ctx, sb.id, sb.cid, sb.template_id, what,
-                                {k: v for k, v in detail.items() if isinstance(v, (str, int, float, bool, list))})
-        except Exception:  # noqa: BLE001 - the sandbox's change stands; the log says why its record did not
-            log.exception("e2b: recording %s of sandbox %s", what, sb.id)
+    def ctx(self, actor: str = "hub", reason: str | None = None):
+        return self.hub.commands.context(actor, reason)
+
+    def wrote(self, done: Any) -> Any:
+        """A command's value once the read model shows it (the gateway and the next request read it)."""
+        if done.positions and (not self.serving or not self.rm.wait_for(done.positions[-1], READ_WAIT_S)):
+            self.rm.catch_up()
+        return done.value
+
+    def access_token(self, sandbox_id: str) -> str:
+        """The sandbox's envd access token: made from the hub's key, never kept in the log."""
+        return hmac.new(self.token_key, f"e2b-envd:{sandbox_id}".encode(), hashlib.sha256).hexdigest()[:40]
+
+    # -- reading ----------------------------------------------------------------------------------
+    def get(self, sid: str) -> Sandbox:
+        row = e2b_rm.sandbox_row(self.rm, sid)
+        if row is None or row["state"] not in e2b_rm.LISTED:
+            raise Refusal("e2b_sandbox_not_found", f"sandbox {sid} not found")
+        return Sandbox.of(row, self.access_token(sid))
+
+    def list(self, metadata: dict | None = None, states: tuple = (RUNNING, PAUSED)) -> list:
+        with self.lock:
+            busy = set(self.busy)
+        return [Sandbox.of(r, self.access_token(r["sandbox_id"])) for r in e2b_rm.sandbox_rows(self.rm, states, metadata)
+                if r["sandbox_id"] not in busy]
+
+    def by_cid(self, cid: int) -> Sandbox | None:
+        if cid < FIRST_SANDBOX_CID:
+            return None
+        row = e2b_rm.sandbox_of_cid(self.rm, cid)
+        return Sandbox.of(row, self.access_token(row["sandbox_id"])) if row else None
+
+    def snapshots(self) -> list:
+        return [snapshot_info(r) for r in e2b_rm.snapshot_rows(self.rm)]
+
+    def snapshot_named(self, ref: str) -> dict | None:
+        """A snapshot by its id, or by a name exactly one snapshot has."""
+        found = e2b_rm.snapshots_named(self.rm, ref)
+        if len(found) > 1:
+            raise Refusal("invalid_request", f"{len(found)} snapshots are named {ref}; name one by its id")
+        return found[0] if found else None
+
+    def running_cid(self, sid: str, token: str | None) -> int:
+        """The CID the gateway carries a request to; refuses a wrong access token or a paused sandbox."""
+        row = e2b_rm.sandbox_row(self.rm, sid)
+        if row is None or row["state"] == ENDED:
+            raise LookupError(f"The sandbox {sid} was not found")
+        if not token or not hmac.compare_digest(token, self.access_token(sid)):
+            raise PermissionError("the sandbox's access token is missing or wrong")
+        with self.lock:
+            busy = sid in self.busy
+        if row["state"] != RUNNING or busy:
+            raise LookupError(f"The sandbox {sid} is {row['state']}; connect to it first")
+        return row["cid"]
 
     # -- the API's operations -------------------------------------------------------------------
     def create(self, key_id: str, template: str, timeout: int | None, metadata: dict, env: dict,
-               auto_pause: bool, network: dict) -> Sandbox:
+               auto_pause: bool, network: dict, actor: str | None = None) -> Sandbox:
         self._refuse_if_held()
-        build = None
+        source = None
         if template not in (BASE_TEMPLATE, BASE_IMAGE):
-            build = self.templates.resolve(template) or self.snapshot_named(template)
-            if build is None:
+            source = self.templates.resolve(template) or self.snapshot_named(template)
+            if source is None:
                 raise Refusal("e2b_template_not_found", f"template '{template}' not found")
         network = check_rules(network)
         link = self.link  # no node: refused before anything is made
-        ttl = DEFAULT_TIMEOUT_S if timeout is None else timeout
-        if not 1 <= ttl <= MAX_TIMEOUT_S:
-            raise Refusal("invalid_request", f"timeout is 1 to {MAX_TIMEOUT_S} seconds")
-        cid = self.new_cid()
-        now = _now()
-        sb = Sandbox(id="i" + secrets.token_hex(10), cid=cid, template_id=build.template_id if build else BASE_TEMPLATE,
-                     client_id=key_id, metadata=dict(metadata), env={**(build.env if build else {}), **env}, timeout_s=ttl, auto_pause=auto_pause,
-                     started_at=now, end_at=now + dt.timedelta(seconds=ttl),
-                     access_token=secrets.token_urlsafe(24), network=dict(network))
+        ttl = check_timeout(DEFAULT_TIMEOUT_S if timeout is None else timeout)
+        sid = "i" + secrets.token_hex(10)
+        ctx = self.ctx(actor or f"token:{key_id}")
         with self.lock:
-            self.items[sb.id] = sb
-            self.busy.add(sb.id)
+            self.busy.add(sid)
         try:
-            how = {"fork_of": build.cid, "checkpoint": build.checkpoint} if build else {"wipe": True}
-            answer = link.request("start", timeout=BOOT_TIMEOUT_S, cid=cid, identity=f"sandbox:{sb.id}",
-                                  role=SANDBOX_ROLE, **how)
-            self._init(sb)
-        except Exception as e:
-            with self.lock:
-                self.items.pop(sb.id, None)
-            self._stop_vm(sb, "delete")
-            raise Refusal("sandbox_failed", f"the sandbox VM did not start: {e}") from None
+            cid = self.wrote(e2b_commands.create(
+                self.hub.commands, ctx, sandbox_id=sid, template_id=source["template_id"] if source else BASE_TEMPLATE,
+                alias=template, client_id=key_id, metadata=metadata, timeout_s=ttl, auto_pause=auto_pause,
+                network=network, source=(source.get("snapshot_id") or source.get("build_id") or "") if source else ""))
+            try:
+                how = {"fork_of": source["cid"], "checkpoint": source["checkpoint"]} if source else {"wipe": True}
+                answer = link.request("start", timeout=BOOT_TIMEOUT_S, cid=cid, identity=f"sandbox:{sid}",
+                                      role=SANDBOX_ROLE, **how)
+                if source and source.get("memory") is False:
+                    env = {**self._cold_env(cid), **env}
+                self._init(cid, env)  # the variables go to the daemon only: never into the log
+            except Exception as e:
+                self._stop_vm(sid, cid, "delete")
+                self.wrote(e2b_commands.ended(self.hub.commands, self.ctx(), sid, "failed", str(e)))
+                raise Refusal("sandbox_failed", f"the sandbox VM did not start: {e}") from None
+            self.wrote(e2b_commands.started(self.hub.commands, self.ctx(), sid, float(answer.get("boot_s") or 0)))
         finally:
             with self.lock:
-                self.busy.discard(sb.id)
+                self.busy.discard(sid)
         if self.held():  # STOP ALL came while it booted: it does not outlive the hold
-            self.kill(sb.id)
+            self.kill(sid, "stop_all")
             self._refuse_if_held()
-        sb.alias = template
-        self._event(sb, "created", boot_s=answer.get("boot_s"), template=template)
-        return sb
+        return self.get(sid)
 
-    def _init(self, sb: Sandbox) -> None:
-        """Tell the daemon the sandbox's environment variables (envd's ``POST /init``)."""
+    def _init(self, cid: int, env: dict) -> None:
+        """Tell the daemon the sandbox's environment variables (envd's ``POST /init``; it adds them to the
+        ones it has, so a fork keeps its source's)."""
         from .e2bgate import envd_call  # noqa: PLC0415 - the gateway module imports this one
 
-        body = json.dumps({"envVars": sb.env}).encode()
-        status, _ = envd_call(self.link, sb.cid, "POST", "/init", body)
+        status, _ = envd_call(self.link, cid, "POST", "/init", json.dumps({"envVars": env}).encode())
         if status >= 300:
             raise RuntimeError(f"the sandbox's daemon answered {status} to /init")
 
     # -- snapshots and forks ------------------------------------------------------------------------
-    def snapshot_named(self, ref: str) -> Snapshot | None:
-        """A snapshot by its id, or by a name exactly one snapshot has."""
-        with self.lock:
-            snap = self.snapshots.get(ref)
-            named = [x for x in self.snapshots.values() if ref in x.names]
-        if snap is not None:
-            return snap
-        if len(named) > 1:
-            raise Refusal("invalid_request", f"{len(named)} snapshots are named {ref}; name one by its id")
-        return named[0] if named else None
-
-    def snapshot(self, sid: str, name: str | None, memory: bool = True) -> Snapshot:
-        """A memory checkpoint of a running sandbox; a create that names it starts from it."""
-        if not memory:
-            raise Refusal("e2b_field_not_served", "a cold snapshot (memory false) is not served yet")
+    def snapshot(self, sid: str, name: str | None, memory: bool = True, actor: str = "hub") -> dict:
+        """A checkpoint of a running sandbox; a create that names it starts from it. With its memory, the
+        processes run on in the new sandbox; cold (``memory`` false), the disk only (the guest flushed
+        first): the new sandbox boots with the files, and the source's environment variables, which are
+        kept on that disk for it (``COLD_ENV_FILE``), never in the log."""
         if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 128):
             raise Refusal("invalid_name", "a snapshot's name is 1 to 128 characters")
         sb = self.get(sid)
         if sb.state != RUNNING:
             raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is paused; connect to it first")
-        cp = self.link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}")
-        snap = Snapshot(id="s" + secrets.token_hex(8), names=[name] if name else [], cid=sb.cid,
-                        checkpoint=cp["name"], env=dict(sb.env), template_id=sb.template_id)
-        with self.lock:
-            self.snapshots[snap.id] = snap
-        return snap
+        link = self.link
+        if not memory:
+            self._envd(sb.cid, "POST", f"/files?path={COLD_ENV_FILE}", self._envd(sb.cid, "GET", "/envs"),
+                       {"content-type": "application/octet-stream"})
+        try:
+            cp = link.request("checkpoint", timeout=BOOT_TIMEOUT_S, cid=sb.cid, label=f"e2b snapshot of {sid}",
+                              disk_only=not memory)
+        finally:
+            if not memory:
+                self._remove(sb.cid, COLD_ENV_FILE)
+        snap_id = "s" + secrets.token_hex(8)
+        self.wrote(e2b_commands.snapshot(self.hub.commands, self.ctx(actor), snapshot_id=snap_id, name=name,
+                                         sandbox_id=sid, checkpoint=cp["name"], memory=memory))
+        return {"snapshotID": snap_id, "names": [name] if name else []}
+
+    def _envd(self, cid: int, method: str, target: str, body: bytes = b"", headers: dict | None = None) -> bytes:
+        from .e2bgate import envd_call  # noqa: PLC0415 - the gateway module imports this one
+
+        status, answer = envd_call(self.link, cid, method, target, body, headers)
+        if status >= 300:
+            raise RuntimeError(f"the sandbox's daemon answered {status} to {method} {target.split('?')[0]}")
+        return answer
+
+    def _remove(self, cid: int, path: str) -> None:
+        from .e2btemplates import run_in_sandbox  # noqa: PLC0415
+
+        code, lines = run_in_sandbox(self.link, cid, f"rm -f {path}", {}, None, 60)
+        if code != 0:
+            log.warning("e2b: removing %s in cid %s: %s", path, cid, " ".join(lines)[:200])
+
+    def _cold_env(self, cid: int) -> dict:
+        """A sandbox made from a cold snapshot: its source's variables, from the disk, which then forgets them."""
+        env = json.loads(self._envd(cid, "GET", f"/files?path={COLD_ENV_FILE}") or b"{}")
+        self._remove(cid, COLD_ENV_FILE)
+        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
     def fork(self, key_id: str, sid: str, count: int, timeout: int | None) -> list:
         if not 1 <= count <= MAX_FORKS:
             raise Refusal("invalid_count", f"a fork makes 1 to {MAX_FORKS} sandboxes")
         sb = self.get(sid)
-        snap = self.snapshot(sid, None)
+        snap = self.snapshot(sid, None, actor=f"token:{key_id}")
         out = []
         for _ in range(count):
             try:
-                out.append({"sandbox": self.create(key_id, snap.id, timeout, dict(sb.metadata), {},
+                out.append({"sandbox": self.create(key_id, snap["snapshotID"], timeout, dict(sb.metadata), {},
                                                    sb.auto_pause, dict(sb.network)).created()})
             except Refusal as r:
                 out.append({"error": {"code": 409 if r.code == "plaza_held" else 500, "message": r.message}})
         return out
 
-    def new_cid(self) -> int:
-        with self.lock:
-            cid = self.next_cid
-            self.next_cid += 1
-        return cid
+    def set_timeout(self, sid: str, timeout: int, actor: str = "hub") -> None:
+        self.get(sid)
+        self.wrote(e2b_commands.set_timeout(self.hub.commands, self.ctx(actor), sid, timeout))
 
-    def get(self, sid: str) -> Sandbox:
-        with self.lock:
-            sb = self.items.get(sid)
-        if sb is None:
-            raise Refusal("e2b_sandbox_not_found", f"sandbox {sid} not found")
-        return sb
-
-    def list(self, metadata: dict | None = None, states: tuple = (RUNNING, PAUSED)) -> list:
-        with self.lock:
-            rows = sorted(self.items.values(), key=lambda s: s.started_at)
-        return [s for s in rows if s.state in states and s.id not in self.busy
-                and all(s.metadata.get(k) == v for k, v in (metadata or {}).items())]
-
-    def set_timeout(self, sid: str, timeout: int) -> None:
-        if not 0 <= timeout <= MAX_TIMEOUT_S:
-            raise Refusal("invalid_request", f"timeout is 0 to {MAX_TIMEOUT_S} seconds")
+    def kill(self, sid: str, reason: str = "killed", actor: str = "hub") -> None:
         sb = self.get(sid)
-        sb.end_at = _now() + dt.timedelta(seconds=timeout)
-        sb.timeout_s = timeout
-        self._event(sb, "timeout", seconds=timeout)
+        self._drop_vm(sid, sb.cid)
+        self.wrote(e2b_commands.ended(self.hub.commands, self.ctx(actor), sid, reason))
 
-    def kill(self, sid: str) -> None:
-        sb = self.get(sid)
-        with self.lock:
-            self.items.pop(sid, None)
-            held = any(x.cid == sb.cid for x in self.snapshots.values())
-        self._stop_vm(sb, "stop" if held else "delete")  # a snapshot of it keeps its files
-        self._event(sb, "ended")
+    def _drop_vm(self, sid: str, cid: int) -> None:
+        held = cid in e2b_rm.cids_held_by_snapshots(self.rm)
+        self._stop_vm(sid, cid, "stop" if held else "delete")  # a snapshot of it keeps its files
 
-    def _stop_vm(self, sb: Sandbox, how: str) -> None:
+    def _stop_vm(self, sid: str, cid: int, how: str) -> None:
         try:
-            self.link.request(how, timeout=60, cid=sb.cid)
+            self.link.request(how, timeout=60, cid=cid)
         except Exception as e:  # noqa: BLE001 - the machine may be gone already
-            log.warning("e2b: %s of sandbox %s failed: %s", how, sb.id, e)
+            log.warning("e2b: %s of sandbox %s failed: %s", how, sid, e)
 
-    def pause(self, sid: str) -> None:
-        sb = self.get(sid)
+    def _claim(self, sid: str) -> None:
         with self.lock:
-            if sb.state == PAUSED:
-                raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is already paused")
             if sid in self.busy:
                 raise Refusal("e2b_sandbox_busy", f"sandbox {sid} is being changed; try again")
             self.busy.add(sid)
+
+    def _release(self, sid: str) -> None:
+        with self.lock:
+            self.busy.discard(sid)
+
+    def pause(self, sid: str, actor: str = "hub") -> None:
+        sb = self.get(sid)
+        if sb.state == PAUSED:
+            raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is already paused")
+        self._claim(sid)
         try:
             self.link.request("sleep", timeout=BOOT_TIMEOUT_S, cid=sb.cid)
-            sb.state = PAUSED
+            self.wrote(e2b_commands.paused(self.hub.commands, self.ctx(actor), sid))
         finally:
-            with self.lock:
-                self.busy.discard(sid)
-        self._event(sb, "paused")
+            self._release(sid)
 
-    def connect(self, sid: str, timeout: int | None) -> tuple[Sandbox, bool]:
-        """Resume a paused sandbox (or find it running); returns it and whether it was woken."""
+    def connect(self, sid: str, timeout: int | None, actor: str = "hub",
+                auto_pause: bool | None = None) -> tuple[Sandbox, bool]:
+        """Resume a paused sandbox (or find it running); returns it and whether it was woken. A sandbox
+        paused before the hub restarted is woken from its sleep snapshot on the node's disk."""
         sb = self.get(sid)
         self._refuse_if_held()
-        woke = False
-        with self.lock:
-            if sid in self.busy:
-                raise Refusal("e2b_sandbox_busy", f"sandbox {sid} is being changed; try again")
-            self.busy.add(sid)
+        self._claim(sid)
+        woke = sb.state == PAUSED
         try:
-            if sb.state == PAUSED:
-                self.link.request("wake", timeout=BOOT_TIMEOUT_S, cid=sb.cid)
-                sb.state, woke = RUNNING, True
+            if woke:
+                self._wake(sb)
+                self.wrote(e2b_commands.resumed(self.hub.commands, self.ctx(actor), sid, timeout, auto_pause))
+            elif timeout is not None:
+                self.wrote(e2b_commands.extend(self.hub.commands, self.ctx(actor), sid, timeout))
         finally:
-            with self.lock:
-                self.busy.discard(sid)
-        if timeout is not None or woke:
-            ttl = sb.timeout_s if timeout is None else timeout
-            sb.end_at = max(sb.end_at, _now() + dt.timedelta(seconds=ttl)) if not woke else \
-                _now() + dt.timedelta(seconds=ttl)
-        if woke:
-            self._event(sb, "resumed")
-        return sb, woke
+            self._release(sid)
+        return self.get(sid), woke
 
-    def by_cid(self, cid: int) -> Sandbox | None:
-        with self.lock:
-            return next((s for s in self.items.values() if s.cid == cid), None)
+    def _wake(self, sb: Sandbox) -> None:
+        link = self.link
+        try:
+            if sb.cid in self._node_cids():
+                link.request("wake", timeout=BOOT_TIMEOUT_S, cid=sb.cid)
+            else:  # this node has not run it since it started: the same identity boots from its sleep state
+                link.request("start", timeout=BOOT_TIMEOUT_S, cid=sb.cid, identity=f"sandbox:{sb.id}",
+                             role=SANDBOX_ROLE)
+        except Exception as e:
+            self._drop_vm(sb.id, sb.cid)
+            self.wrote(e2b_commands.ended(self.hub.commands, self.ctx(), sb.id, "vm_gone", f"it did not wake: {e}"))
+            raise Refusal("e2b_sandbox_not_found", f"sandbox {sb.id} could not be woken ({e}); it has ended") from None
 
-    def set_network(self, sid: str, network: dict) -> None:
+    def _node_cids(self) -> dict:
+        return {int(m["cid"]): bool(m.get("running")) for m in self.link.request("list", timeout=30).get("machines", [])}
+
+    def set_network(self, sid: str, network: dict, actor: str = "hub") -> None:
         """New rules; they apply to the sandbox's next connection (the proxy asks on every CONNECT)."""
-        sb = self.get(sid)
-        sb.network = check_rules(network)
-        self._event(sb, "network", **sb.network)
-
-    def running_cid(self, sid: str, token: str | None) -> int:
-        """The CID the gateway carries a request to; refuses a wrong access token or a paused sandbox."""
-        with self.lock:
-            sb = self.items.get(sid)
-        if sb is None:
-            raise LookupError(f"The sandbox {sid} was not found")
-        if not token or not hmac.compare_digest(token, sb.access_token):
-            raise PermissionError("the sandbox's access token is missing or wrong")
-        if sb.state != RUNNING or sid in self.busy:
-            raise LookupError(f"The sandbox {sid} is {sb.state}; connect to it first")
-        return sb.cid
+        self.get(sid)
+        self.wrote(e2b_commands.set_network(self.hub.commands, self.ctx(actor), sid, check_rules(network)))
 
     # -- the loops ------------------------------------------------------------------------------
     def end_all(self, why: str) -> int:
-        with self.lock:
-            ids = list(self.items)
-        for sid in ids:
+        rows = e2b_rm.sandbox_rows(self.rm, e2b_rm.LISTED)
+        for r in rows:
             try:
-                self.kill(sid)
+                self.kill(r["sandbox_id"], "stop_all")
             except Refusal:
                 pass
-        if ids:
-            log.warning("e2b: %d sandbox(es) ended: %s", len(ids), why)
-        return len(ids)
+        if rows:
+            log.warning("e2b: %d sandbox(es) ended: %s", len(rows), why)
+        return len(rows)
+
+    def reconcile(self) -> bool:
+        """Once, when the node is there: the read model against what the node runs. A running sandbox whose
+        VM the node no longer runs (a local node goes with the hub) has ended (``vm_gone``), and one that was
+        still starting has failed (its create went with the hub); a paused one
+        stays paused (its sleep snapshot is on the node's disk, and a connect wakes it); a build that was
+        running has failed. Returns whether it was done."""
+        try:
+            machines = self._node_cids()
+        except Refusal:
+            return False
+        for r in e2b_rm.sandbox_rows(self.rm, (STARTING, RUNNING)):
+            with self.lock:
+                if r["sandbox_id"] in self.busy:
+                    continue
+            if r["state"] == STARTING:  # the create that was booting it went with the hub that stopped
+                cause, why = "failed", "the hub stopped while it started"
+            elif not machines.get(r["cid"]):
+                cause, why = "vm_gone", "its VM was not running when the hub started"
+            else:
+                continue  # still running on a node that outlived the hub: reached as before
+            self._drop_vm(r["sandbox_id"], r["cid"])
+            try:
+                self.wrote(e2b_commands.ended(self.hub.commands, self.ctx(), r["sandbox_id"], cause, why))
+            except Refusal:
+                pass
+        self.templates.reconcile(machines)
+        self.reconciled = True
+        return True
 
     def reap(self) -> None:
         """Once: STOP ALL ends every sandbox; a sandbox past its end time is ended (or paused)."""
+        if not self.reconciled and not self.reconcile():
+            return
         if self.held():
             self.end_all(HELD_MESSAGE)
             return
-        now = _now()
+        now = iso(_now())
         with self.lock:
-            due = [s for s in self.items.values() if s.state == RUNNING and s.end_at <= now and s.id not in self.busy]
-        for sb in due:
+            busy = set(self.busy)
+        due = [r for r in e2b_rm.sandbox_rows(self.rm, (RUNNING,)) if _z(r["end_at"]) <= now
+               and r["sandbox_id"] not in busy]
+        for r in due:
             try:
-                if sb.auto_pause:
-                    self.pause(sb.id)
+                if r["auto_pause"]:
+                    self.pause(r["sandbox_id"])
                 else:
-                    self.kill(sb.id)
+                    self.kill(r["sandbox_id"], "timeout")
             except Refusal as e:
-                log.warning("e2b reaper: %s: %s", sb.id, e.message)
+                log.warning("e2b reaper: %s: %s", r["sandbox_id"], e.message)
 
     def reaper_loop(self) -> None:
         while not self.stopped.wait(REAP_EVERY_S):
@@ -536,11 +621,29 @@ class Sandboxes:
                 log.exception("e2b reaper")
 
     def start(self) -> Sandboxes:
+        try:
+            self.reconcile()
+        except Exception:  # noqa: BLE001 - the reaper tries again at its next look
+            log.exception("e2b: reconcile at start")
+        self.serving = True
         threading.Thread(target=self.reaper_loop, daemon=True, name="e2b-reaper").start()
         return self
 
     def close(self) -> None:
         self.stopped.set()
+
+
+def token_key(state_dir: Path) -> bytes:
+    """The hub's key for sandbox access tokens (``TOKEN_KEY_FILE``, 0600), made once."""
+    path = state_dir / TOKEN_KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEYS_MODE)
+    except FileExistsError:
+        return bytes.fromhex(path.read_text().strip())
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.hex() + "\n")
+    return key
 
 
 def sandboxes_of(hub: Any) -> Sandboxes:

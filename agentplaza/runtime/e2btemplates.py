@@ -4,9 +4,11 @@ and starts warm, with what the steps installed and what the start command left r
 
 - ``fromImage e2bdev/base`` (the SDKs' default) is the plaza's base image; no other image is pulled.
   ``fromTemplate`` builds on a built template's snapshot, with its environment and working directory.
-- Steps run in order (``RUN``, ``ENV``, ``WORKDIR``, ``USER``); each may run ``STEP_TIMEOUT_S``; a
-  non-zero step fails the build; a step's output lines go to the build's log. ``COPY`` (file uploads)
-  is refused: the hub has no file store for builds yet.
+- Steps run in order (``RUN``, ``ENV``, ``WORKDIR``, ``USER``, ``COPY``); each may run ``STEP_TIMEOUT_S``;
+  a non-zero step fails the build; a step's output lines go to the build's log. A ``COPY`` step's files
+  are the archive the SDK uploaded for its ``filesHash`` (``runtime/e2bfiles.py``), unpacked in the
+  build sandbox and copied as Docker's COPY does (a folder's contents into the destination; a file into
+  a destination that ends in ``/`` or is a folder, else as it), then given the step's owner and mode.
 - After the steps the start command runs in the background, appending to ``START_LOG``; the ready
   command runs every ``READY_EVERY_S`` until it exits 0, for at most ``READY_MAX_S``.
 - **Reuse**: a build whose plan (base, steps, start and ready commands, shape) matches a ready build of
@@ -28,10 +30,13 @@ import shlex
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..commands import e2b as e2b_commands
 from ..domain.base import Refusal
+from ..domain.e2b import BUILDING, DEFAULT_TAG, ERROR, READY, WAITING, template_agg_id
+from ..projections import e2b as e2b_rm
+from .e2bfiles import FILES_HASH, FileStore, check_hash
 
 log = logging.getLogger("apid.e2b.templates")
 
@@ -43,10 +48,8 @@ STEP_TIMEOUT_S, READY_EVERY_S, READY_MAX_S = 30 * 60, 1.0, 10 * 60
 START_LOG = "/tmp/e2b-start-cmd.log"
 #: What a build's log says when it reused a ready build's snapshot.
 BUILD_CACHED = "Build cached"
-#: The tag a build gets when it names none.
-DEFAULT_TAG = "default"
 #: The step types a build runs.
-STEP_TYPES = ("RUN", "ENV", "WORKDIR", "USER")
+STEP_TYPES = ("RUN", "ENV", "WORKDIR", "USER", "COPY")
 #: The fields of a build start the hub serves; ``minFreeDiskMb`` is on the template request.
 TRIGGER_FIELDS = frozenset({"fromImage", "fromTemplate", "force", "steps", "startCmd", "readyCmd"})
 REQUEST_FIELDS = frozenset({"name", "alias", "tags", "cpuCount", "memoryMB", "minFreeDiskMb", "teamID"})
@@ -57,64 +60,6 @@ LOG_PAGE = 100
 
 def _iso(t: dt.datetime) -> str:
     return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: UP017
-
-
-@dataclass
-class Build:
-    id: str
-    template_id: str
-    tags: list
-    status: str = "waiting"
-    plan: str = ""
-    logs: list = field(default_factory=list)
-    reason: dict | None = None
-    cid: int | None = None
-    checkpoint: str | None = None
-    env: dict = field(default_factory=dict)
-    workdir: str | None = None
-    created: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))  # noqa: UP017
-
-    def log(self, message: str, level: str = "info", step: str | None = None) -> None:
-        entry = {"timestamp": _iso(dt.datetime.now(dt.timezone.utc)), "message": message, "level": level}  # noqa: UP017
-        if step is not None:
-            entry["step"] = step
-        self.logs.append(entry)
-
-    def status_view(self, offset: int) -> dict:
-        page = self.logs[offset:offset + LOG_PAGE]
-        out = {"templateID": self.template_id, "buildID": self.id, "status": self.status,
-               "logs": [e["message"] for e in page], "logEntries": page}
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass
-class Template:
-    id: str
-    name: str
-    builds: list = field(default_factory=list)
-    tags: dict = field(default_factory=dict)  # tag -> build id
-
-    def ready(self) -> list:
-        return [b for b in self.builds if b.status == "ready"]
-
-    def pick(self, tag: str | None) -> Build | None:
-        """``name:tag`` is the build with that tag; a bare name the default build, else the newest ready."""
-        by_id = {b.id: b for b in self.builds}
-        if tag is not None:
-            return by_id.get(self.tags.get(tag, ""))
-        b = by_id.get(self.tags.get(DEFAULT_TAG, ""))
-        return b if b is not None else (self.ready()[-1] if self.ready() else None)
-
-    def row(self) -> dict:
-        newest = self.builds[-1] if self.builds else None
-        return {"templateID": self.id, "buildID": newest.id if newest else "", "names": [self.name],
-                "aliases": [self.name], "public": False, "cpuCount": 1, "memoryMB": 256, "diskSizeMB": 1024,
-                "createdAt": _iso(self.builds[0].created) if self.builds else None,
-                "buildStatus": newest.status if newest else "waiting", "buildCount": len(self.builds),
-                "tags": sorted(t for t, bid in self.tags.items() if any(b.id == bid for b in self.ready())),
-                "reason": (newest.reason or {}).get("message") if newest and newest.status == "error" else None}
 
 
 def split_name(name: str) -> tuple[str, str | None]:
@@ -169,42 +114,76 @@ def run_in_sandbox(link: Any, cid: int, cmd: str, env: dict, cwd: str | None, ti
     return code, out.decode("utf-8", "replace").splitlines()
 
 
+def template_view(t: dict, builds: list) -> dict:
+    """A template in E2B's shape: its newest build's status (and failure), the tags of its ready builds."""
+    newest = builds[-1] if builds else None
+    ready = {b["build_id"] for b in builds if b["status"] == READY}
+    return {"templateID": t["template_id"], "buildID": newest["build_id"] if newest else "", "names": [t["name"]],
+            "aliases": [t["name"]], "public": False, "cpuCount": 1, "memoryMB": 256, "diskSizeMB": 1024,
+            "createdAt": _z(t["created_at"]), "buildStatus": newest["status"] if newest else WAITING,
+            "buildCount": len(builds), "tags": sorted(tag for tag, bid in t["tags"].items() if bid in ready),
+            "reason": (newest["reason"] or {}).get("message") if newest and newest["status"] == ERROR else None}
+
+
+def _z(at: str) -> str:
+    return _iso(dt.datetime.fromisoformat(at.replace("Z", "+00:00")))
+
+
+def _entry(message: str, level: str = "info", step: str | None = None) -> dict:
+    entry = {"timestamp": _iso(dt.datetime.now(dt.timezone.utc)), "message": message, "level": level}  # noqa: UP017
+    if step is not None:
+        entry["step"] = step
+    return entry
+
+
 class Templates:
+    """The templates' actions; what they are is the log's (``commands/e2b.py``, ``projections/e2b.py``).
+    A build in progress is this process's thread; its log goes to the log step by step."""
+
     def __init__(self, sandboxes: Any) -> None:
         self.sbx = sandboxes
         self.lock = threading.RLock()
-        self.items: dict[str, Template] = {}
+        self.files = FileStore(sandboxes.hub.folders.data, sandboxes.token_key)
+
+    @property
+    def cmds(self):
+        return self.sbx.hub.commands
+
+    def _ctx(self):
+        return self.sbx.ctx()
 
     # -- lookups ----------------------------------------------------------------------------------
-    def find(self, ref: str) -> tuple[Template, str | None] | None:
+    def find(self, ref: str) -> tuple[dict, str | None] | None:
         base, tag = split_name(ref)
-        with self.lock:
-            t = self.items.get(base) or next((x for x in self.items.values() if x.name == base), None)
+        t = e2b_rm.template_row(self.sbx.rm, base)
         return (t, tag) if t is not None else None
 
-    def get(self, tid: str) -> Template:
+    def get(self, tid: str) -> dict:
         found = self.find(tid)
         if found is None:
             raise Refusal("e2b_template_not_found", f"template '{tid}' not found")
         return found[0]
 
-    def resolve(self, ref: str) -> Build | None:
+    def resolve(self, ref: str) -> dict | None:
         """The ready build a create names (``name``, ``name:tag`` or the template's id), or None."""
         found = self.find(ref)
         if found is None:
             return None
         t, tag = found
-        b = t.pick(tag)
-        if b is None or b.status != "ready":
+        agg = self.sbx.hub.store.get(template_agg_id(t["name"]))  # the one rule for picking a build: the domain's
+        bid = agg.pick(tag) if agg is not None and not agg.deleted else None
+        b = agg.builds.get(bid) if bid else None
+        if b is None or b["status"] != READY:
             raise Refusal("e2b_template_not_found", f"template '{ref}' has no ready build")
-        return b
+        return {"build_id": bid, "template_id": agg.template_id, "cid": b["cid"], "checkpoint": b["checkpoint"],
+                "workdir": b["workdir"]}
 
     def list(self) -> list:
-        with self.lock:
-            return [t.row() for t in self.items.values()]
+        by = e2b_rm.builds_of(self.sbx.rm)
+        return [template_view(t, by.get(t["template_id"], [])) for t in e2b_rm.template_rows(self.sbx.rm)]
 
     # -- the API ----------------------------------------------------------------------------------
-    def request(self, body: dict) -> dict:
+    def request(self, body: dict, actor: str = "hub") -> dict:
         extra = sorted(set(body) - REQUEST_FIELDS)
         if extra:
             raise Refusal("e2b_field_not_served", f"this hub does not serve the field(s) {', '.join(extra)}")
@@ -218,31 +197,48 @@ class Templates:
             if body.get(k) not in (None, 1 if k == "cpuCount" else 256):
                 raise Refusal("e2b_field_not_served", f"{k} other than the plaza's sandbox shape (1 vCPU, 256 MiB)")
         # minFreeDiskMb is accepted and not applied (the workspace is a fixed 1 GiB layer)
-        with self.lock:
-            found = self.find(base)
-            t = found[0] if found else Template(id="t" + secrets.token_hex(8), name=base)
-            self.items[t.id] = t
-            b = Build(id=secrets.token_hex(8), template_id=t.id, tags=list(tags))
-            t.builds.append(b)
-        return {"templateID": t.id, "buildID": b.id, "public": False, "names": [t.name], "tags": b.tags,
-                "aliases": [t.name]}
+        bid = secrets.token_hex(8)
+        tid = self.sbx.wrote(e2b_commands.request_build(self.cmds, self.sbx.ctx(actor), base,
+                                                        "t" + secrets.token_hex(8), bid, list(tags)))
+        return {"templateID": tid, "buildID": bid, "public": False, "names": [base], "tags": list(tags),
+                "aliases": [base]}
 
-    def _build(self, tid: str, bid: str) -> tuple[Template, Build]:
+    def file_link(self, tid: str, files_hash: str, base_url: str) -> dict:
+        """E2B's TemplateBuildFileUpload: whether the archive is here, else where to upload it."""
         t = self.get(tid)
-        b = next((x for x in t.builds if x.id == bid), None)
+        if self.files.present(files_hash):
+            return {"present": True}
+        cap = self.files.capability(t["template_id"], files_hash)
+        return {"present": False,
+                "url": f"{base_url.rstrip('/')}/e2b/templates/{t['template_id']}/files/{files_hash}?upload={cap}"}
+
+    def check_upload(self, tid: str, files_hash: str, capability: str | None) -> None:
+        check_hash(files_hash)
+        t = e2b_rm.template_row(self.sbx.rm, tid)
+        self.files.check(t["template_id"] if t else tid, files_hash, capability)
+
+    def _build(self, tid: str, bid: str) -> tuple[dict, dict]:
+        t = self.get(tid)
+        b = next((x for x in e2b_rm.build_rows(self.sbx.rm, t["template_id"]) if x["build_id"] == bid), None)
         if b is None:
             raise Refusal("e2b_build_not_found", f"build {bid} of template {tid} not found")
         return t, b
 
     def status(self, tid: str, bid: str, offset: int) -> dict:
-        return self._build(tid, bid)[1].status_view(offset)
+        t, b = self._build(tid, bid)
+        page = e2b_rm.build_log(self.sbx.rm, bid, offset, LOG_PAGE)
+        out = {"templateID": t["template_id"], "buildID": bid, "status": b["status"],
+               "logs": [e["message"] for e in page], "logEntries": page}
+        if b["reason"]:
+            out["reason"] = b["reason"]
+        return out
 
-    def trigger(self, tid: str, bid: str, body: dict) -> None:
+    def trigger(self, tid: str, bid: str, body: dict, actor: str = "hub") -> None:
         t, b = self._build(tid, bid)
         extra = sorted(set(body) - TRIGGER_FIELDS)
         if extra:
             raise Refusal("e2b_field_not_served", f"this hub does not serve the field(s) {', '.join(extra)}")
-        if b.status != "waiting":
+        if b["status"] != WAITING:
             raise Refusal("e2b_build_started", f"build {bid} was started already")
         image, parent = body.get("fromImage"), body.get("fromTemplate")
         if parent is None and image not in (None, BASE_IMAGE):
@@ -256,97 +252,135 @@ class Templates:
                 kind = s.get("type") if isinstance(s, dict) else s
                 raise Refusal("e2b_step_not_served", f"a build step of type {kind!r} is not served "
                                                      f"(only {', '.join(STEP_TYPES)})")
+        for i, s in enumerate(steps, 1):
+            fh = s.get("filesHash")
+            if s["type"] == "COPY" and (len(s.get("args") or []) < 2 or not isinstance(fh, str)
+                                        or not FILES_HASH.fullmatch(fh) or not self.files.present(fh)):
+                raise Refusal("invalid_request", f"the files of COPY step {i} were not uploaded (or it names no "
+                                                 "destination)")
         base_build = self.resolve(parent) if parent else None
         if parent and base_build is None:
             raise Refusal("e2b_template_not_found", f"template '{parent}' not found")
-        b.plan = plan_of(body)
         force = bool(body.get("force")) or any(s.get("force") for s in steps)
-        same = next((x for x in reversed(t.ready()) if x.plan == b.plan), None)
-        if same is not None and not force:
-            b.cid, b.checkpoint, b.env, b.workdir = same.cid, same.checkpoint, dict(same.env), same.workdir
-            b.log(BUILD_CACHED)
-            self._ready(t, b)
-            return
-        b.status = "building"
-        threading.Thread(target=self._run, args=(t, b, body, base_build), daemon=True,
-                         name=f"e2b-build-{b.id}").start()
+        cid, drop = self.sbx.wrote(e2b_commands.start_build(self.cmds, self.sbx.ctx(actor), t["name"], bid,
+                                                            plan_of(body), force, [_entry(BUILD_CACHED)]))
+        self._drop(drop, f"template {t['name']}")
+        if cid is not None:
+            threading.Thread(target=self._run, args=(t["name"], bid, cid, body, base_build), daemon=True,
+                             name=f"e2b-build-{bid}").start()
 
     # -- a build ----------------------------------------------------------------------------------
-    def _run(self, t: Template, b: Build, body: dict, base: Build | None) -> None:
-        link = self.sbx.link
-        cid = self.sbx.new_cid()
-        b.cid = cid
+    def _run(self, name: str, bid: str, cid: int, body: dict, base: dict | None) -> None:
+        pending: list = []
+
+        def say(message: str, level: str = "info", step: str | None = None) -> None:
+            pending.append(_entry(message, level, step))
+
+        def flush() -> None:
+            if pending:
+                self.sbx.wrote(e2b_commands.build_logged(self.cmds, self._ctx(), name, bid, list(pending)))
+                pending.clear()
+
+        env: dict = {}
+        workdir = base["workdir"] if base else None
         try:
+            link = self.sbx.link
             if base is not None:
-                b.env, b.workdir = dict(base.env), base.workdir
-                link.request("start", timeout=180, cid=cid, identity=f"build:{b.id}", role="sandbox",
-                             fork_of=base.cid, checkpoint=base.checkpoint)
-                b.log(f"Building on template {body.get('fromTemplate')}")
+                link.request("start", timeout=180, cid=cid, identity=f"build:{bid}", role="sandbox",
+                             fork_of=base["cid"], checkpoint=base["checkpoint"])
+                say(f"Building on template {body.get('fromTemplate')}")
             else:
-                link.request("start", timeout=180, cid=cid, identity=f"build:{b.id}", role="sandbox", wipe=True)
-                b.log(f"Building from {BASE_IMAGE}, the plaza's base image")
+                link.request("start", timeout=180, cid=cid, identity=f"build:{bid}", role="sandbox", wipe=True)
+                say(f"Building from {BASE_IMAGE}, the plaza's base image")
+            flush()
             for i, s in enumerate(body.get("steps") or [], 1):
                 step, args = str(i), [str(a) for a in (s.get("args") or [])]
-                b.log(f"[{i}] {s['type']} {' '.join(args)}", step=step)
+                say(f"[{i}] {s['type']} {' '.join(args)}", step=step)
                 if s["type"] == "ENV":
-                    b.env.update(dict(zip(args[0::2], args[1::2])))
+                    env.update(dict(zip(args[0::2], args[1::2])))
                 elif s["type"] == "WORKDIR":
-                    b.workdir = args[0] if args else None
-                    run_in_sandbox(link, cid, f"mkdir -p {shlex.quote(b.workdir or '/workspace')}", b.env, None, 60)
-                elif s["type"] == "RUN":
-                    code, lines = run_in_sandbox(link, cid, args[0] if args else "true", b.env, b.workdir,
-                                                 STEP_TIMEOUT_S)
+                    workdir = args[0] if args else None
+                    run_in_sandbox(link, cid, f"mkdir -p {shlex.quote(workdir or '/workspace')}", env, None, 60)
+                elif s["type"] == "COPY":
+                    code, lines = self._copy(link, cid, s["filesHash"], args, workdir)
                     for line in lines:
-                        b.log(line, step=step)
+                        say(line, step=step)
+                    if code != 0:
+                        raise StepFailed(step, f"step {i} (COPY {' '.join(args[:2])}) exited {code}")
+                elif s["type"] == "RUN":
+                    code, lines = run_in_sandbox(link, cid, args[0] if args else "true", env, workdir, STEP_TIMEOUT_S)
+                    for line in lines:
+                        say(line, step=step)
                     if code != 0:
                         raise StepFailed(step, f"step {i} ({args[0] if args else ''}) exited {code}")
+                flush()
             if body.get("startCmd"):
                 cmd = f"nohup /bin/sh -c {shlex.quote(body['startCmd'])} >> {START_LOG} 2>&1 &"
-                run_in_sandbox(link, cid, cmd, b.env, b.workdir, 60)
-                b.log(f"Started: {body['startCmd']}")
+                run_in_sandbox(link, cid, cmd, env, workdir, 60)
+                say(f"Started: {body['startCmd']}")
             if body.get("readyCmd"):
                 end = time.monotonic() + READY_MAX_S
                 while True:
-                    code, _ = run_in_sandbox(link, cid, body["readyCmd"], b.env, b.workdir, 60)
+                    code, _ = run_in_sandbox(link, cid, body["readyCmd"], env, workdir, 60)
                     if code == 0:
                         break
                     if time.monotonic() > end:
                         raise StepFailed("ready", f"the ready command did not exit 0 within {READY_MAX_S:.0f} s")
                     time.sleep(READY_EVERY_S)
-                b.log("Ready command passed")
+                say("Ready command passed")
             from .e2bgate import envd_call  # noqa: PLC0415
 
-            envd_call(link, cid, "POST", "/init", json.dumps({"envVars": b.env}).encode())
-            b.checkpoint = link.request("checkpoint", timeout=180, cid=cid, label=f"e2b build {b.id}")["name"]
+            envd_call(link, cid, "POST", "/init", json.dumps({"envVars": env}).encode())
+            checkpoint = link.request("checkpoint", timeout=180, cid=cid, label=f"e2b build {bid}")["name"]
             link.request("stop", timeout=60, cid=cid)
-            b.log(f"Snapshot {b.checkpoint} kept")
-            self._ready(t, b)
+            say(f"Snapshot {checkpoint} kept")
+            flush()
+            self._drop(self.sbx.wrote(e2b_commands.build_ready(self.cmds, self._ctx(), name, bid, checkpoint, workdir)),
+                       f"template {name}")
         except StepFailed as e:
-            self._fail(b, e.message, e.step)
+            self._fail(name, bid, e.message, e.step, pending)
         except Exception as e:  # noqa: BLE001 - a build that breaks says why in its status
-            self._fail(b, f"{type(e).__name__}: {e}", None)
+            self._fail(name, bid, f"{type(e).__name__}: {e}", None, pending)
 
-    def _fail(self, b: Build, message: str, step: str | None) -> None:
-        b.log(message, level="error", step=step)
-        b.status = "error"
-        b.reason = {"message": message, **({"step": step} if step else {})}
-        self._drop(b)
+    def _copy(self, link: Any, cid: int, files_hash: str, args: list, workdir: str | None) -> tuple[int, list]:
+        """A COPY step: its archive into the build sandbox, unpacked, copied to the destination."""
+        from .e2bgate import envd_call  # noqa: PLC0415
 
-    def _ready(self, t: Template, b: Build) -> None:
-        with self.lock:
-            b.status = "ready"
-            for tag in b.tags:
-                t.tags[tag] = b.id
-            tagged = set(t.tags.values())
-            gone = [x for x in t.ready() if x.id not in tagged and x is not b and x.id != b.id]
-            for x in gone:  # an older ready build with no tags left goes, unless another holds its snapshot
-                t.builds.remove(x)
-                if not any(y.cid == x.cid for y in t.builds):
-                    self._drop(x)
+        src, dest = args[0], args[1]
+        user, mode = (args[2] if len(args) > 2 else ""), (args[3] if len(args) > 3 else "")
+        tmp = f"/tmp/e2b-copy-{files_hash[:16]}"
+        status, _ = envd_call(link, cid, "POST", f"/files?path={tmp}.tar", self.files.read(files_hash),
+                              {"content-type": "application/octet-stream"}, timeout=600)
+        if status >= 300:
+            return 1, [f"the build sandbox's daemon answered {status} to the COPY step's archive"]
+        glob = any(c in src for c in "*?[")
+        source = f'"$S"/{src}' if glob else f'"$S"/{shlex.quote(src)}'
+        script = f"""set -e
+S={tmp}; mkdir -p "$S"; tar -xf "$S.tar" -C "$S"; rm -f "$S.tar"
+D={shlex.quote(dest)}
+for P in {source}; do
+  if [ -d "$P" ]; then mkdir -p "$D"; cp -a "$P/." "$D/"; T="$D"
+  elif [ "${{D%/}}" != "$D" ] || [ -d "$D" ]; then mkdir -p "$D"; cp -a "$P" "$D/"; T="${{D%/}}/$(basename "$P")"
+  else mkdir -p "$(dirname "$D")"; cp -a "$P" "$D"; T="$D"; fi
+  {f'chown -R {shlex.quote(user)} "$T"' if user else 'true'}
+  {f'chmod -R {shlex.quote(mode)} "$T"' if mode else 'true'}
+done
+rm -rf "$S"
+"""
+        return run_in_sandbox(link, cid, script, {}, workdir, STEP_TIMEOUT_S)
 
-    def _drop(self, b: Build) -> None:
-        if b.cid is not None:
-            self._delete_vm(b.cid, f"build {b.id}")
+    def _fail(self, name: str, bid: str, message: str, step: str | None, pending: list) -> None:
+        pending.append(_entry(message, "error", step))
+        try:
+            self.sbx.wrote(e2b_commands.build_logged(self.cmds, self._ctx(), name, bid, list(pending)))
+            self._drop(self.sbx.wrote(e2b_commands.build_failed(self.cmds, self._ctx(), name, bid, message, step)),
+                       f"build {bid}")
+        except Refusal as r:  # the template was deleted while it built
+            log.warning("e2b: build %s of %s: %s", bid, name, r.message)
+
+    def _drop(self, cids: list, what: str) -> None:
+        for cid in cids:
+            self._delete_vm(cid, what)
 
     def _delete_vm(self, cid: int, what: str) -> None:
         try:
@@ -354,12 +388,17 @@ class Templates:
         except Exception as e:  # noqa: BLE001 - the node may have lost it already; nothing else depends on it
             log.warning("e2b: removing the VM of %s failed: %s", what, e)
 
-    def delete(self, tid: str) -> None:
+    def delete(self, tid: str, actor: str = "hub") -> None:
         t = self.get(tid)
-        with self.lock:
-            self.items.pop(t.id, None)
-        for cid in {b.cid for b in t.builds if b.cid is not None}:
-            self._delete_vm(cid, f"template {t.id}")
+        self._drop(self.sbx.wrote(e2b_commands.delete_template(self.cmds, self.sbx.ctx(actor), t["name"])),
+                   f"template {t['template_id']}")
+
+    def reconcile(self, machines: dict) -> None:
+        """At start: a build that was building in a hub that stopped has failed (its thread went with it)."""
+        for t in e2b_rm.template_rows(self.sbx.rm):
+            for b in e2b_rm.build_rows(self.sbx.rm, t["template_id"]):
+                if b["status"] == BUILDING and not machines.get(b["cid"]):
+                    self._fail(t["name"], b["build_id"], "the hub stopped while this build ran", None, [])
 
 
 class StepFailed(Exception):

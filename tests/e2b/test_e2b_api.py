@@ -143,7 +143,9 @@ def test_template_requests_refuse_what_is_not_served(hub):
         assert c.post("/e2b/v3/templates", json={"name": "bad name!"}).status_code == 422
         path = f"/e2b/v2/templates/{tid}/builds/{bid}"
         copy = c.post(path, json={"fromImage": "e2bdev/base", "steps": [{"type": "COPY", "args": ["a", "b"]}]})
-        assert copy.status_code == 422 and "COPY" in copy.json()["message"]
+        assert copy.status_code == 422 and "COPY" in copy.json()["message"]  # its files were never uploaded
+        other = c.post(path, json={"fromImage": "e2bdev/base", "steps": [{"type": "ADD", "args": ["a", "b"]}]})
+        assert other.status_code == 422 and "'ADD' is not served" in other.json()["message"]
         image = c.post(path, json={"fromImage": "python:3.12", "steps": []})
         assert image.status_code == 422 and "e2bdev/base" in image.json()["message"]
         assert c.post(path, json={"fromImage": "e2bdev/base", "registry": {}}).status_code == 422
@@ -157,3 +159,29 @@ def test_template_requests_refuse_what_is_not_served(hub):
     r = cli(hub, "e2b", "delete-template", tid, "--yes")
     assert r.returncode == 0, r.stderr
     assert hub.client().get("/v1/e2b/templates").json()["templates"] == []
+
+
+def test_copy_files_are_uploaded_once_to_a_link_only_the_hub_gives(hub, folders):
+    key = make_key(hub)["key"]
+    digest = hashlib.sha256(b"the step's files").hexdigest()
+    with httpx.Client(base_url=hub.url, timeout=30, headers={"X-API-Key": key}) as c:
+        made = c.post("/e2b/v3/templates", json={"name": "files"}).json()
+        tid = made["templateID"]
+        link = c.get(f"/e2b/templates/{tid}/files/{digest}").json()
+        assert link["present"] is False and f"/e2b/templates/{tid}/files/{digest}?upload=" in link["url"]
+        assert c.get(f"/e2b/templates/nope/files/{digest}").status_code == 404
+    path = link["url"].split(hub.url, 1)[1]
+    with httpx.Client(base_url=hub.url, timeout=30) as anon:  # the SDK uploads with no key, no JSON type
+        forged = anon.put(path.split("?")[0] + "?upload=" + "0" * 40, content=b"tar bytes")
+        assert forged.status_code == 403
+        other = anon.put(f"/e2b/templates/{tid}/files/{'a' * 64}?" + path.split("?")[1], content=b"x")
+        assert other.status_code == 403  # the capability is for that hash only
+        assert anon.put(path, content=b"tar bytes").status_code == 200
+        assert anon.post(path, content=b"tar bytes").status_code == 415  # only the PUT is let past the edge
+    stored = folders.data / "e2b-files" / f"{digest}.tar"
+    assert stored.read_bytes() == b"tar bytes" and stat.S_IMODE(os.stat(stored).st_mode) == 0o600
+    with httpx.Client(base_url=hub.url, timeout=30, headers={"X-API-Key": key}) as c:
+        assert c.get(f"/e2b/templates/{tid}/files/{digest}").json() == {"present": True}
+        step = {"type": "COPY", "args": ["app/", "/workspace/app/"], "filesHash": "b" * 64}
+        missing = c.post(f"/e2b/v2/templates/{tid}/builds/{made['buildID']}", json={"steps": [step]})
+        assert missing.status_code == 422 and "COPY step 1 were not uploaded" in missing.json()["message"]

@@ -94,14 +94,21 @@ def test_sdk_drives_a_sandbox_vm(plaza):
     finally:
         sbx.kill()
     assert Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items() == []
+    assert sandbox_events(h, sbx.sandbox_id) == ["Created", "Started", "TimeoutSet", "Paused", "Resumed", "Ended"]
+
+
+def sandbox_events(h, sandbox_id: str) -> list:
+    """The kinds of a sandbox's events in the log (``E2bSandbox.*``), in order."""
     events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
-    mine = [e["data"] for e in events if e["data"].get("cid") == sbx_cid(h, events, sbx.sandbox_id)]
-    assert [d["what"] for d in mine if "what" in d] == ["created", "timeout", "paused", "resumed", "ended"]
+    agg = next(e["data"]["id"] for e in events if e["data"].get("sandbox_id") == sandbox_id
+               and e["data"]["kind"] == "E2bSandbox.Created")
+    return [e["data"]["kind"].split(".", 1)[1] for e in events if e["data"]["id"] == agg]
 
 
-def sbx_cid(h, events, sandbox_id):
-    """The CID the log gave a sandbox (its Created event)."""
-    return next(e["data"]["cid"] for e in events if e["data"].get("sandbox_id") == sandbox_id)
+def ended_cause(h, sandbox_id: str) -> str:
+    events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
+    agg = next(e["data"]["id"] for e in events if e["data"].get("sandbox_id") == sandbox_id)
+    return next(e["data"]["cause"] for e in events if e["data"]["id"] == agg and e["data"]["kind"] == "E2bSandbox.Ended")
 
 
 def test_stop_all_ends_sandboxes_and_refuses_creates(plaza):
@@ -226,8 +233,19 @@ def test_snapshot_and_fork(plaza):
         rand = [f.commands.run("head -c 16 /dev/urandom | od -An -tx1").stdout for f in forks]
         assert rand[0] != rand[1]  # entropy refreshed after each restore
         assert all(f.files.read("/workspace/state.txt") == "after" for f in forks)
-        with pytest.raises(Exception, match="memory false|not served"):
-            src.create_snapshot(mode="filesystem")
+        # a cold snapshot: the disk only; its sandbox boots with the files and the source's variables,
+        # and none of the source's processes (/tmp is the guest's RAM: the ticking file is not there)
+        for s in made:  # fewer guests at once: a cold boot is a whole boot, and this machine is small
+            s.kill()
+        made.clear()
+        cold = src.create_snapshot(mode="filesystem")
+        child = Sandbox.create(cold.snapshot_id, timeout=300, envs={"EXTRA": "cold"})
+        made.append(child)
+        assert child.files.read("/workspace/state.txt") == "after"
+        assert child.commands.run("echo $FROM $EXTRA").stdout.strip() == "source cold"
+        assert not child.files.exists("/tmp/alive")
+        assert not child.files.exists("/workspace/.e2b-snapshot-env.json")
+        assert not src.files.exists("/workspace/.e2b-snapshot-env.json")
     finally:
         for s in [*made, src]:
             s.kill()
@@ -249,3 +267,65 @@ def test_the_reaper_ends_or_pauses_a_sandbox_past_its_end(plaza):
         assert again.commands.run("echo back").stdout == "back\n"
     finally:
         pauses.kill()
+
+
+def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza, tmp_path):
+    """Everything is the log's: after apid stops and starts again (its local node, and so every running VM,
+    goes with it), the templates, snapshots and paused sandboxes are listed and work; a sandbox that was
+    running has ended (its VM is gone), and says so."""
+    h, key = plaza
+    from e2b import Sandbox, SandboxException, Template
+
+    tag = uuid.uuid4().hex[:6]
+    name = "keep-" + tag
+    (tmp_path / "data" / "deep").mkdir(parents=True)
+    (tmp_path / "data" / "hello.txt").write_text("copied in\n")
+    (tmp_path / "data" / "deep" / "x.txt").write_text("x\n")
+    (tmp_path / "run.sh").write_text("echo run\n")
+    logs: list = []
+    Template.build(Template(file_context_path=str(tmp_path)).from_base_image()
+                   .copy("data", "/workspace/data/").copy("run.sh", "/workspace/bin/", mode=0o755)
+                   .run_cmd("echo kept > /workspace/kept && test -x /workspace/bin/run.sh"), name,
+                   on_build_logs=lambda e: logs.append(e.message))
+    assert not any("Build cached" in x for x in logs)
+    paused = Sandbox.create(metadata={"restart": tag}, timeout=900)
+    paused.files.write("/workspace/p.txt", "paused across a restart")
+    paused.pause()
+    running = Sandbox.create(metadata={"restart": tag}, timeout=900)
+    running.files.write("/workspace/r.txt", "in the snapshot")
+    snap = running.create_snapshot("snap-" + tag)
+
+    def owner_view():
+        return ({s["id"]: s["state"] for s in h.client().get("/v1/e2b/sandboxes").json()["sandboxes"]},
+                [t for t in h.client().get("/v1/e2b/templates").json()["templates"] if t["names"] == [name]])
+
+    sandboxes, templates = owner_view()
+    assert (sandboxes[paused.sandbox_id], sandboxes[running.sandbox_id]) == ("paused", "running")
+    h.stop()
+    h.start(timeout=120)
+
+    after, templates_after = owner_view()
+    assert templates_after == templates and templates[0]["buildStatus"] == "ready"
+    assert after.get(paused.sandbox_id) == "paused" and running.sandbox_id not in after
+    assert ended_cause(h, running.sandbox_id) == "vm_gone"
+    snaps = httpx.get(f"{h.url}/e2b/snapshots", headers={"X-API-Key": key["key"]}, timeout=30).json()
+    assert {"snapshotID": snap.snapshot_id, "names": ["snap-" + tag]} in snaps
+    with pytest.raises(SandboxException):
+        Sandbox.connect(running.sandbox_id)
+    made = []
+    try:
+        again = Sandbox.connect(paused.sandbox_id)  # woken from its sleep snapshot on the node's disk
+        made.append(again)
+        assert again.files.read("/workspace/p.txt") == "paused across a restart"
+        child = Sandbox.create("snap-" + tag, timeout=300)
+        made.append(child)
+        assert child.files.read("/workspace/r.txt") == "in the snapshot"
+        warm = Sandbox.create(name, timeout=300)
+        made.append(warm)
+        assert warm.files.read("/workspace/kept") == "kept\n"
+        assert warm.files.read("/workspace/data/hello.txt") == "copied in\n"  # COPY: a folder's contents
+        assert warm.files.read("/workspace/data/deep/x.txt") == "x\n"
+        assert warm.commands.run("/workspace/bin/run.sh").stdout == "run\n"  # a file, with its mode
+    finally:
+        for s in made:
+            s.kill()

@@ -425,7 +425,8 @@ class Node:
         stale = self.vms_dir / machine_name(cid)
         if stale.exists():  # the files of an agent that held this CID before
             shutil.rmtree(stale)
-        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir, keep_alive=self.backend.recover)
+        _, (m,) = src.fork([spec], checkpoint, base_dir=self.vms_dir, keep_alive=self.backend.recover,
+                           timeout=BOOT_TIMEOUT_S)
         self._set_identity(cid, identity)
         run = Run(self, cid, m)
         run.sandbox = sandbox
@@ -465,7 +466,8 @@ class Node:
         return self._run(meta).wake()
 
     def op_checkpoint(self, meta: dict) -> dict:
-        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""))
+        name = self._run(meta).machine.checkpoint(meta.get("name") or None, label=str(meta.get("label") or ""),
+                                                  disk_only=bool(meta.get("disk_only")))
         return {"name": name}
 
     def op_checkpoints(self, meta: dict) -> dict:

@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from ...domain.base import Refusal
 from ...runtime.e2b import BASE_TEMPLATE, NETWORK_FIELDS, PAUSED, RUNNING, sandboxes_of
+from ...runtime.e2bfiles import ARCHIVE_BYTES_MAX
 from ...runtime.e2bgate import DEFAULT_GATEWAY_PORT
 from ..errors import ApiError, read_raw, status_of
 from ..kit import api_of, endpoint
@@ -101,6 +102,11 @@ async def _run(fn, *args):
     return await anyio.to_thread.run_sync(fn, *args)
 
 
+def _actor(key_id: str) -> str:
+    """Who a change made with an E2B key is, in the log."""
+    return f"token:{key_id}"
+
+
 # -- sandboxes --------------------------------------------------------------------------------------
 @e2b
 async def create(request: Request, key_id: str) -> Response:
@@ -130,7 +136,7 @@ def _network(data: dict) -> dict:
 @e2b
 async def network(request: Request, key_id: str) -> Response:
     data = await _body(request, NETWORK_FIELDS)
-    sandboxes_of(api_of(request).hub).set_network(request.path_params["id"], data)
+    await _run(sandboxes_of(api_of(request).hub).set_network, request.path_params["id"], data, _actor(key_id))
     return Response(status_code=204)
 
 
@@ -143,7 +149,7 @@ def _metadata_query(request: Request) -> dict:
 
 @e2b
 async def list_v1(request: Request, key_id: str) -> list:
-    rows = sandboxes_of(api_of(request).hub).list(_metadata_query(request), (RUNNING,))
+    rows = await _run(sandboxes_of(api_of(request).hub).list, _metadata_query(request), (RUNNING,))
     return [s.listed() for s in rows]
 
 
@@ -152,7 +158,7 @@ async def list_v2(request: Request, key_id: str) -> list:
     states = tuple(x for x in (request.query_params.get("state") or "running,paused").split(",") if x)
     if not set(states) <= {RUNNING, PAUSED}:
         raise ApiError("invalid_request", "state is running, paused or both")
-    rows = sandboxes_of(api_of(request).hub).list(_metadata_query(request), states)
+    rows = await _run(sandboxes_of(api_of(request).hub).list, _metadata_query(request), states)
     if request.query_params.get("order") == "desc":
         rows.reverse()
     return [s.listed() for s in rows]
@@ -160,12 +166,12 @@ async def list_v2(request: Request, key_id: str) -> list:
 
 @e2b
 async def detail(request: Request, key_id: str) -> dict:
-    return sandboxes_of(api_of(request).hub).get(request.path_params["id"]).detail()
+    return (await _run(sandboxes_of(api_of(request).hub).get, request.path_params["id"])).detail()
 
 
 @e2b
 async def kill(request: Request, key_id: str) -> Response:
-    await _run(sandboxes_of(api_of(request).hub).kill, request.path_params["id"])
+    await _run(sandboxes_of(api_of(request).hub).kill, request.path_params["id"], "killed", _actor(key_id))
     return Response(status_code=204)
 
 
@@ -175,7 +181,7 @@ async def set_timeout(request: Request, key_id: str) -> Response:
     t = _int(data, "timeout")
     if t is None:
         raise ApiError("invalid_request", "timeout is required")
-    sandboxes_of(api_of(request).hub).set_timeout(request.path_params["id"], t)
+    await _run(sandboxes_of(api_of(request).hub).set_timeout, request.path_params["id"], t, _actor(key_id))
     return Response(status_code=204)
 
 
@@ -183,15 +189,15 @@ async def set_timeout(request: Request, key_id: str) -> Response:
 async def refresh(request: Request, key_id: str) -> Response:
     data = await _body(request, REFRESH_FIELDS)
     sbx = sandboxes_of(api_of(request).hub)
-    sb = sbx.get(request.path_params["id"])
-    sbx.set_timeout(sb.id, _int(data, "duration", sb.timeout_s))
+    sb = await _run(sbx.get, request.path_params["id"])
+    await _run(sbx.set_timeout, sb.id, _int(data, "duration", sb.timeout_s), _actor(key_id))
     return Response(status_code=204)
 
 
 @e2b
 async def pause(request: Request, key_id: str) -> Response:
     await _body(request, frozenset())
-    await _run(sandboxes_of(api_of(request).hub).pause, request.path_params["id"])
+    await _run(sandboxes_of(api_of(request).hub).pause, request.path_params["id"], _actor(key_id))
     return Response(status_code=204)
 
 
@@ -200,7 +206,8 @@ async def connect(request: Request, key_id: str) -> Response:
     data = await _body(request, CONNECT_FIELDS)
     if data.get("memory") is False:
         raise ApiError("e2b_field_not_served", "memory false (a cold resume) is not served")
-    sb, woke = await _run(sandboxes_of(api_of(request).hub).connect, request.path_params["id"], _int(data, "timeout"))
+    sb, woke = await _run(sandboxes_of(api_of(request).hub).connect, request.path_params["id"], _int(data, "timeout"),
+                          _actor(key_id))
     return JSONResponse(sb.created(), status_code=201 if woke else 200)
 
 
@@ -208,11 +215,10 @@ async def connect(request: Request, key_id: str) -> Response:
 async def resume(request: Request, key_id: str) -> Response:
     data = await _body(request, RESUME_FIELDS)
     sbx = sandboxes_of(api_of(request).hub)
-    if sbx.get(request.path_params["id"]).state != PAUSED:
+    if (await _run(sbx.get, request.path_params["id"])).state != PAUSED:
         raise ApiError("e2b_sandbox_running", "the sandbox is not paused")
-    sb, _ = await _run(sbx.connect, request.path_params["id"], _int(data, "timeout"))
-    if "autoPause" in data:
-        sb.auto_pause = bool(data["autoPause"])
+    auto_pause = bool(data["autoPause"]) if "autoPause" in data else None
+    sb, _ = await _run(sbx.connect, request.path_params["id"], _int(data, "timeout"), _actor(key_id), auto_pause)
     return JSONResponse(sb.created(), status_code=201)
 
 
@@ -220,15 +226,13 @@ async def resume(request: Request, key_id: str) -> Response:
 async def snapshot(request: Request, key_id: str) -> Response:
     data = await _body(request, frozenset({"name", "memory"}))
     snap = await _run(sandboxes_of(api_of(request).hub).snapshot, request.path_params["id"], data.get("name"),
-                      data.get("memory", True) is not False)
-    return JSONResponse(snap.info(), status_code=201)
+                      data.get("memory", True) is not False, _actor(key_id))
+    return JSONResponse(snap, status_code=201)
 
 
 @e2b
 async def snapshots(request: Request, key_id: str) -> list:
-    sbx = sandboxes_of(api_of(request).hub)
-    with sbx.lock:
-        return [x.info() for x in sbx.snapshots.values()]
+    return await _run(sandboxes_of(api_of(request).hub).snapshots)
 
 
 @e2b
@@ -254,7 +258,7 @@ async def _any_body(request: Request) -> dict:
 @e2b
 async def template_request(request: Request, key_id: str) -> Response:
     data = await _any_body(request)
-    made = sandboxes_of(api_of(request).hub).templates.request(data)
+    made = await _run(sandboxes_of(api_of(request).hub).templates.request, data, _actor(key_id))
     return JSONResponse(made, status_code=202)
 
 
@@ -262,7 +266,7 @@ async def template_request(request: Request, key_id: str) -> Response:
 async def build_start(request: Request, key_id: str) -> Response:
     data = await _any_body(request)
     p = request.path_params
-    await _run(sandboxes_of(api_of(request).hub).templates.trigger, p["id"], p["build"], data)
+    await _run(sandboxes_of(api_of(request).hub).templates.trigger, p["id"], p["build"], data, _actor(key_id))
     return Response(status_code=202)
 
 
@@ -270,30 +274,54 @@ async def build_start(request: Request, key_id: str) -> Response:
 async def build_status(request: Request, key_id: str) -> dict:
     p = request.path_params
     offset = api_of(request).int_param(request, "logsOffset", 0, 0)
-    return sandboxes_of(api_of(request).hub).templates.status(p["id"], p["build"], offset)
+    return await _run(sandboxes_of(api_of(request).hub).templates.status, p["id"], p["build"], offset)
 
 
 @e2b
 async def build_logs(request: Request, key_id: str) -> dict:
     p = request.path_params
     offset = api_of(request).int_param(request, "cursor", 0, 0)
-    view = sandboxes_of(api_of(request).hub).templates.status(p["id"], p["build"], offset)
+    view = await _run(sandboxes_of(api_of(request).hub).templates.status, p["id"], p["build"], offset)
     return {"logs": view["logEntries"]}
 
 
 @e2b
-async def template_files(request: Request, key_id: str) -> dict:
-    raise ApiError("e2b_step_not_served", "COPY steps (file uploads) are not served by this hub yet")
+async def template_files(request: Request, key_id: str) -> Response:
+    """Is a COPY step's archive here? If not, the link to upload it to (``runtime/e2bfiles.py``); 201, as
+    E2B answers."""
+    hub = api_of(request).hub
+    p = request.path_params
+    link = await _run(sandboxes_of(hub).templates.file_link, p["id"], p["hash"], hub.address or str(request.base_url))
+    return JSONResponse(link, status_code=201)
+
+
+async def template_upload(request: Request) -> Response:
+    """The SDK's upload of a COPY step's archive: no key, the link's capability instead."""
+    templates = sandboxes_of(api_of(request).hub).templates
+    p = request.path_params
+    try:
+        await _run(templates.check_upload, p["id"], p["hash"], request.query_params.get("upload"))
+        chunks = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > ARCHIVE_BYTES_MAX:
+                raise Refusal("body_too_large", f"an archive of a COPY step is at most {ARCHIVE_BYTES_MAX} bytes")
+            chunks.append(chunk)
+        await _run(templates.files.save, p["hash"], chunks)
+    except Refusal as r:
+        return _error(status_of(r), r.message)
+    return Response(status_code=200)
 
 
 @e2b
 async def templates_list(request: Request, key_id: str) -> list:
-    return sandboxes_of(api_of(request).hub).templates.list()
+    return await _run(sandboxes_of(api_of(request).hub).templates.list)
 
 
 @e2b
 async def template_delete(request: Request, key_id: str) -> Response:
-    await _run(sandboxes_of(api_of(request).hub).templates.delete, request.path_params["id"])
+    await _run(sandboxes_of(api_of(request).hub).templates.delete, request.path_params["id"], _actor(key_id))
     return Response(status_code=204)
 
 
@@ -329,35 +357,35 @@ async def keys_revoke(request: Request) -> dict:
 
 @endpoint
 async def owner_sandboxes(request: Request) -> dict:
-    return {"sandboxes": [s.owner_row() for s in sandboxes_of(api_of(request).hub).list()]}
+    return {"sandboxes": [s.owner_row() for s in await _run(sandboxes_of(api_of(request).hub).list)]}
 
 
 @endpoint
 async def owner_kill(request: Request) -> dict:
-    await _run(sandboxes_of(api_of(request).hub).kill, request.path_params["id"])
+    await _run(sandboxes_of(api_of(request).hub).kill, request.path_params["id"], "killed", "owner")
     return {"ended": request.path_params["id"]}
 
 
 @endpoint
 async def owner_pause(request: Request) -> dict:
-    await _run(sandboxes_of(api_of(request).hub).pause, request.path_params["id"])
+    await _run(sandboxes_of(api_of(request).hub).pause, request.path_params["id"], "owner")
     return {"paused": request.path_params["id"]}
 
 
 @endpoint
 async def owner_resume(request: Request) -> dict:
-    sb, _ = await _run(sandboxes_of(api_of(request).hub).connect, request.path_params["id"], None)
+    sb, _ = await _run(sandboxes_of(api_of(request).hub).connect, request.path_params["id"], None, "owner")
     return {"resumed": sb.id, "state": sb.state}
 
 
 @endpoint
 async def owner_templates(request: Request) -> dict:
-    return {"templates": sandboxes_of(api_of(request).hub).templates.list()}
+    return {"templates": await _run(sandboxes_of(api_of(request).hub).templates.list)}
 
 
 @endpoint
 async def owner_template_delete(request: Request) -> dict:
-    await _run(sandboxes_of(api_of(request).hub).templates.delete, request.path_params["id"])
+    await _run(sandboxes_of(api_of(request).hub).templates.delete, request.path_params["id"], "owner")
     return {"deleted": request.path_params["id"]}
 
 
@@ -383,6 +411,7 @@ ROUTES = [
     Route(E2B_PREFIX + "/templates/{id}/builds/{build}/status", build_status),
     Route(E2B_PREFIX + "/templates/{id}/builds/{build}/logs", build_logs),
     Route(E2B_PREFIX + "/templates/{id}/files/{hash}", template_files),
+    Route(E2B_PREFIX + "/templates/{id}/files/{hash}", template_upload, methods=["PUT"]),
     Route(E2B_PREFIX + "/templates", templates_list),
     Route(E2B_PREFIX + "/v2/templates", templates_list),
     Route(E2B_PREFIX + "/templates/{id}", template_delete, methods=["DELETE"]),
