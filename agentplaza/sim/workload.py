@@ -25,10 +25,21 @@ from ..adapters.providers import mock
 from ..adapters.providers.presets import ANTHROPIC
 from ..adapters.providers.wire import Meter
 from ..commands import agents as agent_commands
-from ..commands import approvals, board, conduct, conversations, council, git, hiring, library, payments, projects
+from ..commands import (
+    approvals,
+    board,
+    conduct,
+    conversations,
+    council,
+    git,
+    hiring,
+    library,
+    payments,
+    projects,
+    society,
+)
 from ..commands import laws as law_commands
 from ..commands import plaza as plaza_commands
-from ..commands import society
 from ..commands import tasks as tk
 from ..commands import treasury as tc
 from ..domain.base import Refusal
