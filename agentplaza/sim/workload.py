@@ -42,6 +42,7 @@ from ..commands import laws as law_commands
 from ..commands import plaza as plaza_commands
 from ..commands import tasks as tk
 from ..commands import treasury as tc
+from ..domain.approvals import approval_id
 from ..domain.base import Refusal
 from ..domain.plaza import PLAZA_ID
 from ..domain.tasks import task_id
@@ -90,17 +91,20 @@ class Memory:
     model_fault: str | None = None
     fail_next_write: bool = False
     model_calls: dict[str, int] = field(default_factory=dict)  # how each model call ended
+    modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
+    contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
 
 
 def pick(seq: Sequence[Any], n: int) -> Any | None:
     return seq[n % len(seq)] if seq else None
 
 
-def task_in(w: World, m: Memory, n: int, *states: str) -> str:
+def task_in(w: World, m: Memory, n: int, *states: str, phase: str | None = None) -> str:
     """Mostly (two draws in three) a task in one of ``states``, as an agent that asked the hub would
     pick; else any task the people know of, so the refusals are tried too."""
     if n % 3:
-        found = [x for x in m.tasks if (t := w.store.get(task_id(x))) is not None and t.state in states]
+        found = [x for x in m.tasks if (t := w.store.get(task_id(x))) is not None and t.state in states
+                 and (phase is None or t.phase == phase)]
         if found:
             return pick(found, n // 3)
     return pick(m.tasks, n) or "t999"
@@ -199,20 +203,20 @@ def model_call(w: World, m: Memory, a: tuple) -> str:
 
 
 def report(w: World, m: Memory, a: tuple) -> str:
-    n = task_in(w, m, a[0], "claimed")
+    n = task_in(w, m, a[0], "claimed", phase="working")
     cid = holder(w, n, "worker", of_role(m, "builder", a[1]), a[2])
     tk.report_done(w.cmds, as_agent(w, cid), n, str(cid), "did it", ["a.py"], "ran the tests")
     return f"{cid} reported {n}"
 
 
 def take_review(w: World, m: Memory, a: tuple) -> str:
-    n, cid = task_in(w, m, a[0], "claimed"), of_role(m, "reviewer", a[1])
+    n, cid = task_in(w, m, a[0], "claimed", phase="review"), of_role(m, "reviewer", a[1])
     tk.take_review(w.cmds, as_agent(w, cid), n, str(cid), "reviewer")
     return f"{cid} took the review of {n}"
 
 
 def review(w: World, m: Memory, a: tuple) -> str:
-    n = task_in(w, m, a[0], "claimed")
+    n = task_in(w, m, a[0], "claimed", phase="reviewing")
     cid = holder(w, n, "reviewer", of_role(m, "reviewer", a[1]), a[3])
     passed = a[2] % 3 != 0
     tk.review(w.cmds, as_agent(w, cid), n, str(cid), passed, "notes")
@@ -266,12 +270,14 @@ def set_mode(w: World, m: Memory, a: tuple) -> str:
     cid = pick([c for c, _ in m.agents], a[0])
     mode = ("ask", "autonomous", "ask", "read-only")[a[1] % 4]
     conduct.set_mode(w.cmds, owner(w), str(cid), mode)
+    m.modes[cid] = mode
     return f"{cid} in {mode} mode"
 
 
 def tool_call(w: World, m: Memory, a: tuple) -> str:
     """An agent's tool call, checked before it runs; a call its approval let through runs (once)."""
-    cid = pick([c for c, _ in m.agents], a[0])
+    asking = [c for c, mode in sorted(m.modes.items()) if mode == "ask"]
+    cid = pick(asking, a[0]) if asking and a[3] % 3 else pick([c for c, _ in m.agents], a[0])
     role = role_of(m, cid)
     if a[1] % 2 and m.waiting_calls:  # the call that waited, tried again with its exact input
         number = pick(sorted(m.waiting_calls), a[2])
@@ -295,7 +301,8 @@ def tool_call(w: World, m: Memory, a: tuple) -> str:
 
 
 def decide_approval(w: World, m: Memory, a: tuple) -> str:
-    number = pick(m.approvals, a[0])
+    waiting = [n for n in m.approvals if (x := w.store.get(approval_id(n))) is not None and x.status == "pending"]
+    number = pick(waiting if waiting and a[2] % 3 else m.approvals, a[0])
     approve = a[1] % 3 != 0
     approvals.decide(w.cmds, owner(w), number or "a999", approve)
     return f"{'approved' if approve else 'denied'} {number}"
@@ -304,6 +311,8 @@ def decide_approval(w: World, m: Memory, a: tuple) -> str:
 def rate(w: World, m: Memory, a: tuple) -> str:
     cids = [c for c, _ in m.agents]
     rater, ratee = pick(cids, a[0]), pick(cids, a[1])
+    if m.contacts and a[3] % 3:
+        rater, ratee = pick(sorted(m.contacts), a[0])
     score = ("bad", "poor", "fair", "good", "great")[a[2] % 5]
     society.rate(w.cmds, as_agent(w, rater), rater, ratee, score)
     return f"{rater} rated {ratee} {score}"
@@ -326,12 +335,16 @@ def message(w: World, m: Memory, a: tuple) -> str:
     cids = [c for c, _ in m.agents]
     by, to = pick(cids, a[0]), pick(cids, a[1])
     conversations.send(w.cmds, as_agent(w, by), to, f"a word, {a[2] % 100}")
+    m.contacts |= {(by, to), (to, by)}
     return f"{by} wrote to {to}"
 
 
 def hire(w: World, m: Memory, a: tuple) -> str:
     cids = [c for c, _ in m.agents]
     hirer, contact = pick(cids, a[0]), of_role(m, "builder", a[1])
+    builders = sorted((x, y) for x, y in m.contacts if role_of(m, y) == "builder")
+    if builders and a[3] % 3:
+        hirer, contact = pick(builders, a[0])
     out = hiring.hire(w.cmds, as_agent(w, hirer), hirer, contact, "help me", "it works", budget=500,
                       bonus=(None, 10)[a[2] % 2]).value
     m.tasks.append(out["task"]["id"] if isinstance(out.get("task"), dict) else out.get("id", ""))
@@ -351,7 +364,7 @@ def propose_motion(w: World, m: Memory, a: tuple) -> str:
 
 
 def vote(w: World, m: Memory, a: tuple) -> str:
-    number = pick(m.motions, a[0])
+    number = pick(m.motions[-2:] if a[3] % 3 else m.motions, a[0])
     seat = ("finance", "counsel", "incident", "mayor")[a[1] % 4]
     choice = ("yes", "no", "abstain", "yes")[a[2] % 4]
     out = council.vote(w.cmds, as_agent(w, of_role(m, seat, 0)), number or "m999", choice, "I weighed it",
