@@ -12,8 +12,9 @@ import pytest
 
 from agentplaza.cli import main as cli_main
 from agentplaza.domain import treasury as t
+from agentplaza.events.records import EventRecord
 from agentplaza.sim import faults
-from agentplaza.sim.invariants import INVARIANTS, STEP_INVARIANTS
+from agentplaza.sim.invariants import INVARIANTS, STEP_INVARIANTS, Broken
 from agentplaza.sim.run import Options, execute, report, simulate, the_plan
 from agentplaza.sim.workload import ACTIONS
 
@@ -144,3 +145,36 @@ def test_a_seed_runs_on_postgres_as_on_sqlite(postgres, monkeypatch):
     on_pg = simulate(Options(4, steps=25, store="postgres", admin_url=url))
     assert on_pg.failure is None, report(on_pg)
     assert (on_pg.events, on_pg.head) == (on_sqlite.events, on_sqlite.head)
+
+
+def _record(position: int, event: str, **data) -> EventRecord:
+    return EventRecord(position, f"id-{data.pop('of', position)}", 1, event, "x", "2026-03-02T09:00:00+00:00",
+                       "owner", None, "c", data)
+
+
+@pytest.mark.parametrize("records,invariant", [
+    ([("Plaza.Held", {}), ("Task.Claimed", {})], "nothing_runs_while_held"),
+    ([("Plaza.Held", {}), ("Entry.Posted", {"kind": t.MODEL_CALL})], "nothing_runs_while_held"),
+    ([("Task.Created", {"of": 1}), ("Task.Passed", {"of": 1})], "task_states_along_the_edges"),
+    ([("Task.Created", {"of": 1}), ("Task.Withdrawn", {"of": 1}), ("Task.BidPlaced", {"of": 1})],
+     "task_states_along_the_edges"),
+    ([("Approval.Used", {})], "an_approved_call_runs_once"),
+])
+def test_each_log_invariant_names_what_breaks_it(records, invariant):
+    from agentplaza.sim.invariants import Look
+    from agentplaza.sim.workload import Memory
+
+    look = Look(None, Memory(), _records=[_record(i, k, **d) for i, (k, d) in enumerate(records, 1)])  # type: ignore[arg-type]
+    with pytest.raises(Broken) as e:
+        INVARIANTS[invariant](look)
+    assert e.value.invariant == invariant
+    held_then_resumed = [_record(1, "Plaza.Held"), _record(2, "Plaza.Resumed"), _record(3, "Task.Claimed")]
+    INVARIANTS["nothing_runs_while_held"](Look(None, Memory(), _records=held_then_resumed))  # type: ignore[arg-type]
+
+
+def test_until_failure_stops_at_the_first_seed_that_fails(folders, monkeypatch):
+    _refund_counted_twice(monkeypatch)
+    code, out, _ = _cli("simulate", "--seed", "1", "--steps", "30", "--faults", "none", "--until-failure")
+    assert code == 1
+    assert "FAILED at step" in out and "credits_conserved" in out and "--until-failure" not in out.split("reproduce:")[1]
+    assert "agentplaza simulate --seed" in out.split("reproduce:")[1]

@@ -183,7 +183,7 @@ def nothing_runs_while_held(look: Look) -> None:
             held = True
         elif e.kind == "Plaza.Resumed":
             held = False
-        elif held and (e.kind in HELD_FORBIDS or (e.kind == "Entry.Created" and e.data.get("kind") in HELD_FORBIDS_ENTRIES)):
+        elif held and (e.kind in HELD_FORBIDS or (e.kind == "Entry.Posted" and e.data.get("kind") in HELD_FORBIDS_ENTRIES)):
             raise Broken("nothing_runs_while_held", f"{e.kind} {e.data.get('kind', '')} at {e.position} while held")
 
 
