@@ -178,3 +178,26 @@ def test_until_failure_stops_at_the_first_seed_that_fails(folders, monkeypatch):
     assert code == 1
     assert "FAILED at step" in out and "credits_conserved" in out and "--until-failure" not in out.split("reproduce:")[1]
     assert "agentplaza simulate --seed" in out.split("reproduce:")[1]
+
+
+def test_a_secret_value_logged_is_found(monkeypatch):
+    """Another injected bug: the vault logs the value it gives its consumer."""
+    import logging
+
+    from agentplaza.vault import VaultService
+
+    real = VaultService.reveal
+
+    def chatty(self, name, **kw):
+        value = real(self, name, **kw)
+        logging.getLogger("agentplaza.vault.service").debug("gave %s the value %s", kw.get("consumer"), value)
+        return value
+
+    monkeypatch.setattr(VaultService, "reveal", chatty)
+    for seed in range(1, BUG_SEEDS + 1):
+        o = Options(seed, steps=60, only_invariant="no_secret_value_anywhere")
+        r = execute(o, the_plan(o))
+        if r.failure is not None:
+            break
+    assert r.failure is not None and r.failure.invariant == "no_secret_value_anywhere", r.failure
+    assert "logged line" in r.failure.message and "sk-sim-" in r.failure.message

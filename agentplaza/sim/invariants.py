@@ -241,16 +241,18 @@ def council_decides_by_the_table(look: Look) -> None:
 
 
 def no_secret_value_anywhere(look: Look) -> None:
-    """No value the owner gave the vault is in any event or any read model."""
+    """No value the owner gave the vault is in any event, any read model or any line logged."""
     values = look.memory.secret_values
     if not values:
         return
     texts = [json.dumps([e.data, e.reason], default=str) for e in look.records]
     texts.append(json.dumps(look.live, default=str))
+    texts.append("\n".join(look.memory.logs))
     for v in values:
         for text in texts:
             if v in text:
-                raise Broken("no_secret_value_anywhere", f"a secret value ({v[:7]}...) is in the log or a read model")
+                raise Broken("no_secret_value_anywhere", f"a secret value ({v[:7]}...) is in the log, a read model "
+                                                     "or a logged line")
 
 
 def read_models_equal_a_fold_from_event_one(look: Look) -> None:

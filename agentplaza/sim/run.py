@@ -8,9 +8,11 @@ the same chain head, byte for byte.  ``until_failure`` runs seeds one after anot
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import random
 import shlex
 import time
@@ -142,16 +144,41 @@ def _one_step(w: World, m: Memory, step: Step) -> str:
         return "the write failed; nothing was stored"
 
 
+class _Lines(logging.Handler):
+    """Every line the plaza's code logs during a run, kept for ``no_secret_value_anywhere``."""
+
+    def __init__(self, into: list[str]):
+        super().__init__(logging.DEBUG)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(self.format(record))
+
+
+@contextlib.contextmanager
+def _logged(into: list[str]) -> Iterator[None]:
+    logger = logging.getLogger("agentplaza")
+    handler, level = _Lines(into), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def execute(o: Options, steps: Sequence[Step], *, keep_lines: bool = True) -> Result:
     """Run ``steps`` on a fresh plaza of ``o``; the first invariant broken stops the run."""
     started = time.perf_counter()
     failure: tuple[int, str, str] | None = None
     lines: list[str] = []
     checks = [INVARIANTS[o.only_invariant]] if o.only_invariant in INVARIANTS else list(INVARIANTS.values())
-    with seeded_vault_bytes(random.Random(f"{o.seed}:vault")):
+    with seeded_vault_bytes(random.Random(f"{o.seed}:vault")), contextlib.ExitStack() as stack:
         w = World(o.seed, o.store, o.admin_url)
         try:
             m = setup(w, o.agents)
+            stack.enter_context(_logged(m.logs))
             refused = 0
             for i, step in enumerate(steps, 1):
                 try:

@@ -93,6 +93,7 @@ class Memory:
     model_calls: dict[str, int] = field(default_factory=dict)  # how each model call ended
     modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
     contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
+    logs: list[str] = field(default_factory=list)  # every line the plaza's code logged in the run
 
 
 def pick(seq: Sequence[Any], n: int) -> Any | None:
