@@ -44,6 +44,7 @@ from ..commands import tasks as tk
 from ..commands import treasury as tc
 from ..domain.approvals import approval_id
 from ..domain.base import Refusal
+from ..domain.council import SEATS, motion_id
 from ..domain.plaza import PLAZA_ID
 from ..domain.tasks import task_id
 from .world import SIM_PASSPHRASE, World
@@ -365,8 +366,11 @@ def propose_motion(w: World, m: Memory, a: tuple) -> str:
 
 
 def vote(w: World, m: Memory, a: tuple) -> str:
-    number = pick(m.motions[-2:] if a[3] % 3 else m.motions, a[0])
-    seat = ("finance", "counsel", "incident", "mayor")[a[1] % 4]
+    open_ = [n for n in m.motions if (x := w.store.get(motion_id(n))) is not None and x.status == "open"]
+    number = pick(open_[-1:] if open_ and a[3] % 3 else m.motions, a[0])
+    motion = w.store.get(motion_id(number)) if number else None
+    missing = [s for s in SEATS if motion is not None and s not in motion.votes]
+    seat = pick(missing, a[1]) if missing and a[3] % 3 else pick(SEATS, a[1])  # mostly a seat yet to vote
     choice = ("yes", "no", "abstain", "yes")[a[2] % 4]
     out = council.vote(w.cmds, as_agent(w, of_role(m, seat, 0)), number or "m999", choice, "I weighed it",
                        role=seat).value
