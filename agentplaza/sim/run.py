@@ -248,8 +248,8 @@ def simulate(o: Options, only: Sequence[int] | None = None, *, shrinking: bool =
     again = execute(o, [s for _, s in kept])
     if again.failure is None or again.failure.invariant != f.invariant:  # cannot happen: the runs are deterministic
         kept, again = failing, execute(o, [s for _, s in failing])
-    f.history = again.lines
     f.only = [n for n, _ in kept]
+    f.history = [f"{n:>4}{line[4:]}" for n, line in zip(f.only, again.lines, strict=True)]  # the plan's numbers
     f.step = failing[-1][0]  # the plan's own step number (what --only names)
     f.message = again.failure.message if again.failure else f.message
     f.reproduce = o.command()
