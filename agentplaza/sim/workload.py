@@ -45,7 +45,6 @@ from ..commands import treasury as tc
 from ..domain.approvals import approval_id
 from ..domain.base import Refusal
 from ..domain.council import SEATS, motion_id
-from ..domain.plaza import PLAZA_ID
 from ..domain.tasks import task_id
 from .world import SIM_PASSPHRASE, World
 
@@ -478,9 +477,4 @@ def plan(rng: random.Random, steps: int, faults: dict[str, int]) -> list[Step]:
     weights = [ACTIONS[n][1] for n in ACTIONS] + list(faults.values())
     return [Step(rng.choices(names, weights)[0], tuple(rng.getrandbits(31) for _ in range(4)))  # type: ignore[misc]
             for _ in range(steps)]
-
-
-def held(w: World) -> bool:
-    p = w.store.get(PLAZA_ID, fresh=True)
-    return bool(p is not None and p.held)
 
