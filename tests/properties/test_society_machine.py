@@ -20,9 +20,9 @@ from support.treasury import Clock, Plaza  # noqa: E402
 from agentplaza.commands import agents as ac  # noqa: E402
 from agentplaza.commands import conversations, society  # noqa: E402
 from agentplaza.domain.base import Refusal  # noqa: E402
-from agentplaza.domain.reputation import EVIDENCE_THRESHOLD, UNRATED  # noqa: E402
 from agentplaza.domain.society import SCORES  # noqa: E402
 from agentplaza.projections import society as rm  # noqa: E402
+from agentplaza.sim.invariants import reputation_problem  # noqa: E402
 
 AGENTS = 4
 index = st.integers(min_value=0, max_value=AGENTS - 1)
@@ -93,11 +93,7 @@ class SocietyMachine(RuleBasedStateMachine):
         if not hasattr(self, "p"):
             return
         self.p.rm.catch_up()
-        for row in rm.reputation_rows(self.p.rm, self.clock()):
-            if row["reputation"] == UNRATED:
-                assert row["evidence"] < EVIDENCE_THRESHOLD
-            else:
-                assert 0 <= row["reputation"] <= 100 and row["evidence"] >= EVIDENCE_THRESHOLD
+        assert reputation_problem(rm.reputation_rows(self.p.rm, self.clock())) is None
 
     @invariant()
     def the_read_model_equals_a_fold_from_event_one(self):

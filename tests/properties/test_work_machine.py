@@ -45,6 +45,7 @@ from agentplaza.commands.unit import Commands  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 from agentplaza.domain.plaza import PLAZA_ID  # noqa: E402
 from agentplaza.events.store import EventStore  # noqa: E402
+from agentplaza.sim.invariants import task_edge_problem  # noqa: E402
 
 BUILDERS = ["1", "2", "3"]
 REVIEWERS = ["4", "5"]
@@ -247,6 +248,11 @@ class WorkMachine(RuleBasedStateMachine):
         assert {k: shown[k]["balance"] if k in shown else 0 for k in want} == want
         for n, e in self.books.escrows.items():
             assert shown[t.escrow_key(n)]["status"] == e.status, n
+
+    @invariant()
+    def the_task_states_move_along_the_edges(self):
+        if hasattr(self, "p"):
+            assert task_edge_problem(self.p.store.read()) is None
 
     @invariant()
     def the_aggregates_agree(self):

@@ -30,6 +30,7 @@ from . import (
     replay,
     rules,
     settings,
+    simulate,
     society,
     tasks,
     templates,
@@ -45,5 +46,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library,
-              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts)
+              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts, simulate)
 }

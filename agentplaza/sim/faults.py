@@ -1,0 +1,110 @@
+"""What breaks in a simulated run, drawn from the seed like any step (``fault:NAME``).
+
+Each fault takes the world, the memory and the step's numbers, breaks something where a real plaza
+breaks, and says what it did.  ``FAULTS`` names them with how often each is drawn; ``--faults``
+picks some (``all``, ``none`` or a comma-separated list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..commands import agents as agent_commands
+from ..commands import tasks as tk
+from ..commands import treasury as tc
+from .invariants import Broken
+from .workload import Memory, pick
+from .world import World
+
+
+class WriteFailed(OSError):
+    """The database refused the write (a full disk, a lost connection): nothing was stored."""
+
+
+def crash(w: World, m: Memory, a: tuple) -> str:
+    """The hub dies between two commits; it starts again from the store (see ``World.crash``)."""
+    w.crash()
+    return "the hub crashed and started again"
+
+
+def write_fails(w: World, m: Memory, a: tuple) -> str:
+    """The next commit of the hub fails inside the database: its transaction is never stored."""
+    committer = w.store.committer
+    real = committer.submit
+
+    def failing(events):
+        committer.submit = real
+        raise WriteFailed("simulated: the database failed the write")
+
+    committer.submit = failing
+    return "the next write will fail"
+
+
+def second_writer(w: World, m: Memory, a: tuple) -> str:
+    """A second hub on the same store moves the budget; this hub's next funding finds its copy stale,
+    loses the race and decides again on fresh state."""
+    other = w.second_writer()
+    tc.mint(other, other.context("owner"), 1 + a[0] % 50, "the other hub's mint")
+    after = w.store.max_position()
+    try:
+        out = tk.create(w.cmds, w.cmds.context("owner"), f"task {len(m.tasks) + 1}", "it works", 300).value
+    except WriteFailed:  # an earlier fault's failing write met this hub's funding: still nothing stored
+        if w.store.max_position() != after:
+            raise Broken("a_refusal_changes_nothing", "a failed write left events in the log") from None
+        return "a second writer minted; this hub's funding after the conflict failed to write"
+    m.tasks.append(out["id"])
+    return f"a second writer minted; {out['id']} was funded after the conflict"
+
+
+def model_fails(w: World, m: Memory, a: tuple) -> str:
+    m.model_fault = ("fail", "timeout")[a[0] % 2]
+    return f"the next model call will {'fail' if m.model_fault == 'fail' else 'never answer'}"
+
+
+def model_malformed(w: World, m: Memory, a: tuple) -> str:
+    m.model_fault = "malformed"
+    return "the next model answer will be malformed"
+
+
+def vault_sealed(w: World, m: Memory, a: tuple) -> str:
+    w.vault.seal(reason="simulated seal")
+    return "the vault was sealed"
+
+
+def clock_jump(w: World, m: Memory, a: tuple) -> str:
+    days = (1, 3, 31)[a[0] % 3]
+    w.clock.advance(days * 86_400 + a[1] % 3_600)
+    return f"the clock jumped {days} days"
+
+
+def guest_lost(w: World, m: Memory, a: tuple) -> str:
+    """An agent's channel drops (its guest or its node went away) and comes back: the runtime records
+    the disconnection, the worker goes offline, then reconnects and is available again."""
+    cid, role = pick(m.agents, a[0])
+    agent_commands.disconnected(w.cmds, w.cmds.context("node:n0"), cid, "the channel closed")
+    tk.worker_offline(w.cmds, w.cmds.context("node:n0"), str(cid))
+    agent_commands.connected(w.cmds, w.cmds.context("node:n0"), cid)
+    tk.worker_available(w.cmds, w.cmds.context(f"agent:{cid}"), str(cid), role)
+    return f"agent {cid}'s channel dropped and came back"
+
+
+Fault = Callable[[World, Memory, tuple], str]
+#: Every fault and its weight among the steps (the actions' weights sum to about a hundred).
+FAULTS: dict[str, tuple[Fault, int]] = {
+    "crash": (crash, 3), "write_fails": (write_fails, 2), "second_writer": (second_writer, 2),
+    "model_fails": (model_fails, 2), "model_malformed": (model_malformed, 1), "vault_sealed": (vault_sealed, 1),
+    "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1),
+}
+
+
+def chosen(spec: str | None) -> dict[str, int]:
+    """``--faults``: all (the default), none, or names separated by commas; name -> weight."""
+    if spec is None or spec.strip() == "all":
+        return {n: w for n, (_, w) in FAULTS.items()}
+    if spec.strip() in ("", "none"):
+        return {}
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        raise ValueError(f"unknown fault {', '.join(unknown)}; the faults are {', '.join(FAULTS)}")
+    return {n: FAULTS[n][1] for n in names}

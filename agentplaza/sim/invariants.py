@@ -1,0 +1,290 @@
+"""Every invariant of the plaza the simulator checks after every step, each a named function.
+
+Each takes a ``Look`` (the store, the read models and what the people outside remember, read once
+per check) and raises ``Broken`` with what it saw.  ``INVARIANTS`` lists them in the order they
+run; the property machines in ``tests/properties/`` import the checks they share with it
+(``council_outcome``, ``journal_problem``, ``reputation_problem``, ``task_edge_problem``), so a
+rule is written once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..domain import council as c
+from ..domain import treasury as t
+from ..domain.reputation import EVIDENCE_THRESHOLD, UNRATED
+from ..domain.tasks import ENDED
+from ..events.records import EventRecord
+
+if TYPE_CHECKING:
+    from .workload import Memory
+    from .world import World
+
+
+class Broken(AssertionError):
+    """An invariant does not hold: ``invariant`` names it, ``message`` says what was seen."""
+
+    def __init__(self, invariant: str, message: str):
+        super().__init__(f"{invariant}: {message}")
+        self.invariant, self.message = invariant, message
+
+
+@dataclass
+class Look:
+    """What the invariants read, read once per check."""
+
+    world: World
+    memory: Memory
+    _records: list[EventRecord] | None = None
+    _live: dict[str, Any] | None = None
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def records(self) -> list[EventRecord]:
+        if self._records is None:
+            self._records = list(self.world.store.read())
+        return self._records
+
+    @property
+    def live(self) -> dict[str, Any]:
+        if self._live is None:
+            self._live = self.world.read()
+        return self._live
+
+    def accounts(self) -> dict[str, dict]:
+        return {a["account"]: a for a in self.live["treasury"]["rm_treasury_accounts"]}
+
+
+# -- rules shared with the property machines -------------------------------------------------------
+
+def journal_problem(entries: Iterable[dict]) -> str | None:
+    """The first journal entry whose postings do not sum to zero, in words (None: all do)."""
+    for e in entries:
+        if sum(e["postings"].values()) != 0:
+            return f"entry {e['id']} ({e['kind']}) sums to {sum(e['postings'].values())}: {e['postings']}"
+    return None
+
+
+def council_outcome(kind: str, amount: int | None, minted: int, votes: Iterable[str]) -> str:
+    """The guide's table read directly (not through ``council.OUTCOMES``): who decides the kind, the
+    count of the four votes, and what the motion becomes."""
+    votes = list(votes)
+    yes, no = votes.count("yes"), votes.count("no")
+    result = "yes" if yes > no else "no" if no > yes else "tie"
+    if kind in ("new_town", "replace_mayor", "new_law"):
+        return "waiting"  # the owner decides these, whatever the count
+    if kind == "budget_move" and (amount or 0) * 10 > minted:  # more than a tenth of all ever minted
+        return "rejected" if result == "no" else "waiting"
+    return {"yes": "carried", "no": "rejected", "tie": "waiting"}[result]
+
+
+def reputation_problem(rows: Iterable[dict]) -> str | None:
+    """A reputation is 0-100 with enough evidence, "unrated" below the threshold."""
+    for row in rows:
+        if row["reputation"] == UNRATED:
+            if row["evidence"] >= EVIDENCE_THRESHOLD:
+                return f"agent {row['cid']} is unrated with evidence {row['evidence']}"
+        elif not (0 <= row["reputation"] <= 100 and row["evidence"] >= EVIDENCE_THRESHOLD):
+            return f"agent {row['cid']} has reputation {row['reputation']} on evidence {row['evidence']}"
+    return None
+
+
+#: A task's state after each of its events (an event not named keeps the state it finds).
+TASK_STATE_AFTER = {"Task.Created": "open", "Task.Claimed": "claimed", "Task.Passed": "done",
+                    "Task.Failed": "failed", "Task.Withdrawn": "withdrawn"}
+#: The moves a task's state may make.
+TASK_EDGES = frozenset({("open", "claimed"), ("open", "withdrawn"), ("claimed", "done"), ("claimed", "failed"),
+                        ("claimed", "withdrawn")})
+
+
+def task_edge_problem(records: Iterable[EventRecord]) -> str | None:
+    """Every task's state moves only along ``TASK_EDGES``, and an ended task has no event after its end."""
+    state: dict[str, str] = {}
+    for e in records:
+        if not e.kind.startswith("Task."):
+            continue
+        here = state.get(e.originator_id)
+        if here in ENDED:
+            return f"task event {e.kind} at {e.position} after the task ended {here}"
+        there = TASK_STATE_AFTER.get(e.kind, here)
+        if here is None:
+            if e.kind != "Task.Created":
+                return f"{e.kind} at {e.position} before the task was created"
+        elif there != here and (here, there) not in TASK_EDGES:
+            return f"a task moved {here} -> {there} at {e.position}"
+        state[e.originator_id] = there  # type: ignore[assignment]
+    return None
+
+
+# -- the invariants --------------------------------------------------------------------------------
+
+def journal_entries_sum_to_zero(look: Look) -> None:
+    problem = journal_problem(look.live["treasury"]["rm_treasury_journal"])
+    if problem:
+        raise Broken("journal_entries_sum_to_zero", problem)
+
+
+def no_wallet_or_escrow_below_zero(look: Look) -> None:
+    for key, a in look.accounts().items():
+        if t.kind_of(key) in ("wallet", "escrow", "budget") and a["balance"] < 0:
+            raise Broken("no_wallet_or_escrow_below_zero", f"{key} holds {a['balance']}")
+    for key, agg in _aggregates(look).items():
+        if agg.balance < 0:
+            raise Broken("no_wallet_or_escrow_below_zero", f"the hub's {key} holds {agg.balance}")
+
+
+def _aggregates(look: Look) -> dict[str, Any]:
+    """Every budget, wallet and escrow as the hub holds it (from its cache, as its commands read them)."""
+    if "aggregates" not in look.cache:
+        store = look.world.store
+        look.cache["aggregates"] = {k: store.get(t.account_id(k)) for k in look.accounts()
+                                    if t.kind_of(k) in ("wallet", "escrow", "budget")}
+    return look.cache["aggregates"]
+
+
+def credits_conserved(look: Look) -> None:
+    """minted = budget + wallets + escrows + treasury + model costs: in the read model's postings,
+    and in the balances the hub's own accounts hold."""
+    accounts = look.accounts()
+    minted = sum(e["amount"] for e in look.live["treasury"]["rm_treasury_journal"] if e["kind"] == t.MINT)
+    held = sum(a["balance"] for k, a in accounts.items() if k != t.MINT_SOURCE)
+    if -accounts.get(t.MINT_SOURCE, {"balance": 0})["balance"] != minted or held != minted:
+        raise Broken("credits_conserved", f"minted {minted}, the accounts hold {held}")
+    hub = sum(a.balance for a in _aggregates(look).values())
+    nominal = sum(accounts[k]["balance"] for k in (t.TREASURY, t.MODEL_COSTS) if k in accounts)
+    if hub + nominal != minted:
+        raise Broken("credits_conserved", f"minted {minted}; the hub's budget, wallets and escrows hold {hub} and "
+                                          f"the treasury and model costs {nominal}")
+    for k, agg in _aggregates(look).items():
+        if agg.balance != accounts[k]["balance"]:
+            raise Broken("credits_conserved", f"the hub's {k} holds {agg.balance}, its postings sum to "
+                                              f"{accounts[k]['balance']}")
+
+
+def task_states_along_the_edges(look: Look) -> None:
+    problem = task_edge_problem(look.records)
+    if problem:
+        raise Broken("task_states_along_the_edges", problem)
+
+
+#: What may not happen while the plaza is held: a claim, an agent started, a model call charged.
+HELD_FORBIDS = ("Task.Claimed", "Agent.Created")
+HELD_FORBIDS_ENTRIES = (t.MODEL_CALL, t.SPEND, t.PAYMENT, t.TRANSFER, t.BONUS)
+
+
+def nothing_runs_while_held(look: Look) -> None:
+    held = False
+    for e in look.records:
+        if e.kind == "Plaza.Held":
+            held = True
+        elif e.kind == "Plaza.Resumed":
+            held = False
+        elif held and (e.kind in HELD_FORBIDS or (e.kind == "Entry.Posted" and e.data.get("kind") in HELD_FORBIDS_ENTRIES)):
+            raise Broken("nothing_runs_while_held", f"{e.kind} {e.data.get('kind', '')} at {e.position} while held")
+
+
+def an_approved_call_runs_once(look: Look) -> None:
+    approved: set[str] = set()
+    used: dict[str, int] = {}
+    for e in look.records:
+        if e.kind == "Approval.Approved":
+            approved.add(e.originator_id)
+        elif e.kind == "Approval.Used":
+            if e.originator_id not in approved:
+                raise Broken("an_approved_call_runs_once", f"approval {e.originator_id} used at {e.position} "
+                                                           "without being approved")
+            used[e.originator_id] = used.get(e.originator_id, 0) + 1
+    if any(n > 1 for n in used.values()):
+        raise Broken("an_approved_call_runs_once", f"an approval was used {max(used.values())} times")
+    for number, runs in look.memory.call_runs.items():
+        if runs > 1:
+            raise Broken("an_approved_call_runs_once", f"the call approved by {number} ran {runs} times")
+    if sum(look.memory.call_runs.values()) != sum(used.values()):
+        raise Broken("an_approved_call_runs_once", f"{sum(look.memory.call_runs.values())} approved calls ran, "
+                                                   f"the log records {sum(used.values())} uses")
+
+
+def reputation_in_range(look: Look) -> None:
+    from ..projections import society
+
+    problem = reputation_problem(society.reputation_rows(look.world.rm, look.world.clock()))
+    if problem:
+        raise Broken("reputation_in_range", problem)
+
+
+def council_decides_by_the_table(look: Look) -> None:
+    """A motion is counted only once its four seats have voted, as the table says, and no seat votes
+    after the count."""
+    motions: dict[str, dict] = {}
+    for e in look.records:
+        if e.kind == "Motion.Created":
+            motions[e.originator_id] = {"d": e.data, "votes": {}, "counted": False}
+        elif e.kind == "Motion.Voted":
+            m = motions[e.originator_id]
+            if m["counted"]:
+                raise Broken("council_decides_by_the_table", f"a vote at {e.position} after the count")
+            m["votes"][e.data["seat"]] = e.data["vote"]
+        elif e.kind == "Motion.Counted":
+            m = motions[e.originator_id]
+            if set(m["votes"]) != set(c.SEATS):
+                raise Broken("council_decides_by_the_table", f"motion {m['d']['number']} counted after "
+                                                             f"{len(m['votes'])} votes")
+            want = council_outcome(m["d"]["kind"], m["d"]["amount"], m["d"]["minted"], m["votes"].values())
+            if e.data["status"] != want:
+                raise Broken("council_decides_by_the_table", f"motion {m['d']['number']} became "
+                                                             f"{e.data['status']}; the table says {want}")
+            m["counted"] = True
+
+
+def no_secret_value_anywhere(look: Look) -> None:
+    """No value the owner gave the vault is in any event, any read model or any line logged."""
+    values = look.memory.secret_values
+    if not values:
+        return
+    texts = [json.dumps([e.data, e.reason], default=str) for e in look.records]
+    texts.append(json.dumps(look.live, default=str))
+    texts.append("\n".join(look.memory.logs))
+    for v in values:
+        for text in texts:
+            if v in text:
+                raise Broken("no_secret_value_anywhere", f"a secret value ({v[:7]}...) is in the log, a read model "
+                                                     "or a logged line")
+
+
+def read_models_equal_a_fold_from_event_one(look: Look) -> None:
+    rm = look.world.rm
+    folded = rm.replay(look.world.store.max_position())
+    live = look.live
+    for name in live:
+        if folded[name] != live[name]:
+            tables = [tn for tn in live[name] if folded[name].get(tn) != live[name][tn]]
+            raise Broken("read_models_equal_a_fold_from_event_one", f"{name} ({', '.join(tables)}) differs from a "
+                                                                    "fold from event 1")
+
+
+def audit_verify_intact(look: Look) -> None:
+    v = look.world.store.verify()
+    if not v.intact:
+        raise Broken("audit_verify_intact", f"the chain breaks at {v.broken_at}: {v.problem}")
+
+
+Invariant = Callable[[Look], None]
+#: Every invariant, in the order they are checked.
+INVARIANTS: dict[str, Invariant] = {f.__name__: f for f in (
+    journal_entries_sum_to_zero, no_wallet_or_escrow_below_zero, credits_conserved, task_states_along_the_edges,
+    nothing_runs_while_held, an_approved_call_runs_once, reputation_in_range, council_decides_by_the_table,
+    no_secret_value_anywhere, read_models_equal_a_fold_from_event_one, audit_verify_intact,
+)}
+#: Checked by the runner around a step rather than on a look: a refusal wrote nothing; a crash lost
+#: nothing (the log, its head and every read model the same before and after the restart).
+STEP_INVARIANTS = ("a_refusal_changes_nothing", "the_same_after_a_crash")
+
+
+def check_all(world: World, memory: Memory) -> None:
+    look = Look(world, memory)
+    for f in INVARIANTS.values():
+        f(look)

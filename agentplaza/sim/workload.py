@@ -1,0 +1,480 @@
+"""What the simulated owner and agents do: one action per step, drawn from the seed.
+
+A step is a name and four numbers (``Step``), drawn before the run (``plan``); the action reads its
+numbers against the plaza as it is when the step runs (``pick``: the n-th task, agent, approval
+... round the list).  So a step means something whatever ran before it, and a history with steps
+left out still runs: that is what lets a failure shrink.
+
+An action calls the real commands; a refusal is an answer like any other (the runner checks that
+it wrote nothing).  ``Memory`` is what the people outside the hub remember across a crash: the
+agents they spawned, the tasks and approvals they were told of, the secret values they gave the
+vault, the approved calls that ran.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jhrl
+from jhrl.catalog import tier_of
+
+from ..adapters.providers import mock
+from ..adapters.providers.presets import ANTHROPIC
+from ..adapters.providers.wire import Meter
+from ..commands import agents as agent_commands
+from ..commands import (
+    approvals,
+    board,
+    conduct,
+    conversations,
+    council,
+    git,
+    hiring,
+    library,
+    payments,
+    projects,
+    society,
+)
+from ..commands import laws as law_commands
+from ..commands import plaza as plaza_commands
+from ..commands import tasks as tk
+from ..commands import treasury as tc
+from ..domain.approvals import approval_id
+from ..domain.base import Refusal
+from ..domain.council import SEATS, motion_id
+from ..domain.tasks import task_id
+from .world import SIM_PASSPHRASE, World
+
+#: The roles of the simulated agents, in the order they are spawned (round the list): workers,
+#: a reviewer, the four council seats, the orchestrator who opens projects.
+ROLES = ("builder", "reviewer", "finance", "counsel", "incident", "mayor", "orchestrator", "builder", "reviewer")
+#: Credits the owner mints at the start, so the first tasks can be funded.
+START_MINT = 50_000
+#: What the mock provider charges per million tokens (input, output), in credits.
+SIM_PRICE = (3_000, 15_000)
+#: A law the owner adds and takes away: builders may not use git.
+NO_GIT = 'law no-git "No git for builders" {\n  statement "Builders leave git alone."\n  forbid plaza_git\n' \
+         '  when role == builder\n}\n'
+#: A tool call an agent makes (a write, so an agent in ask mode asks first).
+TOOLS = (("vm.write_file", "write"), ("vm.read_file", "read"), ("plaza_git", "write"))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a history: an action (or a fault, ``fault:NAME``) and the numbers it reads."""
+
+    name: str
+    args: tuple[int, int, int, int]
+
+    def __str__(self) -> str:
+        return f"{self.name}{list(self.args)}"
+
+
+@dataclass
+class Memory:
+    agents: list[tuple[int, str]] = field(default_factory=list)  # (cid, role)
+    tasks: list[str] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
+    payments: list[str] = field(default_factory=list)
+    motions: list[str] = field(default_factory=list)
+    projects: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)  # name -> every value the owner gave (the last)
+    secret_values: set[str] = field(default_factory=set)
+    #: approval number -> how many times a call it approved ran
+    call_runs: dict[str, int] = field(default_factory=dict)
+    #: the calls that waited for an approval: approval number -> (agent, the call)
+    waiting_calls: dict[str, tuple[str, jhrl.Call]] = field(default_factory=dict)
+    #: the next model call's answer, set by a fault: "fail", "malformed", "timeout" or None
+    model_fault: str | None = None
+    fail_next_write: bool = False
+    model_calls: dict[str, int] = field(default_factory=dict)  # how each model call ended
+    modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
+    contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
+    logs: list[str] = field(default_factory=list)  # every line the plaza's code logged in the run
+
+
+def pick(seq: Sequence[Any], n: int) -> Any | None:
+    return seq[n % len(seq)] if seq else None
+
+
+def task_in(w: World, m: Memory, n: int, *states: str, phase: str | None = None) -> str:
+    """Mostly (two draws in three) a task in one of ``states``, as an agent that asked the hub would
+    pick; else any task the people know of, so the refusals are tried too."""
+    if n % 3:
+        found = [x for x in m.tasks if (t := w.store.get(task_id(x))) is not None and t.state in states
+                 and (phase is None or t.phase == phase)]
+        if found:
+            return pick(found, n // 3)
+    return pick(m.tasks, n) or "t999"
+
+
+def holder(w: World, n: str, who: str, fallback: int | None, draw: int) -> int | None:
+    """The task's worker or reviewer (two draws in three), else ``fallback``: a wrong one is tried too."""
+    t = w.store.get(task_id(n))
+    held = getattr(t, who, None) if t is not None else None
+    return int(held) if held is not None and draw % 3 else fallback
+
+
+def of_role(m: Memory, role: str, n: int) -> int | None:
+    found = [c for c, r in m.agents if r == role]
+    return pick(found, n)
+
+
+def owner(w: World, reason: str | None = None):
+    return w.cmds.context("owner", reason)
+
+
+def as_agent(w: World, cid: int):
+    return w.cmds.context(f"agent:{cid}")
+
+
+def role_of(m: Memory, cid: int) -> str:
+    return dict(m.agents)[cid]
+
+
+# -- the actions ----------------------------------------------------------------------------------
+# Each takes the world, the memory and the step's four numbers; it returns what it did, in words.
+
+def mint(w: World, m: Memory, a: tuple) -> str:
+    amount = (0, 100, 2_000, 20_000)[a[0] % 4]
+    tc.mint(w.cmds, owner(w), amount, "simulated mint")
+    return f"minted {amount}"
+
+
+def create_task(w: World, m: Memory, a: tuple) -> str:
+    budget = (None, 300, 2_000, 60_000)[a[0] % 4]
+    role = ("builder", None)[a[1] % 2]
+    out = tk.create(w.cmds, owner(w), f"task {len(m.tasks) + 1}", "it works", budget, role=role).value
+    m.tasks.append(out["id"])
+    return f"created {out['id']} with {budget}"
+
+
+def withdraw_task(w: World, m: Memory, a: tuple) -> str:
+    n = task_in(w, m, a[0], "open", "claimed")
+    tk.withdraw(w.cmds, owner(w), n)
+    return f"withdrew {n}"
+
+
+def claim(w: World, m: Memory, a: tuple) -> str:
+    n, cid = task_in(w, m, a[0], "open"), of_role(m, "builder", a[1])
+    tk.claim(w.cmds, as_agent(w, cid), n, str(cid), "builder")
+    return f"{cid} claimed {n}"
+
+
+def bid(w: World, m: Memory, a: tuple) -> str:
+    n, cid = task_in(w, m, a[0], "open"), of_role(m, "builder", a[1])
+    price = (1, 100, 500, 2_001)[a[2] % 4]
+    tk.bid(w.cmds, as_agent(w, cid), n, str(cid), "builder", price)
+    return f"{cid} bid {price} on {n}"
+
+
+def award(w: World, m: Memory, a: tuple) -> str:
+    n, cid = task_in(w, m, a[0], "open"), of_role(m, "builder", a[1])
+    tk.award(w.cmds, owner(w), n, str(cid))
+    return f"awarded {n} to {cid}"
+
+
+def model_call(w: World, m: Memory, a: tuple) -> str:
+    """An agent's model call through the gateway: checked (refused while held), answered by the mock
+    provider (or failing, malformed, never answering, as a fault says), metered, charged once."""
+    cid = pick([c for c, _ in m.agents], a[0])
+    n = task_in(w, m, a[1], "claimed") if a[2] % 3 else None
+    cid = holder(w, n, "worker", cid, a[3]) if n is not None else cid
+    tc.check_gateway_call(w.cmds, str(cid), n)
+    fault, m.model_fault = m.model_fault, None
+    words = " ".join(["word"] * (1 + a[3] % 40))
+    directive = "[mock:fail 503 overloaded]" if fault == "fail" else ""
+    answer = mock.answer(ANTHROPIC, {"messages": [{"role": "user", "content": f"{directive} {words}"}],
+                                     "max_tokens": 64}, "echo", False)
+    ended = "timeout" if fault == "timeout" else "failed" if answer.status != 200 else "answered"
+    body: Any = answer.body
+    if fault == "malformed":
+        body, ended = {"usage": {"input_tokens": "many", "output_tokens": -3}, "content": None}, "malformed"
+    m.model_calls[ended] = m.model_calls.get(ended, 0) + 1
+    if ended in ("timeout", "failed"):
+        return f"{cid}'s model call {ended}; nothing charged"
+    meter = Meter(ANTHROPIC)
+    tokens = meter.body(body)
+    tc.charge_gateway(w.cmds, as_agent(w, cid), str(cid), n, input_tokens=tokens.input,
+                      output_tokens=tokens.output, price=SIM_PRICE)
+    return f"{cid}'s model call on {n} {ended}: {tokens.input}+{tokens.output} tokens"
+
+
+def report(w: World, m: Memory, a: tuple) -> str:
+    n = task_in(w, m, a[0], "claimed", phase="working")
+    cid = holder(w, n, "worker", of_role(m, "builder", a[1]), a[2])
+    tk.report_done(w.cmds, as_agent(w, cid), n, str(cid), "did it", ["a.py"], "ran the tests")
+    return f"{cid} reported {n}"
+
+
+def take_review(w: World, m: Memory, a: tuple) -> str:
+    n, cid = task_in(w, m, a[0], "claimed", phase="review"), of_role(m, "reviewer", a[1])
+    tk.take_review(w.cmds, as_agent(w, cid), n, str(cid), "reviewer")
+    return f"{cid} took the review of {n}"
+
+
+def review(w: World, m: Memory, a: tuple) -> str:
+    n = task_in(w, m, a[0], "claimed", phase="reviewing")
+    cid = holder(w, n, "reviewer", of_role(m, "reviewer", a[1]), a[3])
+    passed = a[2] % 3 != 0
+    tk.review(w.cmds, as_agent(w, cid), n, str(cid), passed, "notes")
+    return f"{cid} {'passed' if passed else 'failed'} {n}"
+
+
+def give_up(w: World, m: Memory, a: tuple) -> str:
+    n = task_in(w, m, a[0], "claimed")
+    cid = holder(w, n, "worker", of_role(m, "builder", a[1]), a[2])
+    tk.give_up(w.cmds, as_agent(w, cid), n, str(cid), "stuck")
+    return f"{cid} gave up {n}"
+
+
+def pay(w: World, m: Memory, a: tuple) -> str:
+    cids = [c for c, _ in m.agents]
+    payer, payee = pick(cids, a[0]), pick(cids, a[1])
+    amount = (1, 50, 499, 600)[a[2] % 4]
+    out = payments.pay(w.cmds, as_agent(w, payer), str(payer), str(payee), amount, "for the help").value
+    if out.payment is not None and out.payment["status"] == "pending":
+        m.payments.append(out.payment["id"])
+    return f"{payer} paid {payee} {amount}: {out.detail.get('status')}"
+
+
+def decide_payment(w: World, m: Memory, a: tuple) -> str:
+    pid = pick(m.payments, a[0])
+    if a[1] % 2:
+        payments.approve_payment(w.cmds, owner(w), pid or "0" * 32)
+        return f"approved payment {pid}"
+    payments.deny_payment(w.cmds, owner(w), pid or "0" * 32)
+    return f"denied payment {pid}"
+
+
+def stop_or_resume(w: World, m: Memory, a: tuple) -> str:
+    if a[0] % 3 == 0:
+        plaza_commands.stop_all(w.cmds, owner(w, "a look at the books"))
+        return "STOP ALL"
+    plaza_commands.resume(w.cmds, owner(w))
+    return "resumed"
+
+
+def change_law(w: World, m: Memory, a: tuple) -> str:
+    op = ("add", "disable", "enable", "delete")[a[0] % 4]
+    if op == "add":
+        law_commands.change(w.cmds, owner(w), "add", title="no git", source=NO_GIT)
+    else:
+        law_commands.change(w.cmds, owner(w), op, rule_id=f"R{1 + a[1] % 3}")
+    return f"law change: {op}"
+
+
+def set_mode(w: World, m: Memory, a: tuple) -> str:
+    cid = pick([c for c, _ in m.agents], a[0])
+    mode = ("ask", "autonomous", "ask", "read-only")[a[1] % 4]
+    conduct.set_mode(w.cmds, owner(w), str(cid), mode)
+    m.modes[cid] = mode
+    return f"{cid} in {mode} mode"
+
+
+def tool_call(w: World, m: Memory, a: tuple) -> str:
+    """An agent's tool call, checked before it runs; a call its approval let through runs (once)."""
+    asking = [c for c, mode in sorted(m.modes.items()) if mode == "ask"]
+    cid = pick(asking, a[0]) if asking and a[3] % 3 else pick([c for c, _ in m.agents], a[0])
+    role = role_of(m, cid)
+    if a[1] % 2 and m.waiting_calls:  # the call that waited, tried again with its exact input
+        number = pick(sorted(m.waiting_calls), a[2])
+        agent, call = m.waiting_calls[number]
+    else:
+        tool, risk = pick(TOOLS, a[2])
+        agent, call = str(cid), jhrl.Call(role=role, action=tool, risk=risk, tier=tier_of(role), mode="autonomous",
+                                          args={"path": f"f{a[3] % 3}.txt"})
+    out = conduct.check_call(w.cmds, call, agent, as_agent(w, int(agent)))
+    if out.approval is not None:
+        m.waiting_calls[out.approval] = (agent, call)
+        if out.approval not in m.approvals:
+            m.approvals.append(out.approval)
+        return f"{agent}'s {call.action} waits for {out.approval}"
+    if out.decision.refused:
+        return f"{agent}'s {call.action} refused: {out.decision.reason}"
+    if out.approved is not None:
+        m.call_runs[out.approved] = m.call_runs.get(out.approved, 0) + 1
+        m.waiting_calls.pop(out.approved, None)
+    return f"{agent}'s {call.action} ran" + (f" (approved by {out.approved})" if out.approved else "")
+
+
+def decide_approval(w: World, m: Memory, a: tuple) -> str:
+    waiting = [n for n in m.approvals if (x := w.store.get(approval_id(n))) is not None and x.status == "pending"]
+    number = pick(waiting if waiting and a[2] % 3 else m.approvals, a[0])
+    approve = a[1] % 3 != 0
+    approvals.decide(w.cmds, owner(w), number or "a999", approve)
+    return f"{'approved' if approve else 'denied'} {number}"
+
+
+def rate(w: World, m: Memory, a: tuple) -> str:
+    cids = [c for c, _ in m.agents]
+    rater, ratee = pick(cids, a[0]), pick(cids, a[1])
+    if m.contacts and a[3] % 3:
+        rater, ratee = pick(sorted(m.contacts), a[0])
+    score = ("bad", "poor", "fair", "good", "great")[a[2] % 5]
+    society.rate(w.cmds, as_agent(w, rater), rater, ratee, score)
+    return f"{rater} rated {ratee} {score}"
+
+
+def owner_rates(w: World, m: Memory, a: tuple) -> str:
+    cid = pick([c for c, _ in m.agents], a[0])
+    society.owner_rates(w.cmds, owner(w), cid, bool(a[1] % 2))
+    return f"the owner rated {cid}"
+
+
+def post(w: World, m: Memory, a: tuple) -> str:
+    cids = [c for c, _ in m.agents]
+    by, to = pick(cids, a[0]), pick(cids, a[1])
+    board.post(w.cmds, as_agent(w, by), f"hello @{to}, news number {a[2] % 100}")
+    return f"{by} posted"
+
+
+def message(w: World, m: Memory, a: tuple) -> str:
+    cids = [c for c, _ in m.agents]
+    by, to = pick(cids, a[0]), pick(cids, a[1])
+    conversations.send(w.cmds, as_agent(w, by), to, f"a word, {a[2] % 100}")
+    m.contacts |= {(by, to), (to, by)}
+    return f"{by} wrote to {to}"
+
+
+def hire(w: World, m: Memory, a: tuple) -> str:
+    cids = [c for c, _ in m.agents]
+    hirer, contact = pick(cids, a[0]), of_role(m, "builder", a[1])
+    builders = sorted((x, y) for x, y in m.contacts if role_of(m, y) == "builder")
+    if builders and a[3] % 3:
+        hirer, contact = pick(builders, a[0])
+    out = hiring.hire(w.cmds, as_agent(w, hirer), hirer, contact, "help me", "it works", budget=500,
+                      bonus=(None, 10)[a[2] % 2]).value
+    m.tasks.append(out["task"]["id"] if isinstance(out.get("task"), dict) else out.get("id", ""))
+    return f"{hirer} hired {contact}"
+
+
+def propose_motion(w: World, m: Memory, a: tuple) -> str:
+    seat = ("finance", "counsel", "incident", "mayor")[a[0] % 4]
+    cid = of_role(m, seat, 0)
+    kind = ("priority", "budget_move", "other", "new_law")[a[1] % 4]
+    builder = of_role(m, "builder", a[2])
+    out = council.propose(w.cmds, as_agent(w, cid), kind, f"motion {len(m.motions) + 1}", "because",
+                          role=seat, amount=(100, 9_000)[a[3] % 2] if kind == "budget_move" else None,
+                          to=str(builder) if kind == "budget_move" else None).value
+    m.motions.append(out["id"])
+    return f"{seat} proposed {out['id']} ({kind})"
+
+
+def vote(w: World, m: Memory, a: tuple) -> str:
+    open_ = [n for n in m.motions if (x := w.store.get(motion_id(n))) is not None and x.status == "open"]
+    number = pick(open_[-1:] if open_ and a[3] % 3 else m.motions, a[0])
+    motion = w.store.get(motion_id(number)) if number else None
+    missing = [s for s in SEATS if motion is not None and s not in motion.votes]
+    seat = pick(missing, a[1]) if missing and a[3] % 3 else pick(SEATS, a[1])  # mostly a seat yet to vote
+    choice = ("yes", "no", "abstain", "yes")[a[2] % 4]
+    out = council.vote(w.cmds, as_agent(w, of_role(m, seat, 0)), number or "m999", choice, "I weighed it",
+                       role=seat).value
+    if out.get("approval"):
+        m.approvals.append(out["approval"])
+    return f"{seat} voted {choice} on {number}: {out['status']}"
+
+
+def open_project(w: World, m: Memory, a: tuple) -> str:
+    cid = of_role(m, "orchestrator", 0)
+    out = projects.open_project(w.cmds, as_agent(w, cid), ("code", "other")[a[0] % 2], f"project {a[1] % 50}",
+                                "a brief", role="orchestrator").value
+    m.projects.append(out["id"])
+    return f"opened {out['id']}"
+
+
+def research(w: World, m: Memory, a: tuple) -> str:
+    number = pick(m.projects, a[0])
+    projects.research(w.cmds, as_agent(w, of_role(m, "orchestrator", 0)), number or "p999", "findings",
+                      "what we found", role="researcher")
+    return f"research on {number}"
+
+
+def create_repo(w: World, m: Memory, a: tuple) -> str:
+    name = f"repo-{a[0] % 4}"
+    git.create_repo(w.cmds, owner(w), name, f"{a[1]:040x}"[:40])
+    return f"made {name}"
+
+
+def submit_item(w: World, m: Memory, a: tuple) -> str:
+    number = library.submit(w.cmds, as_agent(w, pick([c for c, _ in m.agents], a[0])), title=f"item {a[1] % 9}",
+                            description="a deliverable", filename="out.txt", media_type="text/plain",
+                            size=1 + a[2] % 1000, sha256=f"{a[3]:064x}"[:64], storage="local", key=f"k{a[3]}",
+                            task=None, project=None).value
+    return f"submitted {number}"
+
+
+def set_secret(w: World, m: Memory, a: tuple) -> str:
+    name = ("ALPHA_KEY", "BETA_TOKEN")[a[0] % 2]
+    value = f"sk-sim-{a[1]:08x}{a[2]:08x}"
+    if name in m.secrets:
+        entry = next(e for e in w.vault.entries() if e.name == name)
+        w.vault.rotate(owner(w), entry.id, value)
+    else:
+        w.vault.set(owner(w), name, value, bindings=["provider:anthropic"])
+    m.secrets[name] = value
+    m.secret_values.add(value)
+    return f"{name} set"
+
+
+def use_secret(w: World, m: Memory, a: tuple) -> str:
+    name = ("ALPHA_KEY", "BETA_TOKEN")[a[0] % 2]
+    try:
+        got = w.vault.reveal(name, consumer="provider:anthropic")
+    except Refusal as r:  # the vault records a use it refused (sealed, no such secret): not a silent refusal
+        return f"use of {name} refused and recorded: {r.code}"
+    if m.secrets.get(name) != got:
+        raise AssertionError(f"the vault gave back another value for {name}")
+    return f"{name} used"
+
+
+def unseal(w: World, m: Memory, a: tuple) -> str:
+    w.vault.unseal("passphrase", SIM_PASSPHRASE)
+    return "vault unsealed"
+
+
+def time_passes(w: World, m: Memory, a: tuple) -> str:
+    seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600)[a[0] % 4]
+    w.clock.advance(seconds)
+    return f"{seconds}s passed"
+
+
+Action = Callable[[World, Memory, tuple], str]
+#: Every action, and how often it is drawn (weights).
+ACTIONS: dict[str, tuple[Action, int]] = {
+    "mint": (mint, 2), "create_task": (create_task, 6), "withdraw_task": (withdraw_task, 1), "claim": (claim, 6),
+    "bid": (bid, 1), "award": (award, 1), "model_call": (model_call, 6), "report": (report, 5),
+    "take_review": (take_review, 5), "review": (review, 5), "give_up": (give_up, 1), "pay": (pay, 3),
+    "decide_payment": (decide_payment, 2), "stop_or_resume": (stop_or_resume, 2), "change_law": (change_law, 1),
+    "set_mode": (set_mode, 2), "tool_call": (tool_call, 5), "decide_approval": (decide_approval, 3),
+    "rate": (rate, 2), "owner_rates": (owner_rates, 1), "post": (post, 2), "message": (message, 2),
+    "hire": (hire, 1), "propose_motion": (propose_motion, 2), "vote": (vote, 5), "open_project": (open_project, 1),
+    "research": (research, 1), "create_repo": (create_repo, 1), "submit_item": (submit_item, 1),
+    "set_secret": (set_secret, 2), "use_secret": (use_secret, 2), "unseal": (unseal, 1),
+    "time_passes": (time_passes, 3),
+}
+
+
+def setup(w: World, agents: int) -> Memory:
+    """The plaza every run starts from: the owner mints, spawns ``agents`` agents (their roles round
+    ``ROLES``) and each worker says it is available."""
+    m = Memory()
+    tc.mint(w.cmds, owner(w), START_MINT, "simulated start")
+    for i in range(agents):
+        role = ROLES[i % len(ROLES)]
+        (cid,) = agent_commands.spawn(w.cmds, owner(w), role).value
+        m.agents.append((cid, role))
+        tk.worker_available(w.cmds, as_agent(w, cid), str(cid), role)
+    return m
+
+
+def plan(rng: random.Random, steps: int, faults: dict[str, int]) -> list[Step]:
+    """The steps of a run: actions by their weights, faults by theirs (``faults.FAULTS``)."""
+    names = list(ACTIONS) + [f"fault:{f}" for f in faults]
+    weights = [ACTIONS[n][1] for n in ACTIONS] + list(faults.values())
+    return [Step(rng.choices(names, weights)[0], tuple(rng.getrandbits(31) for _ in range(4)))  # type: ignore[misc]
+            for _ in range(steps)]
+

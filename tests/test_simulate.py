@@ -1,0 +1,203 @@
+"""The plaza simulator (``agentplaza simulate``): a seed gives one run byte for byte, seeds differ,
+a bug injected into the treasury is found within a few seeds and reported shrunk with the command
+that reproduces it, and a fixed set of seeds holds every invariant (the CI run; docs/simulate.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from agentplaza.cli import main as cli_main
+from agentplaza.domain import treasury as t
+from agentplaza.events.records import EventRecord
+from agentplaza.sim import faults
+from agentplaza.sim.invariants import INVARIANTS, STEP_INVARIANTS, Broken
+from agentplaza.sim.run import Options, execute, report, simulate, the_plan
+from agentplaza.sim.workload import ACTIONS
+
+#: The seeds every change runs (each a few seconds here; docs/simulate.md has the longer run).
+CI_SEEDS = (1, 2, 3)
+CI_STEPS = 60
+#: How many seeds the injected bug may take to be found.
+BUG_SEEDS = 8
+
+
+def test_the_same_seed_gives_the_same_log_and_chain_head_and_another_seed_another():
+    o = Options(11, steps=40)
+    first, second = simulate(o), simulate(o)
+    assert first.failure is None, report(first)
+    assert (first.head, first.log_digest, first.events) == (second.head, second.log_digest, second.events)
+    assert first.lines == second.lines
+    other = simulate(Options(12, steps=40))
+    assert other.failure is None, report(other)
+    assert other.head != first.head and other.log_digest != first.log_digest
+
+
+def test_the_plan_uses_every_area_and_every_fault():
+    drawn = {s.name for seed in range(1, 4) for s in the_plan(Options(seed, steps=300))}
+    assert set(ACTIONS) <= drawn
+    assert {f"fault:{f}" for f in faults.FAULTS} <= drawn
+    assert not {s.name for s in the_plan(Options(1, steps=300, faults="none"))} & {f"fault:{f}" for f in faults.FAULTS}
+
+
+@pytest.mark.parametrize("seed", CI_SEEDS)
+def test_a_fixed_seed_holds_every_invariant(seed):
+    r = simulate(Options(seed, steps=CI_STEPS))
+    assert r.failure is None, report(r)
+    assert r.events > 60 and r.steps == CI_STEPS
+
+
+def _refund_counted_twice(monkeypatch):
+    """The injected bug: the budget counts every refund it receives twice (its postings do not)."""
+    real = t.Budget.on_posted
+
+    def twice(self, ev):
+        real(self, ev)
+        if ev.entry_kind == t.REFUND:
+            self.balance += ev.amount
+
+    monkeypatch.setattr(t.Budget, "on_posted", twice)
+
+
+def test_an_injected_bug_is_found_within_a_few_seeds_and_reported_shrunk_with_the_command(monkeypatch):
+    _refund_counted_twice(monkeypatch)
+    for seed in range(1, BUG_SEEDS + 1):
+        r = simulate(Options(seed, steps=40))
+        if r.failure is not None:
+            break
+    else:
+        pytest.fail(f"the double-counted refund was not found in {BUG_SEEDS} seeds")
+    f = r.failure
+    assert f.invariant == "credits_conserved", report(r)
+    assert "budget" in f.message
+    assert len(f.only) < f.step and len(f.only) <= 6, report(r)  # shrunk
+    assert len(f.history) == len(f.only) and "BROKEN credits_conserved" in f.history[-1]
+    assert f.reproduce == f"agentplaza simulate --seed {seed} --steps 40 --agents 9 --faults all --store sqlite"
+    text = report(r)
+    assert f"seed {seed} FAILED at step {f.step}: credits_conserved" in text
+    assert f.reproduce + " --only " + ",".join(map(str, f.only)) in text
+    # the shrunk history alone fails the same way, and every step of it is needed
+    again = simulate(Options(seed, steps=40), only=f.only, shrinking=False)
+    assert again.failure is not None and again.failure.invariant == "credits_conserved"
+    for left_out in f.only:
+        kept = [n for n in f.only if n != left_out]
+        plan = dict(enumerate(the_plan(Options(seed, steps=40)), 1))
+        rerun = execute(Options(seed, steps=40, only_invariant="credits_conserved"), [plan[n] for n in kept])
+        assert rerun.failure is None or rerun.failure.invariant != "credits_conserved"
+
+
+def test_without_the_bug_the_same_seeds_pass():
+    """The failure above is the bug's: the first seed it broke holds with the treasury as it is."""
+    r = simulate(Options(1, steps=40))
+    assert r.failure is None, report(r)
+
+
+def test_every_invariant_is_a_named_function_of_one_module():
+    import agentplaza.sim.invariants as inv
+
+    assert all(getattr(inv, name) is f for name, f in INVARIANTS.items())
+    assert len(INVARIANTS) >= 11 and set(STEP_INVARIANTS) == {"a_refusal_changes_nothing", "the_same_after_a_crash"}
+
+
+def _cli(*words: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli_main.main(list(words))
+        except SystemExit as e:
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_command_line_runs_a_seed_and_says_the_head(folders):
+    code, out, _ = _cli("simulate", "--seed", "5", "--steps", "12", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["seed"] == 5 and d["steps"] == 12 and d["failure"] is None and len(d["head"]) == 64
+    code, out, _ = _cli("simulate", "--seed", "5", "--steps", "12", "--faults", "none")
+    assert code == 0 and "every invariant held" in out
+
+
+@pytest.mark.parametrize("words,says", [
+    (["--faults", "crash,meteor"], "unknown fault meteor"),
+    (["--steps", "-1"], "--steps is 0 to"),
+    (["--agents", "0"], "--agents is 1 to"),
+    (["--only", "1,x"], "--only takes the plan's step numbers"),
+])
+def test_the_command_line_refuses_what_it_cannot_run(folders, words, says):
+    code, _, err = _cli("simulate", "--seed", "1", *words)
+    assert code == 1 and says in err
+
+
+def test_postgres_wants_a_server(folders, monkeypatch):
+    monkeypatch.delenv("APZ_DATABASE_URL", raising=False)
+    code, _, err = _cli("simulate", "--seed", "1", "--steps", "1", "--store", "postgres")
+    assert code == 1 and "APZ_DATABASE_URL" in err
+
+
+def test_a_seed_runs_on_postgres_as_on_sqlite(postgres, monkeypatch):
+    url = postgres.new_database()
+    o = Options(4, steps=25)
+    on_sqlite = simulate(o)
+    on_pg = simulate(Options(4, steps=25, store="postgres", admin_url=url))
+    assert on_pg.failure is None, report(on_pg)
+    assert (on_pg.events, on_pg.head) == (on_sqlite.events, on_sqlite.head)
+
+
+def _record(position: int, event: str, **data) -> EventRecord:
+    return EventRecord(position, f"id-{data.pop('of', position)}", 1, event, "x", "2026-03-02T09:00:00+00:00",
+                       "owner", None, "c", data)
+
+
+@pytest.mark.parametrize("records,invariant", [
+    ([("Plaza.Held", {}), ("Task.Claimed", {})], "nothing_runs_while_held"),
+    ([("Plaza.Held", {}), ("Entry.Posted", {"kind": t.MODEL_CALL})], "nothing_runs_while_held"),
+    ([("Task.Created", {"of": 1}), ("Task.Passed", {"of": 1})], "task_states_along_the_edges"),
+    ([("Task.Created", {"of": 1}), ("Task.Withdrawn", {"of": 1}), ("Task.BidPlaced", {"of": 1})],
+     "task_states_along_the_edges"),
+    ([("Approval.Used", {})], "an_approved_call_runs_once"),
+])
+def test_each_log_invariant_names_what_breaks_it(records, invariant):
+    from agentplaza.sim.invariants import Look
+    from agentplaza.sim.workload import Memory
+
+    look = Look(None, Memory(), _records=[_record(i, k, **d) for i, (k, d) in enumerate(records, 1)])  # type: ignore[arg-type]
+    with pytest.raises(Broken) as e:
+        INVARIANTS[invariant](look)
+    assert e.value.invariant == invariant
+    held_then_resumed = [_record(1, "Plaza.Held"), _record(2, "Plaza.Resumed"), _record(3, "Task.Claimed")]
+    INVARIANTS["nothing_runs_while_held"](Look(None, Memory(), _records=held_then_resumed))  # type: ignore[arg-type]
+
+
+def test_until_failure_stops_at_the_first_seed_that_fails(folders, monkeypatch):
+    _refund_counted_twice(monkeypatch)
+    code, out, _ = _cli("simulate", "--seed", "1", "--steps", "30", "--faults", "none", "--until-failure")
+    assert code == 1
+    assert "FAILED at step" in out and "credits_conserved" in out and "--until-failure" not in out.split("reproduce:")[1]
+    assert "agentplaza simulate --seed" in out.split("reproduce:")[1]
+
+
+def test_a_secret_value_logged_is_found(monkeypatch):
+    """Another injected bug: the vault logs the value it gives its consumer."""
+    import logging
+
+    from agentplaza.vault import VaultService
+
+    real = VaultService.reveal
+
+    def chatty(self, name, **kw):
+        value = real(self, name, **kw)
+        logging.getLogger("agentplaza.vault.service").debug("gave %s the value %s", kw.get("consumer"), value)
+        return value
+
+    monkeypatch.setattr(VaultService, "reveal", chatty)
+    for seed in range(1, BUG_SEEDS + 1):
+        o = Options(seed, steps=60, only_invariant="no_secret_value_anywhere")
+        r = execute(o, the_plan(o))
+        if r.failure is not None:
+            break
+    assert r.failure is not None and r.failure.invariant == "no_secret_value_anywhere", r.failure
+    assert "logged line" in r.failure.message and "sk-sim-" in r.failure.message
