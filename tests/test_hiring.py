@@ -174,6 +174,11 @@ def test_payments_follow_the_owners_approve_over_and_the_daily_limit(hub):
     # approving the held 501 still meets the daily limit: it fails and no money moves
     refused(hub, "daily_limit", approvals.decide, hub.commands, owner(hub), found.number, True)
     assert balance(hub, bob) == 900
-    # the payment tool is the laws' to allow: the built-in S-043 forbids every agent plaza_treasury_transfer
+    # the payment tool plaza_pay (S-012 permits it): the same rules, the same daily counter
+    r = tool(s_ann, "plaza_pay", to=bob, amount=1, memo="thanks")
+    assert r["result"]["status"] == "moved" and balance(hub, bob) == 901
+    r = tool(s_ann, "plaza_pay", to=bob, amount=100, memo="past the day")
+    assert r["error"]["code"] == "daily_limit" and balance(hub, bob) == 901
+    # the treasury's own transfer is no agent's: S-043 forbids it
     r = tool(s_ann, "plaza_treasury_transfer", to=bob, amount=1, memo="thanks")
-    assert "error" in r and "S-043" in str(r["error"])
+    assert r["error"]["code"] == "refused" and "S-043" in r["error"]["message"] and balance(hub, bob) == 901

@@ -1,5 +1,5 @@
 """Hiring and paying: ``plaza_hire`` (a hire becomes a task for the contact, in one commit), the payment
-tool ``plaza_treasury_transfer`` under the owner's ``payments.approve_over``, and the owner's settings.
+tool ``plaza_pay`` under the owner's ``payments.approve_over``, and the owner's settings.
 
 A hire is one commit: the task is created and funded from the plaza budget like any task, the contact
 takes it at once (as if assigned), and the ``Hire`` records the bonus; when the contact cannot take it
