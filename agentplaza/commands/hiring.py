@@ -73,3 +73,15 @@ def set_approve_over(cmds: Commands, ctx: Context, value: int) -> Done[dict]:
         return s.view()
 
     return cmds.run(decide)
+
+
+def set_outreach_minutes(cmds: Commands, ctx: Context, value: int) -> Done[dict]:
+    """The owner's ``society.outreach_minutes`` (0 turns outreach off)."""
+
+    def decide(unit: Unit) -> dict:
+        s = unit.get(h.SETTINGS_ID) or h.PlazaSettings.open(ctx)
+        s.set_outreach_minutes(ctx, value)
+        unit.add(s)
+        return s.view()
+
+    return cmds.run(decide)

@@ -144,6 +144,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # projects, the council, the courts
         "wrong_stage", "project_ended", "needs_research", "needs_spec", "needs_critique", "critique_blocks",
         "plan_not_approved", "motion_decided", "motion_not_yours", "case_ruled",
+        "outreach_off", "agent_not_idle", "not_idle_long_enough", "outreach_not_due",  # outreach
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

@@ -15,6 +15,7 @@ from .library import LibraryProjection
 from .log import UnreadableEvents
 from .memory import MemoryProjection
 from .models import ModelsProjection, UsageProjection
+from .outreach import OutreachProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
 from .toolbox import ToolboxProjection
@@ -28,4 +29,5 @@ def all_projections() -> list[Projection]:
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
-            HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection()]
+            HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection(),
+            OutreachProjection()]
