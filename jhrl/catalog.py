@@ -56,6 +56,8 @@ _PLAZA = {
     "plaza_stop_all": "write", "plaza_resume": "write", "plaza_settings": "write",
     # an agent's own memory ("What an agent is": Memory)
     "plaza_memory_read": "read", "plaza_memory_write": "write", "plaza_memory_delete": "write",
+    # the payment tool ("How agents earn and spend"): an agent pays another from its own wallet
+    "plaza_pay": "write",
 }
 _FOUNDRY = {
     "foundry_hf_search": "read", "foundry_export": "write", "foundry_job_write": "write",

@@ -155,7 +155,7 @@ def test_payments_follow_the_owners_approve_over_and_the_daily_limit(hub):
     earn(hub, ann, 3_000)
     ctx = agent_ctx(hub, ann)
     hub.read_models.catch_up()
-    assert hiring_rm.settings_view(hub.read_models) == {"payments": {"approve_over": 500}}
+    assert hiring_rm.settings_view(hub.read_models)["payments"] == {"approve_over": 500}
     assert hc.transfer(hub.commands, ctx, ann, bob, 500, "at the threshold").value["status"] == "moved"
     held = hc.transfer(hub.commands, ctx, ann, bob, 501, "above it").value
     assert held["status"] == "held" and balance(hub, bob) == 500
@@ -167,13 +167,18 @@ def test_payments_follow_the_owners_approve_over_and_the_daily_limit(hub):
     hc.set_approve_over(hub.commands, owner(hub), 0)
     assert hc.transfer(hub.commands, ctx, ann, bob, 1, "one credit").value["status"] == "held"  # 0: every payment waits
     hub.read_models.catch_up()
-    assert hiring_rm.settings_view(hub.read_models) == {"payments": {"approve_over": 0}}
+    assert hiring_rm.settings_view(hub.read_models)["payments"] == {"approve_over": 0}
     hc.set_approve_over(hub.commands, owner(hub), 1_000)
     hc.transfer(hub.commands, ctx, ann, bob, 400, "more")  # 900 sent today
     refused(hub, "daily_limit", hc.transfer, hub.commands, ctx, ann, bob, 101, "over the day")
     # approving the held 501 still meets the daily limit: it fails and no money moves
     refused(hub, "daily_limit", approvals.decide, hub.commands, owner(hub), found.number, True)
     assert balance(hub, bob) == 900
-    # the payment tool is the laws' to allow: the built-in S-043 forbids every agent plaza_treasury_transfer
+    # the payment tool plaza_pay (S-012 permits it): the same rules, the same daily counter
+    r = tool(s_ann, "plaza_pay", to=bob, amount=1, memo="thanks")
+    assert r["result"]["status"] == "moved" and balance(hub, bob) == 901
+    r = tool(s_ann, "plaza_pay", to=bob, amount=100, memo="past the day")
+    assert r["error"]["code"] == "daily_limit" and balance(hub, bob) == 901
+    # the treasury's own transfer is no agent's: S-043 forbids it
     r = tool(s_ann, "plaza_treasury_transfer", to=bob, amount=1, memo="thanks")
-    assert "error" in r and "S-043" in str(r["error"])
+    assert r["error"]["code"] == "refused" and "S-043" in r["error"]["message"] and balance(hub, bob) == 901

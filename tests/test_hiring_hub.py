@@ -1,5 +1,5 @@
-"""The owner's payment threshold against a real hub: ``GET/PATCH /v1/settings`` and ``agentplaza settings``
-(a bad value is refused and changes nothing), and ``agentplaza society hires``."""
+"""The owner's payment threshold and outreach interval against a real hub: ``GET/PATCH /v1/settings`` and
+``agentplaza settings`` (a bad value is refused and changes nothing), and ``agentplaza society hires``."""
 
 from __future__ import annotations
 
@@ -8,17 +8,25 @@ from support.hubproc import cli, ok
 
 def test_the_owner_sets_approve_over_through_the_route_and_the_cli(hub):
     with hub.client() as c:
-        assert ok(c.get("/v1/settings")) == {"payments": {"approve_over": 500}}
-        assert ok(c.patch("/v1/settings", json={"payments": {"approve_over": 0}})) == {"payments": {"approve_over": 0}}
+        assert ok(c.get("/v1/settings")) == {"payments": {"approve_over": 500}, "society": {"outreach_minutes": 20}}
+        assert ok(c.patch("/v1/settings", json={"payments": {"approve_over": 0}}))["payments"] == {"approve_over": 0}
         r = c.patch("/v1/settings", json={"payments": {"approve_over": -1}})
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_value"
         r = c.patch("/v1/settings", json={"payments": {"approve_over": "9"}})  # strict: a number, not text
         assert r.status_code in (400, 422), r.text
         r = c.patch("/v1/settings", json={"payments": {"approve_over": 0, "extra": 1}})
         assert r.status_code in (400, 422), r.text
-        assert ok(c.get("/v1/settings")) == {"payments": {"approve_over": 0}}
+        assert ok(c.get("/v1/settings"))["payments"] == {"approve_over": 0}
+        r = c.patch("/v1/settings", json={"society": {"outreach_minutes": -5}})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_value"
+        both = ok(c.patch("/v1/settings", json={"payments": {"approve_over": 600}, "society": {"outreach_minutes": 0}}))
+        assert both == {"payments": {"approve_over": 600}, "society": {"outreach_minutes": 0}}  # 0: outreach off
+        r = c.patch("/v1/settings", json={})
+        assert r.status_code in (400, 422) and r.json()["error"]["code"] == "invalid_request"
+    off = cli(hub, "settings", "set", "society.outreach_minutes", "30")
+    assert off.returncode == 0 and off.stdout.split("\n")[1].split() == ["society.outreach_minutes", "30"], off.stderr
     shown = cli(hub, "settings", "set", "payments.approve_over", "750")
-    assert shown.returncode == 0 and "payments.approve_over  750" in shown.stdout, shown.stderr
+    assert shown.returncode == 0 and shown.stdout.split("\n")[0].split() == ["payments.approve_over", "750"], shown.stderr
     again = cli(hub, "settings", "set", "payments.approve_over", "750")
     assert again.returncode == 1 and "no_change" in again.stderr
     assert "750" in cli(hub, "settings").stdout

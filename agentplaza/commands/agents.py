@@ -23,6 +23,7 @@ from ..domain.agents import (
 )
 from ..domain.base import Context, Refusal
 from ..domain.conduct import Conduct, conduct_id, mode_of
+from ..domain.floor import FLOOR_ID, Floor
 from .unit import Commands, Done, Unit
 
 
@@ -77,6 +78,14 @@ def _assign(unit: Unit, ctx: Context, ids: list[uuid.UUID]) -> tuple[Node, list[
     return n, cids
 
 
+def _deal_species(unit: Unit, ctx: Context, cids: list[int], role: str) -> None:
+    """Each new agent's species on the floor, dealt the first time the plaza sees it (``domain.floor``)."""
+    floor = unit.get(FLOOR_ID) or Floor.open(ctx)
+    for cid in cids:
+        floor.deal(ctx, cid, role)
+    unit.add(floor)
+
+
 def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: str | None = None) -> list[int]:
     """Start one agent of ``role`` per id, each with its transcript and wallet; their CIDs."""
     check_count(len(ids))
@@ -86,6 +95,7 @@ def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: s
                  Transcript.open(ctx, agent_id, cid),
                  Conduct.for_new_agent(ctx, unit.get(conduct_id(cid)), cid))
     _open_wallets(unit, ctx, cids, role)
+    _deal_species(unit, ctx, cids, role)
     return cids
 
 
@@ -110,6 +120,7 @@ def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str)
                      Transcript.open(ctx, agent_id, cid),
                      Conduct.for_new_agent(ctx, unit.get(conduct_id(cid)), cid, mode_of(unit.get, src.cid)))
         _open_wallets(unit, ctx, cids, src.role)
+        _deal_species(unit, ctx, cids, src.role)
         return cids
 
     return cmds.run(decide)

@@ -1,5 +1,5 @@
 """Hiring and paying: ``plaza_hire`` (a hire becomes a task for the contact, in one commit), the payment
-tool ``plaza_treasury_transfer`` under the owner's ``payments.approve_over``, and the owner's settings.
+tool ``plaza_pay`` under the owner's ``payments.approve_over``, and the owner's settings.
 
 A hire is one commit: the task is created and funded from the plaza budget like any task, the contact
 takes it at once (as if assigned), and the ``Hire`` records the bonus; when the contact cannot take it
@@ -69,6 +69,18 @@ def set_approve_over(cmds: Commands, ctx: Context, value: int) -> Done[dict]:
     def decide(unit: Unit) -> dict:
         s = unit.get(h.SETTINGS_ID) or h.PlazaSettings.open(ctx)
         s.set_approve_over(ctx, value)
+        unit.add(s)
+        return s.view()
+
+    return cmds.run(decide)
+
+
+def set_outreach_minutes(cmds: Commands, ctx: Context, value: int) -> Done[dict]:
+    """The owner's ``society.outreach_minutes`` (0 turns outreach off)."""
+
+    def decide(unit: Unit) -> dict:
+        s = unit.get(h.SETTINGS_ID) or h.PlazaSettings.open(ctx)
+        s.set_outreach_minutes(ctx, value)
         unit.add(s)
         return s.view()
 

@@ -2,9 +2,10 @@
 
 - ``Hire`` (one per hired task, id from the task's number): who hired whom for which task, and the
   bonus the hiring agent offered from its own wallet; what became of the bonus.
-- ``PlazaSettings`` (one): the owner's settings agents' money follows; ``approve_over`` under
-  payments ("Its default is 500 credits, so a payment of 501 or more waits for you. Setting it to 0
-  makes every payment wait.").
+- ``PlazaSettings`` (one): the owner's settings agents' money and outreach follow; ``approve_over``
+  under payments ("Its default is 500 credits, so a payment of 501 or more waits for you. Setting it
+  to 0 makes every payment wait."), and ``outreach_minutes`` under society (``domain.outreach``:
+  "By default it does this at most once every 20 minutes ... 0 turns outreach off").
 
 Rules of a hire, in the order ``check_hire`` applies them (the guide, "The society"):
 
@@ -29,6 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from . import outreach as o
 from . import treasury as t
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
@@ -59,16 +61,22 @@ class PlazaSettings(PlazaAggregate):
         def apply(self, s: PlazaSettings) -> None:
             s.approve_over = self.approve_over
 
+    class OutreachSet(PlazaAggregate.Event):
+        outreach_minutes: int
+
+        def apply(self, s: PlazaSettings) -> None:
+            s.outreach_minutes = self.outreach_minutes
+
     def __init__(self) -> None:
         self.approve_over = DEFAULT_APPROVE_OVER
+        self.outreach_minutes = o.DEFAULT_OUTREACH_MINUTES
 
     @classmethod
     def open(cls, ctx: Context) -> PlazaSettings:
         return cls.start(ctx, id=SETTINGS_ID)
 
     def set_approve_over(self, ctx: Context, value: Any) -> None:
-        if ctx.actor != "owner":
-            raise Refusal("owner_only", "only the owner changes the plaza's settings")
+        _owner(ctx)
         if type(value) is not int or not 0 <= value <= MAX_APPROVE_OVER:
             raise Refusal("invalid_value", f"payments.approve_over is a whole number of credits from 0 to "
                                            f"{MAX_APPROVE_OVER:,} (0 makes every payment wait)")
@@ -76,8 +84,28 @@ class PlazaSettings(PlazaAggregate):
             raise Refusal("no_change", f"payments.approve_over is already {value}")
         self.record(self.PaymentsSet, ctx, approve_over=value)
 
+    def set_outreach_minutes(self, ctx: Context, value: Any) -> None:
+        _owner(ctx)
+        o.check_minutes(value)
+        if value == getattr(self, "outreach_minutes", o.DEFAULT_OUTREACH_MINUTES):
+            raise Refusal("no_change", f"society.outreach_minutes is already {value}")
+        self.record(self.OutreachSet, ctx, outreach_minutes=value)
+
     def view(self) -> dict:
-        return {"payments": {"approve_over": self.approve_over}}
+        return {"payments": {"approve_over": self.approve_over},
+                "society": {"outreach_minutes": getattr(self, "outreach_minutes", o.DEFAULT_OUTREACH_MINUTES)}}
+
+
+def _owner(ctx: Context) -> None:
+    if ctx.actor != "owner":
+        raise Refusal("owner_only", "only the owner changes the plaza's settings")
+
+
+def outreach_minutes(get: Callable[[uuid.UUID], Any]) -> int:
+    """The owner's ``society.outreach_minutes`` (the default until the owner sets it)."""
+    s = get(SETTINGS_ID)
+    return getattr(s, "outreach_minutes", o.DEFAULT_OUTREACH_MINUTES) if isinstance(s, PlazaSettings) \
+        else o.DEFAULT_OUTREACH_MINUTES
 
 
 def approve_over(get: Callable[[uuid.UUID], Any]) -> int:
@@ -87,7 +115,8 @@ def approve_over(get: Callable[[uuid.UUID], Any]) -> int:
 
 
 def default_settings() -> dict:
-    return {"payments": {"approve_over": DEFAULT_APPROVE_OVER}}
+    return {"payments": {"approve_over": DEFAULT_APPROVE_OVER},
+            "society": {"outreach_minutes": o.DEFAULT_OUTREACH_MINUTES}}
 
 
 def check_hire(hirer: int, contact: int, contact_tier: str, is_contact: bool, bonus: Any,

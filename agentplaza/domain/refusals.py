@@ -154,6 +154,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "needs_deliverable", "not_this_project", "spec_not_committed",
         # hosting and join codes
         "join_code_used", "join_code_closed",
+        "outreach_off", "agent_not_idle", "not_idle_long_enough", "outreach_not_due",  # outreach
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

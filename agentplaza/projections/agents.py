@@ -43,6 +43,7 @@ agents_table = sa.Table(
     sa.Column("fork_checkpoint", sa.String(40)),
     sa.Column("created_at", sa.String(40), nullable=False),
     sa.Column("changed_at", sa.String(40), nullable=False),
+    sa.Column("species", sa.String(16)),  # its robot on the floor (Floor.Dealt); None before it was dealt one
 )
 
 transcript_table = append_only(sa.Table(
@@ -79,12 +80,22 @@ agent_modes = sa.Table(
 )
 
 
+#: The species each CID was dealt (``domain.floor``), kept apart from the roster's rows so a deal folded
+#: before its agent's row (two spawns in one commit) is not lost.
+agent_species = sa.Table(
+    "rm_agent_species",
+    metadata,
+    sa.Column("cid", sa.Integer, primary_key=True),
+    sa.Column("species", sa.String(16), nullable=False),
+)
+
+
 class AgentsProjection(Projection):
     """The roster, keyed by CID (a deleted agent's row goes; its CID may name a new agent later)."""
 
     name = "agents"
-    version = 3  # 2: forks; 3: the mode is the conduct's
-    tables = (agents_table, agent_index, agent_modes)
+    version = 4  # 2: forks; 3: the mode is the conduct's; 4: species on the floor
+    tables = (agents_table, agent_index, agent_modes, agent_species)
 
     def _row(self, e: EventRecord, rows: Rows) -> dict | None:
         idx = rows.get("rm_agent_index", e.originator_id)
@@ -111,7 +122,16 @@ class AgentsProjection(Projection):
             "permission_mode": conduct["mode"] if conduct is not None else DEFAULT_MODE,
             "generation": 0, "wipes": 0, "queue": 0, "working_on": None, "entries": 0,
             "forked_from": d.get("forked_from"), "fork_checkpoint": d.get("fork_checkpoint"), "created_at": e.at, "changed_at": e.at,
+            "species": (rows.get("rm_agent_species", d["cid"]) or {}).get("species"),
         })
+
+    def on_Floor_Dealt(self, e: EventRecord, rows: Rows) -> None:
+        """The species changes the look only: the row's ``changed_at`` (how long it has been idle) stays."""
+        cid, species = e.data["cid"], e.data["species"]
+        rows.put("rm_agent_species", {"cid": cid, "species": species})
+        row = rows.get("rm_agents", cid)
+        if row is not None:
+            rows.put("rm_agents", dict(row, species=species))
 
     def on_Transcript_Created(self, e: EventRecord, rows: Rows) -> None:
         rows.put("rm_agent_index", {"id": e.originator_id, "agent_id": e.data["agent_id"], "cid": e.data["cid"]})
@@ -233,6 +253,7 @@ def agent_view(row: dict, policy: dict | None = None) -> dict:
     """``model`` is the agent's own (or None); ``resolved_model`` the one it thinks with, and
     ``model_source`` where that comes from: agent (set for it), role (its role's) or default."""
     view = {k: row[k] for k in ROSTER_COLUMNS}
+    view["species"] = row.get("species")
     if policy is not None:
         r = resolve(policy, row["role"], row["model"])
         view["resolved_model"], view["model_source"] = r.model, r.source

@@ -1,5 +1,6 @@
 """Hiring's read model: each hire (who hired whom for which task, the bonus and what became of it, how
-the task ended), and the owner's settings agents' money follows (``payments.approve_over``).
+the task ended), and the owner's settings agents' money and outreach follow (``payments.approve_over``,
+``society.outreach_minutes``).
 
 - ``rm_hires``: one row a hire, by the hire's id; ``rm_hire_tasks`` maps a task's id to its hire, so a
   task's verdict (``Task.Passed``, ``Failed``, ``Withdrawn``) reaches its hire's row.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ..domain.hiring import DEFAULT_APPROVE_OVER
+from ..domain.outreach import DEFAULT_OUTREACH_MINUTES
 from ..domain.tasks import task_id
 from ..events.records import EventRecord
 from .framework import Projection, Rows, metadata
@@ -39,6 +41,7 @@ settings_table = sa.Table(
     "rm_settings", metadata,
     sa.Column("id", sa.String(16), primary_key=True),
     sa.Column("approve_over", sa.BigInteger, nullable=False),
+    sa.Column("outreach_minutes", sa.BigInteger, nullable=False),
 )
 
 HIRE_COLUMNS = ("at", "task", "hirer", "contact", "bonus", "bonus_state", "why", "outcome")
@@ -46,7 +49,7 @@ HIRE_COLUMNS = ("at", "task", "hirer", "contact", "bonus", "bonus_state", "why",
 
 class HiringProjection(Projection):
     name = "hiring"
-    version = 1
+    version = 2
     tables = (hires, hire_tasks, settings_table)
 
     def on_Hire_Created(self, e: EventRecord, rows: Rows) -> None:
@@ -86,8 +89,16 @@ class HiringProjection(Projection):
     def on_Task_Withdrawn(self, e: EventRecord, rows: Rows) -> None:
         self._ended(e, rows, "withdrawn")
 
+    def _settings(self, rows: Rows, **change) -> None:
+        row = rows.get("rm_settings", "plaza") or {"id": "plaza", "approve_over": DEFAULT_APPROVE_OVER,
+                                                   "outreach_minutes": DEFAULT_OUTREACH_MINUTES}
+        rows.put("rm_settings", {**row, **change})
+
     def on_PlazaSettings_PaymentsSet(self, e: EventRecord, rows: Rows) -> None:
-        rows.put("rm_settings", {"id": "plaza", "approve_over": e.data["approve_over"]})
+        self._settings(rows, approve_over=e.data["approve_over"])
+
+    def on_PlazaSettings_OutreachSet(self, e: EventRecord, rows: Rows) -> None:
+        self._settings(rows, outreach_minutes=e.data["outreach_minutes"])
 
 
 # -- queries --------------------------------------------------------------------------------------------
@@ -103,4 +114,5 @@ def hire_rows(read_models, cid: int | None = None, limit: int = 100) -> list[dic
 
 def settings_view(read_models) -> dict:
     rows = read_models.rows(settings_table)
-    return {"payments": {"approve_over": rows[0]["approve_over"] if rows else DEFAULT_APPROVE_OVER}}
+    r = rows[0] if rows else {"approve_over": DEFAULT_APPROVE_OVER, "outreach_minutes": DEFAULT_OUTREACH_MINUTES}
+    return {"payments": {"approve_over": r["approve_over"]}, "society": {"outreach_minutes": r["outreach_minutes"]}}

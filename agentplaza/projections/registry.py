@@ -17,6 +17,7 @@ from .log import UnreadableEvents
 from .memory import MemoryProjection
 from .models import ModelsProjection, UsageProjection
 from .nodes import NodesProjection
+from .outreach import OutreachProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
 from .toolbox import ToolboxProjection
@@ -32,4 +33,5 @@ def all_projections() -> list[Projection]:
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
             HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection(),
             NodesProjection(),
-            E2bProjection()]
+            E2bProjection(),
+            OutreachProjection()]

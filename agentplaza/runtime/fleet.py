@@ -39,7 +39,7 @@ from ..domain.plaza import held as plaza_held
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import e2b as e2b_rules
-from . import gitdoor, tooldecide, tools
+from . import gitdoor, outreach, tooldecide, tools
 from .egress import EgressPolicy, EgressProxy, Refused
 from .modelrelay import GatewayCall, ModelRelay
 from .session import HarnessSession
@@ -376,9 +376,14 @@ class AgentRuntime:
             return "an approval waits"
         return None
 
+    def reach_out(self) -> list[int]:
+        """Idle agents with nothing to do go looking for people to work with (``runtime.outreach``)."""
+        return outreach.reach_out(self)
+
     def reconcile(self) -> None:
         self.on_held()
         self.deliver_work()
+        self.reach_out()
         self.idle_sleep()
         rows = {r["cid"]: r for r in self.hub.read_models.rows(agents_table)}
         with self.lock:

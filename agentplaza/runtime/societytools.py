@@ -1,4 +1,4 @@
-"""The society's host tools: hiring and paying (``plaza_hire``, ``plaza_treasury_transfer``), discoveries
+"""The society's host tools: hiring and paying (``plaza_hire``, ``plaza_pay``), discoveries
 (``plaza_toolbox_share``) and memory (``plaza_memory_*``), one function a tool, as in ``runtime.hosttools``:
 ``fn(session, agent, args) -> result``, run after the args fit the schema and the laws allowed the call,
 acting through ``commands`` as the agent (its CID as the actor, the role the hub gave it).
@@ -47,7 +47,7 @@ def plaza_hire(s: HarnessSession, agent: Any, args: dict) -> dict:
             "note": "the task is your contact's now; a bonus is paid from your wallet only if the work passes"}
 
 
-def plaza_treasury_transfer(s: HarnessSession, agent: Any, args: dict) -> dict:
+def plaza_pay(s: HarnessSession, agent: Any, args: dict) -> dict:
     """The payment tool: at or below the owner's approve_over it moves at once, above it waits for the owner."""
     out = hiring.transfer(s.rt.cmds, s.rt.ctx_agent(s.cid), s.cid, args["to"], args["amount"], args["memo"]).value
     held = out.get("status") == "held"

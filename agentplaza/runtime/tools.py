@@ -333,15 +333,15 @@ _TOOLS = (
               "bonus": {"type": "integer", "minimum": 0, "maximum": MAX_BONUS,
                         "description": "Credits from your wallet, paid to the contact only if the work passes."}},
              ("to", "title", "acceptance")), societytools.plaza_hire, societytools.hire_facts),
-    Tool("plaza_treasury_transfer", HOST, "write",
+    Tool("plaza_pay", HOST, "write",
          "The payment tool: pay another agent credits from your wallet, with a memo saying what for. A payment "
          "at or below the owner's approval threshold (approve_over, 500 credits by default) moves at once; one "
          "above it waits for the owner in Approvals (you are told when it is decided). You can send at most "
-         f"{DAILY_SEND_LIMIT:,} credits per UTC day in payments and bonuses together.",
+         f"{DAILY_SEND_LIMIT:,} credits per UTC day in transfers, payments and bonuses together.",
          obj({"to": {"type": "integer", "description": "The recipient's CID (see plaza_roster)."},
               "amount": {"type": "integer", "minimum": 1, "description": "Whole credits."},
               "memo": string(f"What the payment is for (at most {MAX_MEMO_CHARS} characters).", minLength=1)},
-             ("to", "amount", "memo")), societytools.plaza_treasury_transfer),
+             ("to", "amount", "memo")), societytools.plaza_pay),
     # -- the society: discoveries (runtime.societytools) ---------------------------------------------
     Tool("plaza_toolbox_share", HOST, "write",
          "Share a discovery: a tool, library, service, API or technique you tried on the internet and found "

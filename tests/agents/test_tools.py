@@ -81,7 +81,7 @@ USED = [
     ("plaza_library_submit", {"file": "0123456789abcdef-report.md", "title": "The report", "task": "t1"}),
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "bonus": 50}),
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "details": "d", "budget": None}),
-    ("plaza_treasury_transfer", {"to": 4, "amount": 10, "memo": "thanks"}),
+    ("plaza_pay", {"to": 4, "amount": 10, "memo": "thanks"}),
     ("plaza_memory_write", {"note": "How the build works", "text": "make; see [[Release]]"}),
     ("plaza_memory_read", {}),
     ("plaza_memory_read", {"note": "How the build works"}),
@@ -101,9 +101,6 @@ USED = [
     ("plaza_case_defend", {"case": "c1", "text": "a test path"}),
     ("plaza_case_rule", {"case": "c1", "verdict": "dismissed", "text": "no harm"}),
 ]
-#: Host tools a built-in statute forbids every agent until the owner disables it (and permits the tool by a
-#: rule of its own): S-043 "No agent moves or fines credits" holds the payment tool.
-FORBIDDEN_BY_STATUTE = {"plaza_treasury_transfer": "S-043"}
 
 #: A value of the wrong type for each JSON type a schema names.
 WRONG = {"string": 7, "integer": "7", "number": "7", "boolean": "yes", "array": 7, "object": 7, "null": 7}
@@ -333,9 +330,6 @@ def test_every_host_tool_runs_in_the_hub(hub):
     for tool in HOST_TOOLS:  # as the first role the laws let call it
         answers = [s.handle({"op": "tool", "tool": tool, "args": args[tool]}) for s in (orch, builder, reviewer, *others)]
         r = next((a for a in answers if "error" not in a or a["error"]["code"] != "refused"), answers[-1])
-        if tool in FORBIDDEN_BY_STATUTE:
-            assert r["error"]["code"] == "refused" and FORBIDDEN_BY_STATUTE[tool] in r["error"]["message"], (tool, r)
-            continue
         assert "error" not in r or r["error"]["code"] not in ("not_available", "bad_request", "refused"), (tool, r)
 
 

@@ -132,6 +132,18 @@ def test_a_typical_day(day):
     assert [w["effect"] for w in writes] == ["ask", "allow"] and writes[1]["approved_by"] == pending[0]["id"]
     assert {task("t1")["phase"], task("t2")["phase"]} <= {"review", "reviewing"}
 
+    # The society: builder 1 posts on the board and messages builder 2, who receives it in its queue.
+    step(b1, tool("plaza_board_post", text="a.txt is written and in review"))
+    assert any(p["text"] == "a.txt is written and in review" and p["author"] == f"agent:{b1}"
+               for p in ok(c.get("/v1/board"))["posts"]), ok(c.get("/v1/board"))
+    settled(b2)
+    told_b2 = count(b2, "told")
+    step(b1, tool("plaza_message", to=b2, text="can you look at a.txt?"))
+    wait_for("builder 2 told the message", lambda: any(e["kind"] == "told" and f"Message from agent {b1}" in (e["text"] or "")
+                                                         and "can you look at a.txt?" in e["text"] for e in log(b2)), 60)
+    assert count(b2, "told") == told_b2 + 1
+    settled(b2)  # it ran the message as a work item
+
     # STOP ALL in the middle: builder 1's long command is running; its item is cancelled at once.
     settled(b1)
     ok(c.post(f"/v1/agents/{b1}/tell", json={"text": tool("vm.shell", command="sleep 8; echo late")}))

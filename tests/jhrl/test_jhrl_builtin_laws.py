@@ -144,3 +144,13 @@ def test_built_in_law(law_id):
         assert d.effect == "ask" and law_id in d.asks, d
     else:  # detective or judgment: the call runs, and is recorded as a violation
         assert d.allowed and law_id in d.recorded and d.violation, d
+
+
+def test_an_agent_pays_with_plaza_pay_and_never_with_the_treasurys_transfer():
+    """The payment tool is ``plaza_pay`` (S-012 permits it to workers); S-043 still forbids every agent
+    ``plaza_treasury_transfer``; the courts do not pay (T-009)."""
+    pay = decide(LAWS, call("tester", "plaza_pay", to=4, amount=10, memo="thanks"))
+    assert pay.effect == "allow" and "S-012" in pay.matched
+    assert decide(LAWS, call("finance", "plaza_treasury_transfer", to=4, amount=10)).effect == "deny"
+    judge = decide(LAWS, call("judge", "plaza_pay", to=4, amount=10))
+    assert judge.effect == "deny" and "T-009" in judge.matched

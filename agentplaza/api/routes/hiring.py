@@ -1,4 +1,5 @@
-"""/v1/settings (the owner's settings agents' money follows: ``payments.approve_over``) and
+"""/v1/settings (the owner's settings agents' money and outreach follow: ``payments.approve_over``,
+``society.outreach_minutes``) and
 /v1/society/hires (who hired whom, the bonus and what became of it)."""
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ class PaymentsBody(Body):
     approve_over: int
 
 
+class SocietySettingsBody(Body):
+    outreach_minutes: int
+
+
 class SettingsBody(Body):
     payments: PaymentsBody | None = None
+    society: SocietySettingsBody | None = None
 
 
 @endpoint
@@ -31,10 +37,14 @@ async def get_settings(request: Request) -> dict:
 async def patch_settings(request: Request) -> dict:
     api = api_of(request)
     body = await read_body(request, SettingsBody)
-    if body.payments is None:
-        raise ApiError("invalid_request", "name a setting to change, like {\"payments\": {\"approve_over\": 500}}")
+    if body.payments is None and body.society is None:
+        raise ApiError("invalid_request", "name a setting to change, like {\"payments\": {\"approve_over\": 500}} "
+                                          "or {\"society\": {\"outreach_minutes\": 20}}")
     ctx = api.context(request)
-    await api.command(lambda: cmd.set_approve_over(api.hub.commands, ctx, body.payments.approve_over))
+    if body.payments is not None:
+        await api.command(lambda: cmd.set_approve_over(api.hub.commands, ctx, body.payments.approve_over))
+    if body.society is not None:
+        await api.command(lambda: cmd.set_outreach_minutes(api.hub.commands, ctx, body.society.outreach_minutes))
     return await api.query(rm.settings_view, api.hub.read_models)
 
 

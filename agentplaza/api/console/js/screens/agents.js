@@ -122,8 +122,26 @@ function agentPage(view, ctx, cid) {
       e.detail && e.detail.decision ? [" ", badge(e.detail.decision)] : null,
       h("div", {}, rich(e.text || "")))));
   }, {label: "Transcript"});
+  let opened = null;  // the note the owner opened, by its slug
+  const memory = ctx.live(["memory", "conduct"], async () => {
+    const [{notes}, one] = await Promise.all([get(`/v1/agents/${cid}/memory`),
+      opened ? get(`/v1/agents/${cid}/memory`, {note: opened}) : Promise.resolve({note: null})]);
+    const open = (slug) => () => { opened = slug; memory.reload(); };
+    const list = table([
+      {label: "Note", value: (n) => h("button", {type: "button", class: "link", onclick: open(n.note),
+        "aria-label": `Open the note ${n.title}`}, n.title)},
+      {label: "Links to", value: (n) => n.links.join(", ") || "—"},
+      {label: "Linked from", value: (n) => n.backlinks.join(", ") || "—"},
+      {label: "By", value: (n) => (n.by === "plaza" ? "the plaza" : "the agent")},
+      {label: "Updated", value: (n) => fmt.time(n.updated_at)},
+    ], notes, {label: "Memory notes", empty: "No notes yet: the agent writes them with plaza_memory_write."});
+    const note = one.note;
+    return [list, note ? h("article", {class: "memory-note", "aria-label": `The note ${note.title}`},
+      h("h3", {}, note.title), h("div", {class: "memory-text"}, rich(note.text))) : null];
+  }, {label: "Memory"});
   const message = h("textarea", {name: "text", rows: 3, required: true});
   view.append(h("p", {}, h("a", {href: "#/agents"}, "← The roster")), header, card("Transcript", transcript),
+    card("Memory", memory),
     card("Message", form({label: "Message the agent", submit: "Send", fields: [field("Message", message)],
       send: async (d, el) => { await post(`/v1/agents/${cid}/tell`, {text: String(d.get("text"))}); el.reset(); return "Sent."; }})));
 }

@@ -1,6 +1,7 @@
 // Floor: every agent drawn as a robot with its status (offline, idle, working, asleep); clicking one opens
-// its page. Species are dealt the fewest-used first, in the order the roster lists the agents (by CID);
-// the orchestrator is always the rover, Treads. The species are only a look.
+// its page. The hub deals each agent its species when it first sees it (domain/floor.py: the fewest-used
+// first; the orchestrator is always the rover, Treads), kept as an event, and /v1/agents says it; an agent
+// from a log older than the deal is dealt here the same way, in CID order. The species are only a look.
 
 import {get} from "../api.js";
 import {badge, h} from "../ui.js";
@@ -48,8 +49,9 @@ export async function render(view, ctx) {
   view.append(ctx.live(["agent"], async () => {
     const {agents} = await get("/v1/agents");
     if (!agents.length) return h("p", {class: "empty"}, "The floor is empty. Spawn agents on the Agents screen.");
-    const species = deal(agents);
+    const dealt = deal(agents);
+    const species = (a) => (a.species in SHAPES ? a.species : dealt.get(a.cid));
     return h("div", {class: "floor"}, agents.map((a) => h("a", {class: `robot robot-${a.status}`, href: `#/agents/${a.cid}`},
-    robot(species.get(a.cid)), h("div", {}, a.name || `Agent ${a.cid}`), h("small", {}, a.role), h("div", {}, badge(a.status)))));
+    robot(species(a)), h("div", {}, a.name || `Agent ${a.cid}`), h("small", {}, a.role), h("div", {}, badge(a.status)))));
   }, {label: "The floor"}));
 }

@@ -1,12 +1,16 @@
 // Society: reputation (0 to 100, or unrated) with the owner's Trust more and Trust less, the contacts and
-// how strong each still is, the opinions agents hold of one another, and the ratings, latest first. The
-// hub computes all of it at its own clock; the screen only shows it.
+// how strong each still is, the opinions agents hold of one another, the ratings, latest first, the hires
+// (who hired whom, the bonus and what became of it), and outreach (society.outreach_minutes). The hub
+// computes all of it at its own clock; the screen only shows it.
 
-import {get, post} from "../api.js";
-import {action, card, fmt, h, table} from "../ui.js";
+import {get, patch, post} from "../api.js";
+import {action, badge, card, field, fmt, form, h, table} from "../ui.js";
 
-//: The most ratings the screen loads.
+//: The most ratings, and hires, the screen loads.
 const RATINGS = 100;
+const HIRES = 100;
+//: What each bonus state means, in words.
+const BONUS = {offered: "offered: paid if the work passes", paid: "paid", unpaid: "not paid", none: "no bonus"};
 
 function agent(cid, name) {
   return h("a", {href: `#/agents/${cid}`}, name || `Agent ${cid}`);
@@ -66,5 +70,34 @@ export async function render(view, ctx) {
       {label: "Counts", value: (r) => (r.counts ? "yes" : "no (ring damping)")},
     ], ratings, {label: "Ratings", empty: "No ratings yet."}));
   }, {label: "The ratings"}));
-  view.append(filter, ...sections);
+  sections.push(ctx.live(["hires", "tasks"], async () => {
+    const {hires} = await get("/v1/society/hires", {cid: who(), limit: HIRES});
+    return card("Hires", h("p", {}, h("small", {}, "A hire is a task for the contact, funded from the plaza budget; "
+      + "the bonus comes from the hiring agent's wallet, only if the work passes.")), table([
+      {label: "When", value: (r) => fmt.time(r.at)},
+      {label: "Task", value: (r) => h("a", {href: `#/tasks/${r.task}`}, r.task)},
+      {label: "Hired by", value: (r) => agent(r.hirer)}, {label: "Contact", value: (r) => agent(r.contact)},
+      {label: "Bonus", value: (r) => fmt.credits(r.bonus), sort: (r) => r.bonus},
+      {label: "Bonus state", value: (r) => [badge(BONUS[r.bonus_state] || r.bonus_state, r.bonus_state), r.why ? h("small", {}, ` ${r.why}`) : null],
+        sort: (r) => r.bonus_state},
+      {label: "Outcome", value: (r) => r.outcome || "running"},
+    ], hires, {sortable: true, label: "Hires", empty: "No agent has hired another yet."}));
+  }, {label: "The hires"}));
+  const outreach = ctx.live(["settings"], async () => {
+    const {society} = await get("/v1/settings");
+    const m = society.outreach_minutes;
+    return h("p", {"data-testid": "outreach"}, m === 0 ? "Outreach is off: idle agents do not go looking."
+      : `An idle agent with nothing to do goes looking for people to work with at most once every ${fmt.n(m)} minutes.`);
+  }, {label: "Outreach now"});
+  const outreachCard = card("Outreach", outreach, form({label: "Outreach", submit: "Save outreach",
+    fields: [field("Minutes between outreaches", h("input", {name: "outreach_minutes", type: "number", min: 0, step: 1,
+      required: true}), "society.outreach_minutes: the default is 20; 0 turns outreach off.")],
+    send: async (d, el) => {
+      const out = await patch("/v1/settings", {society: {outreach_minutes: Number(d.get("outreach_minutes"))}});
+      el.reset();
+      return out;
+    },
+    done: (out) => (out.society.outreach_minutes === 0 ? "Saved: outreach is off."
+      : `Saved: every ${fmt.n(out.society.outreach_minutes)} minutes.`)}));
+  view.append(filter, ...sections, outreachCard);
 }

@@ -1,8 +1,9 @@
 // Treasury, in the five parts of "Reading the Treasury screen": the totals and the flows over a range,
 // the wallets (sortable), the journal (newest first, filters, load older, live), balances over time,
-// and the buttons Mint budget and Fine an agent.
+// and the buttons Mint budget and Fine an agent; and the payments' approval threshold (approve_over,
+// under payments in the plaza's settings: GET and PATCH /v1/settings).
 
-import {get, post} from "../api.js";
+import {get, patch, post} from "../api.js";
 import {card, field, fmt, form, h, money, select, table} from "../ui.js";
 
 const JOURNAL_KINDS = ["Mint", "Subcontract", "Spend", "Model call", "Payment", "Refund", "Fine", "Transfer", "Bonus"];
@@ -43,6 +44,22 @@ export async function render(view, ctx) {
         el.reset();
         return "Fined.";
       }})));
+
+  const threshold = ctx.live(["settings"], async () => {
+    const {payments} = await get("/v1/settings");
+    return h("p", {"data-testid": "approve-over"}, payments.approve_over === 0
+      ? "Every payment waits for you in Approvals (the threshold is 0)."
+      : `A payment of ${fmt.credits(payments.approve_over)} or less moves at once; a larger one waits for you in Approvals.`);
+  }, {label: "The approval threshold"});
+  const payments = card("Payments", threshold, form({label: "Approval threshold", submit: "Save threshold",
+    fields: [field("Approval threshold (credits)", h("input", {name: "approve_over", type: "number", min: 0, step: 1,
+      required: true}), "payments.approve_over: the default is 500; 0 makes every payment wait.")],
+    send: async (d, el) => {
+      const out = await patch("/v1/settings", {payments: {approve_over: Number(d.get("approve_over"))}});
+      el.reset();
+      return out;
+    },
+    done: (out) => `Saved: the threshold is ${fmt.credits(out.payments.approve_over)}.`}));
 
   const wallets = ctx.live(["treasury"], async () => {
     const {wallets: rows} = await get("/v1/treasury/wallets");
@@ -85,7 +102,7 @@ export async function render(view, ctx) {
       {label: "Paid", value: (r) => fmt.n(r.paid)}], series, {label: "Balances over time"})];
   }, {label: "Balances over time"});
 
-  view.append(h("div", {class: "row"}, h("label", {for: "tr-range"}, "Range"), range), totals, buttons,
+  view.append(h("div", {class: "row"}, h("label", {for: "tr-range"}, "Range"), range), totals, buttons, payments,
     card("Wallets", wallets),
     card("Journal", h("div", {class: "row"}, field("Kind", kind), field("Wallet", wallet), field("Task", task)), journal, loadOlder),
     card("Balances over time", chart));
