@@ -189,8 +189,10 @@ class ReadModels:
     def position(self) -> int:
         return min((s.position for s in self.states.values()), default=0)
 
-    def catch_up(self) -> list[EventRecord]:
+    def catch_up(self, most: int | None = None) -> list[EventRecord]:
         """Fold every new event into every read model; returns the new (readable) events in order.
+        With ``most``, it stops after the batch that reaches that many events (the hub's follower
+        catching up a long way hands each batch to the bus, instead of holding the whole log).
 
         A read model's rows in memory never run ahead of its saved position: when its fold
         or its save fails, it is loaded back from SQL (else the next catch-up would fold the
@@ -227,7 +229,7 @@ class ReadModels:
                     if not saved:
                         self._load(st)  # another hub moved it first: take its work
                 seen.extend(r for r in recs if isinstance(r, EventRecord))
-                if failed or len(raw) < page:
+                if failed or len(raw) < page or (most is not None and len(seen) >= most):
                     break
                 page = REBUILD_PAGE  # far behind (a first start): bigger batches, fewer writes
             self._caught_up.notify_all()
