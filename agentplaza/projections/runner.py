@@ -151,11 +151,14 @@ class ReadModels:
     # -- writing ------------------------------------------------------------
 
     @staticmethod
-    def _write_rows(conn: sa.Connection, rows: Rows, *, everything: bool = False) -> None:
+    def _write_rows(conn: sa.Connection, rows: Rows, *, everything: bool = False, fresh: bool = False) -> None:
+        """Write what changed (``everything``: every row, into empty tables).  ``fresh``: the tables
+        were emptied when this fold began (a rebuild), so an append-only table's new rows replace
+        nothing and are inserted without a delete first."""
         for name, table in rows.tables.items():
             pk = list(table.primary_key.columns)
             changed = rows.data[name].keys() if everything else rows.dirty[name]
-            gone = set(rows.removed[name]) | (set() if everything else set(changed))
+            gone = set(rows.removed[name]) | (set() if everything or (fresh and name in rows.append_only) else set(changed))
             if gone and not everything:
                 keys = list(gone)
                 for i in range(0, len(keys), 500):
@@ -284,7 +287,7 @@ class ReadModels:
                     last = fold(projections, slots, raw)
                     after = raw[-1][0]
                     for rows, _ in slots:
-                        self._write_rows(conn, rows)
+                        self._write_rows(conn, rows, fresh=True)
                         rows.clear_changes()
                     if len(raw) < REBUILD_PAGE:
                         break
