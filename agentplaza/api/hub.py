@@ -31,6 +31,9 @@ from .tls import CERT_FILE
 from .tls import KEY_FILE as TLS_KEY_FILE
 
 VERSION = "0.1.0"
+#: apid folds at most this many events before it listens; read models further behind the log (a
+#: first start over a long log, a read model whose version changed) catch up while it listens.
+START_CATCH_UP_MAX = 50_000
 
 
 @dataclass
@@ -65,9 +68,15 @@ class Hub:
     #: Attempts a minute per caller's address: sign-ins, and join code redemptions (``ratelimit``).
     sign_ins: PerAddress = field(default_factory=lambda: PerAddress(SIGN_IN_ATTEMPTS_PER_MIN))
     redemptions: PerAddress = field(default_factory=lambda: PerAddress(REDEEM_ATTEMPTS_PER_MIN))
+    #: False when apid listened before its read models had caught up (a long way behind the log).
+    caught_up_at_start: bool = True
 
     @classmethod
-    def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now) -> Hub:
+    def open(cls, folders: Folders, *, database_url: str | None = None, clock: Clock = utc_now,
+             catch_up_max: int | None = None) -> Hub:
+        """The hub on these folders, its read models caught up with the log; with ``catch_up_max``
+        (apid), read models further behind than that many events are left for the follower to catch
+        up while the hub listens (``caught_up_at_start`` says which it was)."""
         folders.make()
         check_private(*relied_on(folders))  # a folder or file others can read or write stops the hub here
         url = database_url if database_url is not None else env_database_url()
@@ -79,7 +88,9 @@ class Hub:
         model_commands.ensure_models(commands, [config_from_preset(p) for p in STARTING_PROVIDERS])
         engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
         read_models = ReadModels(engine, store, all_projections())
-        read_models.setup()
+        deferred = read_models.setup(defer_over=catch_up_max)
+        if not deferred and catch_up_max is not None and read_models.behind() > catch_up_max:
+            deferred = True
         try:
             anchors = Anchors(store, folders.state, folders.config).open()
             vault = VaultService.open(folders, commands)
@@ -87,9 +98,11 @@ class Hub:
             store.close()
             engine.dispose()
             raise
-        read_models.catch_up()
-        anchors.checkpoint()
-        return cls(folders, store, read_models, commands, token_hash, new_token, url, vault, anchors=anchors)
+        if not deferred:  # else the follower folds and signs as it catches up
+            read_models.catch_up()
+            anchors.checkpoint()
+        return cls(folders, store, read_models, commands, token_hash, new_token, url, vault, anchors=anchors,
+                   caught_up_at_start=not deferred)
 
     def info(self) -> dict:
         return {

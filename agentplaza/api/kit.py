@@ -37,6 +37,9 @@ from .idempotency import Keys
 POLL_INTERVAL_S = 0.25
 #: How long a command's answer waits for the read models to show it.
 READ_YOUR_WRITES_S = 5.0
+#: The most events one round of the follower folds before it hands them to the bus (a long catch-up
+#: goes on in rounds, so the hub never holds more than this many records at once).
+FOLLOW_BATCH_MAX = 20_000
 #: The most rows one list request returns.
 MAX_LIST_LIMIT = 1000
 
@@ -54,7 +57,9 @@ class Follower:
             with anyio.move_on_after(POLL_INTERVAL_S):
                 await self.kick.wait()
             self.kick = anyio.Event()
-            records = await anyio.to_thread.run_sync(self.hub.read_models.catch_up)
+            records = await anyio.to_thread.run_sync(self.hub.read_models.catch_up, FOLLOW_BATCH_MAX)
+            if len(records) >= FOLLOW_BATCH_MAX:
+                self.kick.set()  # more to fold: go on at once, with this batch handed on first
             self.hub.store.forget_moved(records)  # another hub's events: its copies here are stale
             self.hub.bus.publish(records)
             self.hub.bus.publish(self.hub.bus.take_console())  # the VMs' console lines (events --all)

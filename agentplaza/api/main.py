@@ -26,7 +26,7 @@ from . import acp_door, ws
 from .app import create_app
 from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, is_loopback, loopback_trust_from
 from .edge import HubNames
-from .hub import VERSION, Hub
+from .hub import START_CATCH_UP_MAX, VERSION, Hub
 from .routes.gateway import gateway_of
 from .tls import Certificate, hub_certificate, with_colons
 
@@ -124,12 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apid: {e}", file=sys.stderr)
         return 2
     try:
-        hub = Hub.open(folders())
+        hub = Hub.open(folders(), catch_up_max=START_CATCH_UP_MAX)
     except Exception as e:  # noqa: BLE001 - a failed start says why, in one line
         print(f"apid: cannot start: {e}", file=sys.stderr)
         return 1
     for note in hub.start_notes():
         print(note, flush=True)
+    if not hub.caught_up_at_start:
+        print(f"apid: the read models are {hub.read_models.behind():,} events behind the log; they catch up "
+              "while the hub listens (reads show the past until then)", flush=True)
     cert: Certificate | None = None
     if hosted(host, args.https) or args.tls_cert:
         try:

@@ -67,6 +67,18 @@ def decode_state(topic: str, state: bytes) -> dict[str, Any]:
     return data
 
 
+def check_readable(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> None:
+    """Raises ``UnreadableEvent`` exactly when ``record`` would, without building the record
+    (``audit verify`` asks this of every stored event)."""
+    event_class = describe(topic)[2]
+    try:
+        upcast(event_class, read_back(state))
+    except StateProblem as e:
+        raise UnreadableEvent(position, str(e)) from None
+    except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
+        raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
+
+
 def record(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> EventRecord:
     """The stored event as a record; raises ``UnreadableEvent`` for one the reader cannot read back."""
     kind, family, event_class = describe(topic)

@@ -394,7 +394,7 @@ class EventStore:
         # head seen here the two agree, whatever commits while the walk goes on.
         upto = max(self.max_position(), self.chain_head()[0])
         links = ((p, x) for p, x in expand(self._chain_rows(0, upto)) if p <= upto)
-        return verify(self._chain_events(0, upto), links, anchors=anchors, read=catalogue.record)
+        return verify(self._chain_events(0, upto), links, anchors=anchors, read=catalogue.check_readable)
 
     def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
         """Does the log still extend ``head`` at ``position``?  The stored link there must

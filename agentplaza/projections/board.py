@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from ..domain.base import Refusal
 from ..domain.board import WHOLE, post_index
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, evictable, metadata
 
-posts = sa.Table(
+posts = evictable(sa.Table(
     "rm_board_posts", metadata,
     sa.Column("id", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False, index=True),
@@ -33,9 +33,9 @@ posts = sa.Table(
     sa.Column("replies", sa.Integer, nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
     sa.Column("position", sa.BigInteger, nullable=False),
-)
+))
 
-replies = sa.Table(
+replies = evictable(sa.Table(
     "rm_board_replies", metadata,
     sa.Column("post", sa.String(24), primary_key=True),
     sa.Column("reply", sa.Integer, primary_key=True),
@@ -45,7 +45,7 @@ replies = sa.Table(
     sa.Column("held", sa.Boolean, nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
     sa.Column("position", sa.BigInteger, nullable=False),
-)
+))
 
 pauses = sa.Table(
     "rm_board_pauses", metadata,

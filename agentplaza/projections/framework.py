@@ -60,8 +60,25 @@ def append_only(table: sa.Table) -> sa.Table:
     return table
 
 
+def evictable(table: sa.Table) -> sa.Table:
+    """Mark a keyed table that grows with the log (every task, every hour's bucket, every
+    payment): its rows are dropped from memory once written, and a handler's ``get`` of a row
+    not in memory reads it back from SQL (``Rows.load``).  So a hub's memory does not grow with
+    the tasks that ended or the hours that passed.  Queries read such a table from SQL, never
+    from ``Rows``."""
+    table.info["evictable"] = True
+    return table
+
+
+#: Reads one row back from SQL: (table, primary key) -> the row, or None.
+Loader = Callable[[sa.Table, Any], "dict[str, Any] | None"]
+
+
 class Rows:
-    """The rows of a projection's tables, keyed by primary key, with changes tracked."""
+    """The rows of a projection's tables, keyed by primary key, with changes tracked.
+
+    ``load``, when set (the runner sets it while it folds), reads back a row of an evictable
+    table that is not in memory; without it (a replay in memory) every row stays in memory."""
 
     def __init__(self, tables: Iterable[sa.Table]):
         self.tables = {t.name: t for t in tables}
@@ -69,14 +86,23 @@ class Rows:
         self.dirty: dict[str, set[Any]] = {n: set() for n in self.tables}
         self.removed: dict[str, set[Any]] = {n: set() for n in self.tables}
         self.append_only = {n for n, t in self.tables.items() if t.info.get("append_only")}
+        self.evictable = {n for n, t in self.tables.items() if t.info.get("evictable")}
+        self.load: Loader | None = None
 
     @staticmethod
     def key_of(table: sa.Table, row: dict[str, Any]) -> Any:
-        cols = [c.name for c in table.primary_key.columns]
+        cols = table.info.get("pk_names")
+        if cols is None:  # worked out once per table: a rebuild asks for every row it puts
+            cols = table.info["pk_names"] = tuple(c.name for c in table.primary_key.columns)
         return row[cols[0]] if len(cols) == 1 else tuple(row[c] for c in cols)
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
-        return self.data[table].get(key)
+        row = self.data[table].get(key)
+        if row is None and self.load is not None and table in self.evictable and key not in self.removed[table]:
+            row = self.load(self.tables[table], key)
+            if row is not None:
+                self.data[table][key] = row
+        return row
 
     def all(self, table: str) -> list[dict[str, Any]]:
         return list(self.data[table].values())
@@ -88,17 +114,23 @@ class Rows:
         self.removed[table].discard(key)
 
     def delete(self, table: str, key: Any) -> None:
-        if self.data[table].pop(key, None) is not None:
+        # A row of an evictable table may be in SQL only: its removal is written either way.
+        held = self.data[table].pop(key, None) is not None
+        if held or (self.load is not None and table in self.evictable):
             self.dirty[table].discard(key)
             self.removed[table].add(key)
 
     def clear_changes(self) -> None:
-        """After a write: forget what changed, and the written rows of append-only tables."""
+        """After a write: forget what changed, and the written rows of append-only and evictable tables
+        (an evictable table's rows stay while nothing can read them back from SQL)."""
         for n in self.tables:
             self.dirty[n].clear()
             self.removed[n].clear()
         for n in self.append_only:
             self.data[n].clear()
+        if self.load is not None:
+            for n in self.evictable:
+                self.data[n].clear()
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every table's rows, sorted by key: what a person would read."""

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from ..domain.models import stored_policy
 from ..events.records import EventRecord
 from ..wire import USAGE_BUCKETS, USAGE_SPLITS
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -100,12 +100,12 @@ SUMS = ("calls", "errors", "input_tokens", "output_tokens", "cache_read_tokens",
         "ttft_us", "ttft_calls")
 SPLITS = ("provider", "model", "cid", "role", "route")
 
-hourly_table = sa.Table(
+hourly_table = evictable(sa.Table(
     "rm_usage_hourly", metadata,
     sa.Column("hour", sa.String(13), primary_key=True),  # "2026-11-29T21"
     *[sa.Column(n, sa.String(200), primary_key=True) for n in SPLITS],
     *[sa.Column(n, sa.BigInteger, nullable=False) for n in SUMS],
-)
+))
 
 
 class ModelsProjection(Projection):

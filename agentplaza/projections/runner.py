@@ -16,6 +16,7 @@ from ..permissions import make_private_file
 from .framework import (
     CATCH_UP_BATCH,
     REBUILD_PAGE,
+    Loader,
     Projection,
     Rows,
     _State,
@@ -63,7 +64,7 @@ class ReadModels:
     def __init__(self, engine: sa.Engine, store: Any, projections: Iterable[Projection]):
         self.engine = engine
         self.store = store
-        self.states = {p.name: _State(p, p.new_rows()) for p in projections}
+        self.states = {p.name: _State(p, self._backed(p.new_rows())) for p in projections}
         self._lock = threading.RLock()
         self._caught_up = threading.Condition(self._lock)
         #: Read models whose last catch-up failed, and why: they stay at their saved position.
@@ -71,11 +72,14 @@ class ReadModels:
 
     # -- start ----------------------------------------------------------------
 
-    def setup(self) -> None:
+    def setup(self, defer_over: int | None = None) -> bool:
         """Create tables, then load each read model, rebuilding any whose version changed.
 
         A read model whose version changed may have changed its columns: its tables are
-        dropped and made anew before the rebuild (they hold nothing the log cannot give back)."""
+        dropped and made anew before the rebuild (they hold nothing the log cannot give back).
+        With ``defer_over``, when the read models are more than that many events behind the log,
+        the rebuilds are left to ``catch_up`` (each such read model starts empty at position 0)
+        and True is returned: a hub can listen at once and catch up after."""
         metadata.create_all(self.engine, tables=[positions])
         with self.engine.connect() as conn:
             stored = {r.name: r for r in conn.execute(sa.select(positions))}
@@ -84,21 +88,60 @@ class ReadModels:
         if changed:
             metadata.drop_all(self.engine, tables=changed)
         metadata.create_all(self.engine, tables=[t for s in self.states.values() for t in s.projection.tables])
+        todo = [name for name in self.states
+                if stored.get(name) is None or stored[name].version != self.states[name].projection.version]
         for name, st in self.states.items():
-            row = stored.get(name)
-            if row is None or row.version != st.projection.version:
-                self.rebuild(name)
-            else:
+            if name not in todo:
                 self._load(st)
+        if not todo:
+            return False
+        if defer_over is not None and self.store.max_position() > defer_over:
+            with self.engine.begin() as conn:
+                for name in todo:
+                    p = self.states[name].projection
+                    for table in p.tables:
+                        conn.execute(table.delete())
+                    conn.execute(positions.delete().where(positions.c.name == name))
+                    conn.execute(positions.insert().values(name=name, version=p.version, position=0))
+            for name in todo:
+                st = self.states[name]
+                st.rows, st.position = self._backed(st.projection.new_rows()), 0
+            return True
+        self._rebuild(todo)  # one pass over the log for all of them
+        return False
+
+    def behind(self) -> int:
+        """How many events the slowest read model has still to fold."""
+        return max(0, self.store.max_position() - self.position())
+
+    def _loader(self, conn: sa.Connection | None = None) -> Loader:
+        """Reads one row of an evictable table back from SQL: on ``conn`` (inside a rebuild's
+        transaction), else on a connection of its own."""
+
+        def load(table: sa.Table, key: Any) -> dict | None:
+            pk = list(table.primary_key.columns)
+            q = sa.select(table).where(*[c == v for c, v in zip(pk, key if len(pk) > 1 else (key,), strict=True)])
+            if conn is not None:
+                r = conn.execute(q).first()
+            else:
+                with self.engine.connect() as c:
+                    r = c.execute(q).first()
+            return dict(r._mapping) if r is not None else None
+
+        return load
+
+    def _backed(self, rows: Rows, conn: sa.Connection | None = None) -> Rows:
+        rows.load = self._loader(conn)
+        return rows
 
     def _load(self, st: _State) -> None:
-        rows = st.projection.new_rows()
+        rows = self._backed(st.projection.new_rows())
         with self.engine.connect() as conn:
             pos = conn.execute(
                 sa.select(positions.c.position).where(positions.c.name == st.projection.name)
             ).scalar()
             for name, table in rows.tables.items():
-                if name in rows.append_only:
+                if name in rows.append_only or name in rows.evictable:
                     continue
                 for r in conn.execute(sa.select(table)):
                     row = dict(r._mapping)
@@ -108,11 +151,14 @@ class ReadModels:
     # -- writing ------------------------------------------------------------
 
     @staticmethod
-    def _write_rows(conn: sa.Connection, rows: Rows, *, everything: bool = False) -> None:
+    def _write_rows(conn: sa.Connection, rows: Rows, *, everything: bool = False, fresh: bool = False) -> None:
+        """Write what changed (``everything``: every row, into empty tables).  ``fresh``: the tables
+        were emptied when this fold began (a rebuild), so an append-only table's new rows replace
+        nothing and are inserted without a delete first."""
         for name, table in rows.tables.items():
             pk = list(table.primary_key.columns)
             changed = rows.data[name].keys() if everything else rows.dirty[name]
-            gone = set(rows.removed[name]) | (set() if everything else set(changed))
+            gone = set(rows.removed[name]) | (set() if everything or (fresh and name in rows.append_only) else set(changed))
             if gone and not everything:
                 keys = list(gone)
                 for i in range(0, len(keys), 500):
@@ -146,8 +192,10 @@ class ReadModels:
     def position(self) -> int:
         return min((s.position for s in self.states.values()), default=0)
 
-    def catch_up(self) -> list[EventRecord]:
+    def catch_up(self, most: int | None = None) -> list[EventRecord]:
         """Fold every new event into every read model; returns the new (readable) events in order.
+        With ``most``, it stops after the batch that reaches that many events (the hub's follower
+        catching up a long way hands each batch to the bus, instead of holding the whole log).
 
         A read model's rows in memory never run ahead of its saved position: when its fold
         or its save fails, it is loaded back from SQL (else the next catch-up would fold the
@@ -156,10 +204,11 @@ class ReadModels:
         kept in ``failing`` (the overview shows it); the other read models and the hub go on."""
         seen: list[EventRecord] = []
         failed = False
+        page = CATCH_UP_BATCH
         with self._lock:
             while True:
                 start = self.position()
-                raw = self.store.read_raw(start, CATCH_UP_BATCH)
+                raw = self.store.read_raw(start, page)
                 if not raw:
                     break
                 recs = [decode(r) for r in raw]
@@ -183,8 +232,9 @@ class ReadModels:
                     if not saved:
                         self._load(st)  # another hub moved it first: take its work
                 seen.extend(r for r in recs if isinstance(r, EventRecord))
-                if failed or len(raw) < CATCH_UP_BATCH:
+                if failed or len(raw) < page or (most is not None and len(seen) >= most):
                     break
+                page = REBUILD_PAGE  # far behind (a first start): bigger batches, fewer writes
             self._caught_up.notify_all()
         return seen
 
@@ -215,19 +265,37 @@ class ReadModels:
         unknown = [n for n in names if n not in self.states]
         if unknown:
             raise KeyError(unknown[0])
+        return self._rebuild(names)
+
+    def _rebuild(self, names: list[str]) -> dict[str, int]:
+        """One pass over the log for every read model named, in one transaction: each page of
+        events is folded and its rows written before the next is read, so a rebuild holds no
+        more rows in memory than the live hub does."""
         done = {}
         with self._lock:
             projections = [self.states[n].projection for n in names]
-            slots, last = self._fold_from_zero(projections, None)
             with self.engine.begin() as conn:
-                for p, (rows, _) in zip(projections, slots):
+                slots: list[list] = [[self._backed(p.new_rows(), conn), 0] for p in projections]
+                for p in projections:
                     for table in p.tables:
                         conn.execute(table.delete())
-                    self._write_rows(conn, rows, everything=True)
+                after = last = 0
+                while True:
+                    raw = self.store.read_raw(after, REBUILD_PAGE)
+                    if not raw:
+                        break
+                    last = fold(projections, slots, raw)
+                    after = raw[-1][0]
+                    for rows, _ in slots:
+                        self._write_rows(conn, rows, fresh=True)
+                        rows.clear_changes()
+                    if len(raw) < REBUILD_PAGE:
+                        break
+                for p in projections:
                     conn.execute(positions.delete().where(positions.c.name == p.name))
                     conn.execute(positions.insert().values(name=p.name, version=p.version, position=last))
             for p, (rows, _) in zip(projections, slots):
-                rows.clear_changes()
+                rows.load = self._loader()
                 st = self.states[p.name]
                 st.rows, st.position = rows, last
                 done[p.name] = last

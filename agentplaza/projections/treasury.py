@@ -16,7 +16,7 @@ from ..domain import treasury as t
 from ..domain.base import Refusal
 from ..events.records import EventRecord
 from ..wire import WALLET_SORTS
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -89,15 +89,15 @@ FLOWS = {
 #: Closing balances kept per hour: the budget, the treasury, all wallets, all escrows.
 CLOSING = ("budget", "treasury", "wallets", "escrows")
 
-hours = sa.Table(
+hours = evictable(sa.Table(
     "rm_treasury_hours",
     metadata,
     sa.Column("hour", sa.String(13), primary_key=True),  # "2026-01-01T09", UTC
     *[sa.Column(name, sa.BigInteger, nullable=False) for name in FLOWS.values()],
     *[sa.Column(name, sa.BigInteger, nullable=False) for name in CLOSING],
-)
+))
 
-payments = sa.Table(
+payments = evictable(sa.Table(
     "rm_treasury_payments",
     metadata,
     sa.Column("id", sa.String(32), primary_key=True),
@@ -113,7 +113,7 @@ payments = sa.Table(
     sa.Column("decided_by", sa.String(200)),
     sa.Column("reason", sa.Text),
     sa.Column("entry_id", sa.String(32)),
-)
+))
 
 
 def _total_name(account: str) -> str | None:

@@ -22,10 +22,10 @@ from ..domain.base import Refusal
 from ..domain.scheduling import Idle, OpenTask, Queue, ReviewTask
 from ..domain.tasks import STATES
 from ..events.records import EventRecord
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 from .runner import equal_to
 
-tasks = sa.Table(
+tasks = evictable(sa.Table(
     "rm_tasks", metadata,
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("number", sa.String(24), nullable=False, unique=True),
@@ -45,10 +45,10 @@ tasks = sa.Table(
     sa.Column("notes", sa.Text),
     sa.Column("created_at", sa.String(40), nullable=False),
     sa.Column("created_by", sa.String(200), nullable=False),
-    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False, index=True),  # the task list's page, newest first
     sa.Column("queued_at", sa.BigInteger, nullable=False),  # created, or reported done (the review queue)
     sa.Column("updated_at", sa.String(40), nullable=False),
-)
+))
 
 timeline = append_only(sa.Table(
     "rm_task_timeline", metadata,
@@ -62,13 +62,13 @@ timeline = append_only(sa.Table(
     sa.Column("detail", sa.JSON),
 ))
 
-bids = sa.Table(
+bids = evictable(sa.Table(
     "rm_task_bids", metadata,
     sa.Column("task", sa.String(24), primary_key=True),
     sa.Column("worker", sa.String(64), primary_key=True),
     sa.Column("price", sa.BigInteger, nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
-)
+))
 
 workers = sa.Table(
     "rm_workers", metadata,
@@ -85,7 +85,7 @@ workers = sa.Table(
     sa.Column("since", sa.String(40), nullable=False),
 )
 
-approvals = sa.Table(
+approvals = evictable(sa.Table(
     "rm_approvals", metadata,
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("number", sa.String(24), nullable=False, unique=True),
@@ -102,7 +102,7 @@ approvals = sa.Table(
     sa.Column("decided_at", sa.String(40)),
     sa.Column("decided_by", sa.String(200)),
     sa.Column("decision_reason", sa.Text),
-)
+))
 
 conduct = sa.Table(
     "rm_conduct", metadata,
@@ -147,7 +147,7 @@ _TASK_STATE = {"Task.Claimed": "claimed", "Task.Passed": "done", "Task.Failed": 
 
 class WorkProjection(Projection):
     name = "work"
-    version = 1
+    version = 2  # 2: rm_tasks.position is indexed (the task list's page reads no more than a page)
     tables = (tasks, timeline, bids, workers, approvals, conduct, conduct_log, suspensions)
 
     # -- tasks ---------------------------------------------------------------------------

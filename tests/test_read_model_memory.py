@@ -1,0 +1,128 @@
+"""A hub's memory grows with its live entities, never with the log: the rows a read model keeps
+in memory do not grow with tasks that ended or journal entries that are old (``evictable`` and
+``append_only`` tables in ``projections.framework``).  Nothing here is timed: rows are counted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import uuid
+
+import pytest
+
+from agentplaza.commands import plaza as plaza_commands
+from agentplaza.commands.unit import Commands
+from agentplaza.domain import treasury as t
+from agentplaza.domain.base import Context
+from agentplaza.domain.tasks import Task
+from agentplaza.events.store import EventStore
+from agentplaza.projections.registry import all_projections
+from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
+from agentplaza.projections.work import task_rows
+
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+WORKERS = ("101", "102", "103")
+REVIEWER = "100"
+
+
+class Plaza:
+    """A store with read models, and a few live agents' wallets; writes ended tasks and entries."""
+
+    def __init__(self, folders, database_url):
+        self.store = EventStore.open(state_dir=folders.state, database_url=database_url)
+        engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
+        self.rm = ReadModels(engine, self.store, all_projections())
+        self.rm.setup()
+        self.seconds = itertools.count()
+        self.numbers = itertools.count(1)
+        self.cmds = Commands(self.store, clock=self.now)
+        plaza_commands.ensure_founded(self.cmds)
+        owner = self.ctx()
+        self.wallets = {cid: t.open_wallet(owner, None, cid, f"agent {cid}", "builder") for cid in WORKERS}
+        self.store.commit_direct(*self.wallets.values())
+        self.budget = self.store.get(t.account_id(t.BUDGET))
+
+    def now(self) -> dt.datetime:
+        return T0 + dt.timedelta(minutes=next(self.seconds))
+
+    def ctx(self, actor: str = "owner") -> Context:
+        return Context(actor=actor, at=self.now(), correlation_id=uuid.uuid4().hex)
+
+    def open_tasks(self, n: int) -> list[Task]:
+        made = [Task.create(self.ctx(), f"T{next(self.numbers)}", title="a task", acceptance="it works", budget=10)
+                for _ in range(n)]
+        self.store.commit_direct(*made)
+        return made
+
+    def end(self, tasks: list[Task]) -> None:
+        """Each task through its whole life to done: claimed, reported, reviewed, passed."""
+        for i, task in enumerate(tasks):
+            worker = WORKERS[i % len(WORKERS)]
+            task.claim(self.ctx("hub"), worker, None, "assigned")
+            task.report_done(self.ctx(f"agent:{worker}"), worker, "done", ["a.py"], "tests pass")
+            task.take_review(self.ctx("hub"), REVIEWER, "reviewer", "assigned")
+            task.verdict(self.ctx(f"agent:{REVIEWER}"), REVIEWER, True, "good")
+        self.store.commit_direct(*tasks)
+
+    def entries(self, n: int) -> None:
+        for i in range(n):
+            cid = WORKERS[i % len(WORKERS)]
+            books = t.Books(self.ctx(), {t.BUDGET: self.budget, t.wallet_key(cid): self.wallets[cid]})
+            books.post(t.TRANSFER, "pay", {t.BUDGET: -1, t.wallet_key(cid): 1}, agents=[cid])
+            self.store.commit_direct(*books.changed())
+
+    def rows_in_memory(self) -> dict[str, int]:
+        return {name: sum(len(rows) for rows in st.rows.data.values()) for name, st in self.rm.states.items()}
+
+    def close(self) -> None:
+        self.store.close()
+        self.rm.engine.dispose()
+
+
+@pytest.fixture
+def plaza(folders, database_url):
+    p = Plaza(folders, database_url)
+    yield p
+    p.close()
+
+
+def a_round(plaza: Plaza, tasks: int, entries: int) -> None:
+    """Tasks opened (folded), then ended in a later catch-up (their rows read back from SQL), and entries."""
+    opened = plaza.open_tasks(tasks)
+    plaza.rm.catch_up()
+    plaza.end(opened)
+    plaza.entries(entries)
+    plaza.rm.catch_up()
+
+
+def test_rows_kept_in_memory_do_not_grow_with_ended_tasks_or_old_entries(plaza):
+    a_round(plaza, tasks=5, entries=5)
+    kept = plaza.rows_in_memory()
+    a_round(plaza, tasks=60, entries=60)
+    a_round(plaza, tasks=60, entries=60)
+    assert plaza.rows_in_memory() == kept
+    # ... and every ended task is still there to read, from SQL
+    assert len(task_rows(plaza.rm, "done", None, None, 1000)) == 125
+    assert plaza.rm.live(["work", "treasury"]) == plaza.rm.replay(names=["work", "treasury"])
+
+
+def test_a_rebuild_keeps_no_more_rows_than_the_live_hub(plaza):
+    a_round(plaza, tasks=40, entries=40)
+    live = plaza.rm.live()
+    kept = plaza.rows_in_memory()
+    plaza.rm.rebuild()
+    assert plaza.rows_in_memory() == kept
+    assert plaza.rm.live() == live
+
+
+def test_live_entities_are_what_memory_grows_with(plaza):
+    """Open tasks are live: their rows are in SQL, read back when they move; wallets stay in memory."""
+    a_round(plaza, tasks=5, entries=5)
+    before = plaza.rows_in_memory()
+    opened = plaza.open_tasks(30)
+    plaza.rm.catch_up()
+    assert plaza.rows_in_memory()["work"] == before["work"]
+    assert len(task_rows(plaza.rm, "open", None, None, 1000)) == 30
+    plaza.end(opened)
+    plaza.rm.catch_up()
+    assert len(task_rows(plaza.rm, "done", None, None, 1000)) == 35
