@@ -91,6 +91,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "foreign_origin", "mcp_local_only", "remote_needs_https",
         # projects, the council, the courts
         "own_proposal", "not_a_seat", "courts_never_sit", "own_case",
+        # the file store
+        "not_shared_with_you",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -113,6 +115,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "e2b_key_not_found", "e2b_sandbox_not_found", "e2b_template_not_found", "e2b_build_not_found",
         # projects, the council, the courts
         "no_project", "no_motion", "no_case", "no_incident",
+        # the file store, the tool library
+        "no_shared_file", "no_library_tool",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -144,6 +148,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # projects, the council, the courts
         "wrong_stage", "project_ended", "needs_research", "needs_spec", "needs_critique", "critique_blocks",
         "plan_not_approved", "motion_decided", "motion_not_yours", "case_ruled",
+        # the tool library
+        "too_many_versions",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

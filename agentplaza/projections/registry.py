@@ -5,6 +5,7 @@ from __future__ import annotations
 from .agents import AgentsProjection, TranscriptProjection
 from .board import BoardProjection
 from .conversations import ConversationsProjection
+from .files import FilesProjection
 from .framework import Projection
 from .git import GitProjection
 from .governance import GovernanceProjection
@@ -18,6 +19,7 @@ from .models import ModelsProjection, UsageProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
 from .toolbox import ToolboxProjection
+from .toollib import ToolLibraryProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 from .work import WorkProjection
@@ -28,4 +30,5 @@ def all_projections() -> list[Projection]:
             WorkProjection(), ModelsProjection(), UsageProjection(), AgentsProjection(), TranscriptProjection(),
             UnreadableEvents(), BoardProjection(), ConversationsProjection(),
             SocietyProjection(), GitProjection(), LibraryProjection(), HubMcpProjection(),
-            HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection()]
+            HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection(),
+            FilesProjection(), ToolLibraryProjection()]

@@ -33,6 +33,7 @@ from . import (
     tasks,
     templates,
     toolbox,
+    tools,
     treasury,
     tui,
     unfurl,
@@ -44,5 +45,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library,
-              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox)
+              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, tools)
 }
