@@ -279,7 +279,8 @@ class HarnessSession:
     def _decide_library(self, agent, tool: str, args: dict, call_id: Any) -> dict:
         """A library tool: only one offered to this agent is decided (the laws: S-004); with the allow
         goes the program, which the harness runs in this agent's own VM."""
-        bad = check(toollib.INPUT_SCHEMA, args)
+        bad = check(toollib.INPUT_SCHEMA, args) or (
+            f"args: at most {toollib.MAX_ARGS}" if len(args.get("args") or ()) > toollib.MAX_ARGS else None)
         if bad:
             return error("bad_request", f"{tool}: {bad}")
         program = toollib.program(self.rt.hub, tool, self.cid)  # a refusal: not offered to this agent
@@ -344,12 +345,14 @@ class HarnessSession:
             return error("bad_request", "share takes a path and base64 content")
         if agents is not None:
             audience(agents)  # a bad list is refused before the laws see the call
-        d = self._decide(agent, "vm.share_file", {"path": path, "public": agents is None}, None)
-        if d["effect"] != "allow":
-            return error("refused", d["message"])
         data = base64.b64decode(content, validate=True)
         if len(data) > contract.MAX_FILE:
             return error("too_large", f"a shared file is at most {contract.MAX_FILE} bytes")
+        if not data:
+            return error("empty_value", "a shared file holds at least one byte")
+        d = self._decide(agent, "vm.share_file", {"path": path, "public": agents is None}, None)
+        if d["effect"] != "allow":
+            return error("refused", d["message"])
         number = files_of(self.rt.hub).share(self.rt.ctx_agent(self.cid), self.cid, path, data, agents).value
         self.rt._entry(self.cid, "note", f"shared {path} as {number}", tool="vm.share_file",
                        detail={"name": number, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),

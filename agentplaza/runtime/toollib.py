@@ -32,8 +32,8 @@ MAX_ARGS = 64
 INPUT_SCHEMA = {
     "type": "object",
     "properties": {
-        "args": {"type": "array", "maxItems": MAX_ARGS, "items": {"type": "string"},
-                 "description": "The program's command-line arguments."},
+        "args": {"type": "array", "items": {"type": "string"},
+                 "description": f"The program's command-line arguments (at most {MAX_ARGS})."},
         "input": {"type": "string", "description": "What the program reads on its standard input."},
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": SHELL_MAX_TIMEOUT_S,
                     "description": f"Seconds before it is killed: default {SHELL_TIMEOUT_S}, at most {SHELL_MAX_TIMEOUT_S}."},

@@ -149,9 +149,9 @@ _TOOLS = (
          "Returns its number (like f3), which plaza_file_read, plaza_message, plaza_board_post, "
          "plaza_library_submit and plaza_tool_package take.",
          obj({"path": string(_PATH, minLength=1),
-              "agents": {"type": "array", "maxItems": MAX_AUDIENCE, "items": {"type": "integer", "minimum": 0},
-                         "description": "Share it with only these agents (their CIDs; you always may read it). "
-                                        "Leave it out to share it with every agent."}},
+              "agents": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                         "description": f"Share it with only these agents (at most {MAX_AUDIENCE} CIDs; you always "
+                                        "may read it). Leave it out to share it with every agent."}},
              ("path",))),
     Tool("vm.fetch", GUEST, "read",
          "Fetch a web page (http:// or https://) through the plaza's egress proxy and read it: returns the "
