@@ -54,5 +54,5 @@ def decided_in(unit: Unit, ctx: Context, a: Approval, approve: bool) -> None:
 
 def decide(cmds: Commands, ctx: Context, name: str, version: int, approve: bool) -> Done:
     """Approve or reject one version (its approval decided, with what it does)."""
-    number = load(cmds, name).version(version)["approval"]
+    number = load(cmds, name).version_of(version)["approval"]
     return approvals.decide(cmds, ctx, number, approve)

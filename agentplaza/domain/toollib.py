@@ -128,7 +128,7 @@ class LibraryTool(PlazaAggregate):
                     filename=file_name(filename), size=size, sha256=sha256, storage=storage, key=key, approval=approval)
         return version
 
-    def version(self, version: object) -> dict[str, Any]:
+    def version_of(self, version: object) -> dict[str, Any]:
         v = self.versions.get(version) if isinstance(version, int) and not isinstance(version, bool) else None
         if v is None:
             raise Refusal("unknown_version", f"{offered_name(self.name)} has no version {version!r}")
@@ -136,7 +136,7 @@ class LibraryTool(PlazaAggregate):
 
     def decide(self, ctx: Context, version: int, approve: bool) -> None:
         """The owner's decision on a pending version (through its approval; final)."""
-        v = self.version(version)
+        v = self.version_of(version)
         if v["status"] != PENDING:
             raise Refusal("approval_decided", f"{offered_name(self.name)} version {version} was already {v['status']}; "
                           "a decision is final")

@@ -44,7 +44,7 @@ async def show(request: Request) -> dict:
 
 
 def _program(hub, name: str, version: int) -> tuple[dict, bytes]:
-    v = cmd.load(hub.commands, name).version(version)
+    v = cmd.load(hub.commands, name).version_of(version)
     return v, library_of(hub).store.get(v["key"])
 
 
