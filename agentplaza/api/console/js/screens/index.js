@@ -24,7 +24,7 @@ export const SCREENS = [
   {id: "models", title: "Models", group: "Setup", load: () => import("./models.js")},
   {id: "vault", title: "Vault", group: "Setup", load: () => import("./vault.js")},
   {id: "nodes", title: "Nodes", group: "Setup", load: () => import("./nodes.js")},
-  {id: "tools", title: "Tools", group: "Setup", later: "Packaged tools (approve a version, see x_ tools) have no API in this hub yet."},
+  {id: "tools", title: "Tools", group: "Setup", load: () => import("./tools.js")},
   {id: "mcp", title: "MCP", group: "Setup", load: () => import("./mcp.js")},
   {id: "egress", title: "Egress", group: "Setup", later: "Egress credential rules have no API in this hub yet."},
   {id: "e2b", title: "E2B API", group: "Setup", load: () => import("./e2b.js")},
