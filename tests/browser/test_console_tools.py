@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 from support.agentside import AgentSide
 from support.deadline import until
+
+from agentplaza.runtime import toollib
+from agentplaza.runtime.files import files_of
+
 from .test_console_governance import (  # noqa: F401 - the fixture
     AXE,
     SHOTS_ENV,
@@ -28,13 +32,10 @@ from .test_console_governance import (  # noqa: F401 - the fixture
     watch_errors,
 )
 
-from agentplaza.runtime import toollib
-from agentplaza.runtime.files import files_of
-
 PROGRAM = b"#!/bin/sh\n# count the words of the input\nwc -w\n"
 
 
-def test_the_owner_reads_a_packaged_program_approves_it_and_sees_the_shared_files(browser, console_hub, tmp_path):
+def test_the_owner_reads_a_packaged_program_approves_it_and_sees_the_shared_files(browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
     if not AXE.exists():
