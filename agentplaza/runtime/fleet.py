@@ -534,9 +534,9 @@ class AgentRuntime:
     def toolbox(self, agent: Any) -> dict:
         """The tools the agent is offered now, grouped as vm and plaza (``plaza_toolbox``), and the
         library tools (``x_<name>``, run in its own VM) it is offered."""
-        return dict(tools.grouped(tooldecide.offered(self.hub, agent)),
-                    library=[{"name": e["name"], "description": e["description"], "version": e["version"]}
-                             for e in tooldecide.offered_library(self.hub, agent)])
+        library = [{"name": e["name"], "description": e["description"], "version": e["version"]}
+                   for e in tooldecide.offered_library(self.hub, agent)]
+        return {"library": library, **tools.grouped(tooldecide.offered(self.hub, agent))}
 
     def held(self) -> bool:
         return plaza_held(self.cmds.store.get)

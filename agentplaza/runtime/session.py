@@ -283,7 +283,11 @@ class HarnessSession:
             f"args: at most {toollib.MAX_ARGS}" if len(args.get("args") or ()) > toollib.MAX_ARGS else None)
         if bad:
             return error("bad_request", f"{tool}: {bad}")
-        program = toollib.program(self.rt.hub, tool, self.cid)  # a refusal: not offered to this agent
+        try:
+            program = toollib.program(self.rt.hub, tool, self.cid)
+        except Refusal as r:  # not offered to this agent: said in its transcript, and never decided
+            self.rt._entry(self.cid, "error", r.message, tool=tool, detail={"code": r.code, "call_id": call_id})
+            raise
         d = self._decide(agent, tool, dict(args, version=program["version"], args=" ".join(args.get("args") or [])),
                          call_id)
         return dict(d, program=program) if d["effect"] == "allow" else d
