@@ -1,5 +1,5 @@
 """The tool library in real microVMs, the mock provider scripted as each agent's model: a builder writes
-a program in its workspace, shares it with nobody but itself and packages it as version 1 of
+a program in its workspace, shares it and packages it as version 1 of
 ``word_count``; the version is invisible to a tester (not in its toolbox; a call is refused) while the
 builder can already try it; the owner approves it from the CLI; the tester's toolbox then holds
 ``x_word_count`` and the call runs in the tester's own VM (the program prints the boot id of the machine
@@ -55,10 +55,11 @@ def test_a_tool_version_is_invisible_until_approved_then_runs_in_each_callers_ow
                                             for x in (builder, tester)), 600)
 
     result(builder, tool("vm.write_file", path="tools/wc.sh", content=PROGRAM))
-    shared = result(builder, tool("vm.share_file", path="tools/wc.sh", agents=[builder]))
+    # the mock's directive holds no ']', so no list: the file is public; the version is still private
+    shared = result(builder, tool("vm.share_file", path="tools/wc.sh"))
     assert shared.endswith(" as f1"), shared
-    packaged = json.loads(result(builder, tool("plaza_tool_package", name="word_count", file="f1",
-                                               description="Counts the words of its input.")))
+    package = {"name": "word_count", "file": "f1", "description": "Counts the words of its input."}
+    packaged = json.loads(result(builder, f"[mock:tool plaza_tool_package {json.dumps(package)}]"))
     assert packaged == {"tool": "x_word_count", "version": 1, "approval": "a1", "status": "pending"}
 
     assert result(tester, tool("plaza_toolbox")).startswith('{"library": [], "vm": ')
@@ -75,8 +76,8 @@ def test_a_tool_version_is_invisible_until_approved_then_runs_in_each_callers_ow
                           '"version": 1}]'), box[:200]
     tester_boot = result(tester, tool("vm.shell", command=BOOT_ID)).split("\n")[1]
     builder_boot = result(builder, tool("vm.shell", command=BOOT_ID)).split("\n")[1]
-    ran = result(tester, tool("x_word_count", input="one two three four", args=["--fast"]))
-    assert ran.split("\n")[:4] == ["exit 0", "4", tester_boot, "args: --fast"], ran
+    ran = result(tester, tool("x_word_count", input="one two three four"))
+    assert ran.split("\n")[:4] == ["exit 0", "4", tester_boot, "args: "], ran
     assert tester_boot != builder_boot and tester_boot != Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     call = [e for e in log(tester) if e["kind"] == "tool_call" and e["tool"] == "x_word_count"][-1]
     assert call["detail"]["effect"] == "allow" and call["detail"]["law"] is None
