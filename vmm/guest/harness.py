@@ -54,8 +54,9 @@ MAX_OUTPUT, MAX_FILE = contract.MAX_OUTPUT, contract.MAX_FILE
 PLACEHOLDER_KEY = contract.PLACEHOLDER_KEY
 CHANNEL_SOCK = os.environ.get("APZ_CHANNEL_SOCK", contract.CHANNEL_SOCK)
 WORKSPACE = os.environ.get("APZ_WORKSPACE", "/workspace")
-#: Where the library tools' programs are written (one folder per tool and version).
-TOOLS_DIR = os.environ.get("APZ_TOOLS_DIR", "/var/lib/apz/tools")
+#: Where the library tools' programs are written (one folder per tool and version): on the agent's own
+#: disk (the guest's root is read-only).
+TOOLS_DIR = os.environ.get("APZ_TOOLS_DIR", os.path.join(WORKSPACE, ".apz", "tools"))
 PROXY_PORT = 3128
 #: Model turns per work item before the harness gives up on it.
 MAX_STEPS = 24
