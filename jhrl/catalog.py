@@ -58,6 +58,8 @@ _PLAZA = {
     "plaza_memory_read": "read", "plaza_memory_write": "write", "plaza_memory_delete": "write",
     # the payment tool ("How agents earn and spend"): an agent pays another from its own wallet
     "plaza_pay": "write",
+    # the file store: read a shared file by its number
+    "plaza_file_read": "read",
 }
 _FOUNDRY = {
     "foundry_hf_search": "read", "foundry_export": "write", "foundry_job_write": "write",
@@ -95,6 +97,13 @@ def high_risk(tool: str) -> bool:
     return tool in HIGH_RISK_TOOLS or risk_of(tool) in HIGH_RISK_CLASSES
 
 
+#: The tool library's programs are offered as ``x_<name>`` (the hub's live list holds which); each runs
+#: in the calling agent's own VM, so it is a write, like ``vm.shell``.
+LIBRARY_TOOL_PREFIX, LIBRARY_TOOL_RISK = "x_", "write"
+
+
 def risk_of(tool: str) -> str:
-    """A tool's risk class: the catalogue's, else ``UNKNOWN_RISK``."""
+    """A tool's risk class: the catalogue's, a library tool's, else ``UNKNOWN_RISK``."""
+    if tool not in TOOLS and tool.startswith(LIBRARY_TOOL_PREFIX):
+        return LIBRARY_TOOL_RISK
     return TOOLS.get(tool, UNKNOWN_RISK)

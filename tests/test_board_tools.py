@@ -120,19 +120,23 @@ def test_pausing_holds_mentions_and_resuming_delivers_each_once_across_a_restart
 def test_a_message_is_kept_in_the_pairs_conversation_and_told_to_the_recipient(hub):
     ann, s_ann = session(hub, "builder")
     bob, s_bob = session(hub, "reviewer")
-    r = tool(s_ann, "plaza_message", to=bob, text="Can you review t1?", file="notes/plan.md")["result"]
+    import base64
+
+    plan = s_ann.handle({"op": "share", "path": "notes/plan.md", "content": base64.b64encode(b"the plan").decode(),
+                         "agents": [bob]})["name"]  # the message carries a shared file by its number
+    r = tool(s_ann, "plaza_message", to=bob, text="Can you review t1?", file=plan)["result"]
     assert (r["sent"], r["conversation"], r["message"]) == (True, f"{ann}~{bob}", 1)
-    assert "Can you review t1?" in queue(hub, bob)[0]["text"] and "notes/plan.md" in queue(hub, bob)[0]["text"]
+    assert "Can you review t1?" in queue(hub, bob)[0]["text"] and f"Shared file: {plan}" in queue(hub, bob)[0]["text"]
     r = tool(s_bob, "plaza_message", to=ann, text="Yes, after lunch")["result"]
     assert (r["conversation"], r["message"]) == (f"{ann}~{bob}", 2)
     assert tool(s_bob, "plaza_message", to=bob, text="me")["error"]["code"] == "message_to_self"
-    assert tool(s_bob, "plaza_message", to=ann, text="x", file="../etc/passwd")["error"]["code"] == "invalid_file"
+    assert tool(s_bob, "plaza_message", to=ann, text="x", file="../etc/passwd")["error"]["code"] == "no_shared_file"
     ac.tell(hub.commands, owner(hub), ann, "How is it going?")
     hub.read_models.catch_up()
     threads = {c["id"]: c for c in conv_rm.conversation_rows(hub.read_models, None, 10)}
     assert threads[f"{ann}~{bob}"]["messages"] == 2 and threads[f"owner~{ann}"]["messages"] == 1
     shown = conv_rm.conversation_row(hub.read_models, f"{ann}~{bob}", 10)["thread"]
-    assert [(m["sender"], m["to"], m["file"]) for m in shown] == [(str(ann), str(bob), "notes/plan.md"),
+    assert [(m["sender"], m["to"], m["file"]) for m in shown] == [(str(ann), str(bob), plan),
                                                                    (str(bob), str(ann), None)]
 
 

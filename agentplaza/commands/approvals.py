@@ -9,7 +9,8 @@ the kind, and happens in the same commit:
 - call: approving lets the agent run that exact call once (``conduct.check_call`` uses it).
 - project: approving is the owner's approval of the project, denying its veto (``projects.decided_in``).
 - motion: the owner's decision on a motion the count gave them (``council.decided_in``).
-- agent, tool_version: the decision is recorded; their areas act on the event.
+- tool_version: approving offers the version to every agent, denying rejects it (``toollib.decided_in``).
+- agent: the decision is recorded; its area acts on the event.
 
 Other areas make approvals with ``request`` (or ``Maker`` to add them to their own unit).
 Approving an agent proposal spawns its agents in the same commit as the decision.
@@ -138,6 +139,10 @@ def decide_in(unit: Unit, cmds: Commands, ctx: Context, number: str, approve: bo
         from . import council, projects  # their areas act on the decision, in its commit
 
         (projects if a.kind == "project" else council).decided_in(unit, ctx, a, approve)
+    if a.kind == "tool_version" and a.status == "pending":
+        from . import toollib  # the tool library acts on the decision, in its commit
+
+        toollib.decided_in(unit, ctx, a, approve)
     (a.approve if approve else a.deny)(ctx)
     unit.add(a)
     if a.kind == "sanction" and not approve and a.detail.get("suspension") and a.agent:

@@ -62,16 +62,20 @@ def deliver_in(unit: Unit, cmds: Commands, ctx: Context, cids: list[int], key: s
     return told
 
 
-def post(cmds: Commands, ctx: Context, text: str, project: str | None = None, task: str | None = None) -> Done[dict]:
+def post(cmds: Commands, ctx: Context, text: str, project: str | None = None, task: str | None = None,
+         file: str | None = None) -> Done[dict]:
+    """A post (``file``: a public shared file it carries, checked by the caller: ``runtime.files``)."""
+
     def decide(unit: Unit) -> dict:
         b = board_in(unit, ctx)
         number_of_task = task_in(unit, task).number if task is not None else None
         mentions = named(text, roster_in(unit), b.members_of(project), author_cid(ctx.actor))
-        number = b.post(ctx, text, project, number_of_task, mentions)
+        number = b.post(ctx, text, project, number_of_task, mentions, file)
         held = b.is_paused(project)
-        told = [] if held else deliver_in(unit, cmds, ctx, mentions, number, ctx.actor, project, text)
+        shown = f"{text}\nShared file: {file} (read it with plaza_file_read)" if file else text
+        told = [] if held else deliver_in(unit, cmds, ctx, mentions, number, ctx.actor, project, shown)
         unit.add(b)
-        return {"id": number, "mentions": mentions, "delivered": told, "held": held}
+        return {"id": number, "mentions": mentions, "delivered": told, "held": held, **({"file": file} if file else {})}
 
     return cmds.run(decide)
 

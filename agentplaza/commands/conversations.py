@@ -16,7 +16,7 @@ from .unit import Commands, Done, Unit
 
 def message_text(sender: str, key: str, text: str, file: str | None) -> str:
     who = "the owner" if sender == "owner" else f"agent {sender}"
-    carried = f"\nShared file: {file}" if file else ""
+    carried = f"\nShared file: {file} (read it with plaza_file_read)" if file else ""
     return (f"Message from {who} (conversation {key}):\n{text}{carried}\n"
             f"Answer with plaza_message to {sender}." if sender != "owner" else f"Message from {who}:\n{text}{carried}")
 

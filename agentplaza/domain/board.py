@@ -127,6 +127,7 @@ class Board(PlazaAggregate):
         task: str | None
         mentions: list[int]
         held: bool  # the mentions wait for a resume
+        file: str | None = None  # a shared file the post carries (f3: the file store's number)
 
         def apply(self, b: Board) -> None:
             b.next += 1
@@ -211,7 +212,8 @@ class Board(PlazaAggregate):
         return self.project_of.get(number) or None
 
     # -- decisions --------------------------------------------------------------------------------------
-    def post(self, ctx: Context, text: str, project: str | None, task: str | None, mentions: list[int]) -> str:
+    def post(self, ctx: Context, text: str, project: str | None, task: str | None, mentions: list[int],
+             file: str | None = None) -> str:
         """Post; its number. Past ``BOARD_CAPACITY`` the oldest post is dropped first."""
         check_text(text)
         check_project(project)
@@ -219,7 +221,7 @@ class Board(PlazaAggregate):
         while len(self.live) >= BOARD_CAPACITY:
             self.record(self.Dropped, ctx, number=self.live[0])
         self.record(self.Posted, ctx, number=number, text=text, project=project, task=task,
-                    mentions=list(mentions), held=self.is_paused(project))
+                    mentions=list(mentions), held=self.is_paused(project), file=file)
         return number
 
     def reply(self, ctx: Context, post: str, text: str, mentions: list[int]) -> int:

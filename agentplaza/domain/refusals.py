@@ -96,6 +96,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # hosting and join codes
         "join_code_invalid", "not_from_this_machine",
         "e2b_upload_refused",
+        # the file store
+        "not_shared_with_you",
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -120,6 +122,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "no_project", "no_motion", "no_case", "no_incident",
         # hosting and join codes
         "unknown_join_code",
+        # the file store, the tool library
+        "no_shared_file", "no_library_tool",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -155,6 +159,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # hosting and join codes
         "join_code_used", "join_code_closed",
         "outreach_off", "agent_not_idle", "not_idle_long_enough", "outreach_not_due",  # outreach
+        # the tool library
+        "too_many_versions",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

@@ -26,6 +26,7 @@ posts = evictable(sa.Table(
     sa.Column("seq", sa.BigInteger, nullable=False, index=True),
     sa.Column("project", sa.String(64), index=True),
     sa.Column("task", sa.String(24)),
+    sa.Column("file", sa.String(24)),  # a shared file the post carries
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("author", sa.String(200), nullable=False),
     sa.Column("mentions", sa.JSON, nullable=False),
@@ -64,13 +65,14 @@ markers = sa.Table(
 
 class BoardProjection(Projection):
     name = "board"
-    version = 1
+    version = 2
     tables = (posts, replies, pauses, markers)
 
     def on_Board_Posted(self, e: EventRecord, rows: Rows) -> None:
         d = e.data
         rows.put("rm_board_posts", {
             "id": d["number"], "seq": post_index(d["number"]), "project": d["project"], "task": d["task"],
+            "file": d.get("file"),
             "text": d["text"], "author": e.actor, "mentions": d["mentions"], "held": d["held"] and bool(d["mentions"]),
             "replies": 0, "at": e.at, "position": e.position})
 

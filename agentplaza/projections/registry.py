@@ -6,6 +6,7 @@ from .agents import AgentsProjection, TranscriptProjection
 from .board import BoardProjection
 from .conversations import ConversationsProjection
 from .e2b import E2bProjection
+from .files import FilesProjection
 from .framework import Projection
 from .git import GitProjection
 from .governance import GovernanceProjection
@@ -21,6 +22,7 @@ from .outreach import OutreachProjection
 from .plaza import EventCounts, PlazaProjection
 from .society import SocietyProjection
 from .toolbox import ToolboxProjection
+from .toollib import ToolLibraryProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
 from .work import WorkProjection
@@ -34,4 +36,5 @@ def all_projections() -> list[Projection]:
             HiringProjection(), ToolboxProjection(), MemoryProjection(), GovernanceProjection(),
             NodesProjection(),
             E2bProjection(),
-            OutreachProjection()]
+            OutreachProjection(),
+            FilesProjection(), ToolLibraryProjection()]

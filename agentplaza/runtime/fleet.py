@@ -99,7 +99,6 @@ class AgentRuntime:
         self.lock = threading.Lock()
         self.egress = EgressProxy(egress or EgressPolicy(), self._decide_egress, self._record_egress,
                                   blocklist=self._fetch_blocklist)
-        self.shared_dir = Path(hub.folders.state) / "shared"
         self.relay = ModelRelay(hub, gateway)
         self.sessions: dict[int, HarnessSession] = {}
         self.delivered: set[tuple] = set()       # (task, phase, cid) already a work item (or claimed by the agent)
@@ -538,8 +537,11 @@ class AgentRuntime:
             self._safely(tasks_commands.worker_offline, ctx, str(cid))
 
     def toolbox(self, agent: Any) -> dict:
-        """The tools the agent is offered now, grouped as vm and plaza (``plaza_toolbox``)."""
-        return tools.grouped(tooldecide.offered(self.hub, agent))
+        """The tools the agent is offered now, grouped as vm and plaza (``plaza_toolbox``), and the
+        library tools (``x_<name>``, run in its own VM) it is offered."""
+        library = [{"name": e["name"], "description": e["description"], "version": e["version"]}
+                   for e in tooldecide.offered_library(self.hub, agent)]
+        return {"library": library, **tools.grouped(tooldecide.offered(self.hub, agent))}
 
     def held(self) -> bool:
         return plaza_held(self.cmds.store.get)

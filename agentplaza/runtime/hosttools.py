@@ -9,10 +9,10 @@ the domain's, and a refusal (``Refusal``) is the tool's answer.
 
 from __future__ import annotations
 
-import re
+import base64
 from typing import TYPE_CHECKING, Any
 
-from vmm.guest.contract import GIT_PORT
+from vmm.guest.contract import GIT_PORT, MAX_OUTPUT
 
 from ..commands import agents as ac
 from ..commands import approvals, conversations
@@ -24,10 +24,12 @@ from ..commands import tasks as tasks_commands
 from ..domain.base import Refusal
 from ..domain.names import post_number, task_number
 from ..projections import board as board_rm
+from ..projections import files as files_rm
 from ..projections import git as git_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
-from . import forge, societytools
+from . import forge, societytools, toollib
+from .files import files_of
 from .library import library_of
 from .work import delivery_ref
 
@@ -42,7 +44,7 @@ TASK_VIEW_FIELDS = ("title", "acceptance", "details", "budget", "report")
 #: The most posts ``plaza_board_read`` gives at once.
 MAX_BOARD_READ = 50
 #: The fields of a post ``plaza_board_read`` gives.
-POST_FIELDS = ("id", "at", "author", "project", "task", "mentions", "replies", "text")
+POST_FIELDS = ("id", "at", "author", "project", "task", "file", "mentions", "replies", "text")
 #: The roster's fields as ``plaza_roster`` gives them.
 ROSTER_FIELDS = ("cid", "name", "role", "status")
 
@@ -61,9 +63,11 @@ def plaza_toolbox(s: HarnessSession, agent: Any, args: dict) -> dict:
 
 
 def plaza_message(s: HarnessSession, agent: Any, args: dict) -> dict:
-    """A message in the pair's conversation, told to the recipient's queue in the same commit."""
+    """A message in the pair's conversation, told to the recipient's queue in the same commit; a shared
+    file it carries must be one the recipient may read."""
     to = args["to"]
-    out = conversations.send(s.rt.cmds, s.rt.ctx_agent(s.cid), to, args["text"], args.get("file")).value
+    file = carried_file(s, args.get("file"), to)
+    out = conversations.send(s.rt.cmds, s.rt.ctx_agent(s.cid), to, args["text"], file).value
     s.rt.work_for(to)
     return out
 
@@ -91,9 +95,12 @@ def plaza_board_post(s: HarnessSession, agent: Any, args: dict) -> dict:
     """A post, or with ``reply_to`` a reply; its mentions go to the named agents' queues."""
     ctx, text = s.rt.ctx_agent(s.cid), args["text"]
     if args.get("reply_to"):
+        if args.get("file"):
+            raise Refusal("invalid_file", "a reply carries no file; post it with plaza_board_post and no reply_to")
         out = board_commands.reply(s.rt.cmds, ctx, args["reply_to"], text).value
     else:
-        out = board_commands.post(s.rt.cmds, ctx, text, args.get("project"), args.get("task")).value
+        file = carried_file(s, args.get("file"), None)
+        out = board_commands.post(s.rt.cmds, ctx, text, args.get("project"), args.get("task"), file).value
     for cid in out["delivered"]:
         s.rt.work_for(cid)
     return out
@@ -254,26 +261,71 @@ def plaza_git_merge(s: HarnessSession, agent: Any, args: dict) -> dict:
     return {"pr": args["pr"], "merged": True, "commit": commit}
 
 
-# -- the Library (runtime.library) -------------------------------------------------------------------
+# -- the file store (runtime.files), the Library (runtime.library), the tool library (runtime.toollib) --
 
-#: A shared file's name as ``vm.share_file`` answers it: 16 hex digits of its digest, ``-``, its base name.
-SHARED_NAME = re.compile(r"[0-9a-f]{16}-[^/\\\x00-\x1f]{1,80}")
+#: ``plaza_file_read``: the most characters of a text file, the largest binary file given as base64, and
+#: the most files listed.
+MAX_FILE_READ_CHARS, MAX_FILE_READ_BINARY, MAX_FILE_LIST = MAX_OUTPUT, 64 << 10, 50
+#: What ``plaza_file_read`` tells of a file.
+FILE_FIELDS = ("number", "filename", "path", "media_type", "size", "sha256", "owner", "public")
+
+
+def carried_file(s: HarnessSession, file: str | None, to: int | None) -> str | None:
+    """A shared file a message (to ``to``) or a board post (``to`` None: every agent) carries, by its
+    number: one the sender may read, and that its readers may read (a post's: a public one)."""
+    if not file:
+        return None
+    f = files_of(s.rt.hub).read(file, s.cid)[0]
+    if (to is None and not f.public) or (to is not None and not f.may_read(to)):
+        who = "every agent (a board post carries only a public file)" if to is None else f"agent {to}"
+        raise Refusal("invalid_file", f"shared file {f.number} is not shared with {who}")
+    return f.number
+
+
+def _facts(f: Any) -> dict:
+    return {k: getattr(f, k) for k in FILE_FIELDS}
+
+
+def plaza_file_read(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """A shared file the agent may read, by its number; without one, the newest files it may read."""
+    store = files_of(s.rt.hub)
+    if not args.get("file"):
+        rows = files_rm.file_rows(s.rt.hub.read_models, None, None, MAX_FILE_LIST * 4)
+        mine = [r for r in rows if r["public"] or r["owner"] == s.cid or s.cid in r["agents"]][:MAX_FILE_LIST]
+        return {"files": [{k: r[k] for k in FILE_FIELDS} for r in mine]}
+    f, data = store.read(args["file"], s.cid)
+    out = _facts(f)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        out["text"] = text[:MAX_FILE_READ_CHARS]
+        out["cut"] = len(text) > MAX_FILE_READ_CHARS
+    elif len(data) <= MAX_FILE_READ_BINARY:
+        out["content_base64"] = base64.b64encode(data).decode()
+    else:
+        out["note"] = f"a binary file over {MAX_FILE_READ_BINARY // 1024} KiB: not given here"
+    return out
 
 
 def plaza_library_submit(s: HarnessSession, agent: Any, args: dict) -> dict:
-    """Hand in a file shared with ``vm.share_file`` (named as it answered) as a deliverable, credited to
+    """Hand in a file the agent shared with ``vm.share_file`` (by its number) as a deliverable, credited to
     the agent, linked to its task or project."""
-    name = args["file"]
-    if SHARED_NAME.fullmatch(name) is None or name.endswith(("/.", "/..")) or name in (".", ".."):
-        raise Refusal("no_item", f"no shared file {name[:100]!r}: share it with vm.share_file first and give "
-                      "the name it answered")
-    path = s.rt.shared_dir / str(s.cid) / name
-    if not path.is_file():
-        raise Refusal("no_item", f"you have shared no file {name!r}; share it with vm.share_file first")
+    f, data = files_of(s.rt.hub).read(args["file"], s.cid)
+    if f.owner != s.cid:
+        raise Refusal("no_item", f"{f.number} is not a file you shared; share yours with vm.share_file first")
     task = task_number(args["task"]) if args.get("task") else None
-    out = library_of(s.rt.hub).submit(s.rt.ctx_agent(s.cid), path.read_bytes(), name.split("-", 1)[1],
-                                      args["title"], args.get("description") or "", task, args.get("project"))
+    out = library_of(s.rt.hub).submit(s.rt.ctx_agent(s.cid), data, f.filename, args["title"],
+                                      args.get("description") or "", task, args.get("project"))
     return {"item": out.value, "submitted": True}
+
+
+def plaza_tool_package(s: HarnessSession, agent: Any, args: dict) -> dict:
+    """A program the agent shared, packaged as the next version of a named tool: private to it until the
+    owner approves it (an approval of kind tool_version)."""
+    return toollib.package(s.rt.hub, s.rt.ctx_agent(s.cid), s.cid, args["name"], args["file"],
+                           args["description"]).value
 
 
 # -- projects, the council and the courts (commands.projects, commands.council) ------------------------

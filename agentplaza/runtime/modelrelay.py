@@ -55,7 +55,7 @@ def tool_name(wire: str) -> str:
     return wire.replace("__", ".")
 
 
-def to_anthropic(messages: list, tools: list) -> tuple[list, list]:
+def to_anthropic(messages: list, tools: list, library: dict | None = None) -> tuple[list, list]:
     out: list[dict] = []
     for m in messages:
         if not isinstance(m, dict):
@@ -77,20 +77,25 @@ def to_anthropic(messages: list, tools: list) -> tuple[list, list]:
                 out[-1]["content"].append(block)
             else:
                 out.append({"role": "user", "content": [block]})
-    return out, tool_specs(tools)
+    return out, tool_specs(tools, library)
 
 
-def tool_specs(tools: list) -> list[dict]:
+def tool_specs(tools: list, library: dict | None = None) -> list[dict]:
     """The Anthropic ``tools`` of a turn: each named tool with its description and input schema
-    (``runtime.tools``). A name the hub has no spec for is dropped (no such tool could run), and a
-    name given twice is sent once."""
+    (``runtime.tools``, or ``library``: the specs of the library tools the agent is offered now). A name
+    the hub has no spec for is dropped (no such tool could run), and a name given twice is sent once."""
     out, seen = [], set()
     for t in tools:
-        s = declared_tool(t) if isinstance(t, str) else None
-        if s is None or t in seen:
+        if not isinstance(t, str) or t in seen:
+            continue
+        s = declared_tool(t)
+        if s is not None:
+            out.append({"name": wire_name(t), "description": s.description, "input_schema": s.input_schema})
+        elif library and t in library:
+            out.append(dict(library[t], name=wire_name(t)))
+        else:
             continue
         seen.add(t)
-        out.append({"name": wire_name(t), "description": s.description, "input_schema": s.input_schema})
     return out
 
 
@@ -142,13 +147,13 @@ class ModelRelay:
         policy = model_commands.load(self.hub.commands).policy
         return resolve(policy, agent.role, agent.model).model
 
-    def turn(self, agent: Any, messages: list, tools: list) -> dict:
+    def turn(self, agent: Any, messages: list, tools: list, library: dict | None = None) -> dict:
         """One model turn of the agent: ``{"reply", "model"}``, or a refusal (the guest contract's shape)."""
         gateway = self.gateway
         if gateway is None:
             return error("no_gateway", NO_GATEWAY)
         model = self.model_of(agent)
-        msgs, specs = to_anthropic(messages, tools)
+        msgs, specs = to_anthropic(messages, tools, library)
         body: dict = {"model": model, "max_tokens": MAX_TOKENS, "messages": msgs}
         if specs:
             body["tools"] = specs

@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -34,9 +33,12 @@ from ..commands.unit import Unit
 from ..domain import board
 from ..domain.agents import LOCAL_NODE, NAME_PROMPT, chosen_name, transcript_id
 from ..domain.base import Refusal
+from ..domain.files import audience
 from ..domain.plaza import HELD_MESSAGE
-from . import steering, tooldecide, tools
+from . import steering, tooldecide, toollib, tools
 from .egress import Refused, url_target
+from .files import files_of
+from .schema import check
 
 if TYPE_CHECKING:
     from .fleet import AgentRuntime
@@ -173,7 +175,8 @@ class HarnessSession:
                            actor=f"node:{LOCAL_NODE}")
         out = {"cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
                "permission_mode": tooldecide.mode_of(self.rt.hub, agent),
-               "tools": tooldecide.offered(self.rt.hub, agent)}
+               "tools": tooldecide.offered(self.rt.hub, agent)
+               + [e["name"] for e in tooldecide.offered_library(self.rt.hub, agent)]}
         if agent.name is None:  # the plaza asks each new agent to name itself, once
             out["name_prompt"] = NAME_PROMPT.format(role=agent.role)
         return out
@@ -212,7 +215,9 @@ class HarnessSession:
         changes = self._steered(agent, messages)
         if changes.conversation is not None:
             messages = changes.conversation
-        result = self.rt.relay.turn(agent, messages, req.get("tools") or [])
+        library = {t["name"]: toollib.spec(t) for t in tooldecide.offered_library(self.rt.hub, agent)}
+        named = [t for t in req.get("tools") or [] if not toollib.is_library_tool(t)] + list(library)
+        result = self.rt.relay.turn(agent, messages, named, library)
         err = contract.error_of(result)
         if err is not None:
             self.rt._entry(self.cid, "error", err["message"], tool="model", detail={"code": err["code"]})
@@ -275,8 +280,11 @@ class HarnessSession:
 
     def op_decide(self, agent, req: dict) -> dict:
         tool, args = req.get("tool"), req.get("args")
-        if not isinstance(tool, str) or not tool.startswith("vm.") or not isinstance(args, dict):
-            return error("bad_request", "decide takes a guest tool (vm.*) and its args")
+        if not isinstance(tool, str) or not isinstance(args, dict) or not (
+                tool.startswith("vm.") or toollib.is_library_tool(tool)):
+            return error("bad_request", "decide takes a guest tool (vm.*) or a library tool (x_*) and its args")
+        if toollib.is_library_tool(tool):
+            return self._decide_library(agent, tool, args, req.get("call_id"))
         refused = None
         url = args.get("url") if tool in WEB_TOOLS else args.get("index_url") if tool == "vm.install" else None
         if url is not None:  # the web tools: the host and port are facts for the laws; the egress rules apply
@@ -290,6 +298,22 @@ class HarnessSession:
                 self.rt._record_egress(self.cid, {"verdict": "refused", "why": r.why, "host": host, "port": port,
                                                   "tool": tool})
         return self._decide(agent, tool, args, req.get("call_id"), refused)
+
+    def _decide_library(self, agent, tool: str, args: dict, call_id: Any) -> dict:
+        """A library tool: only one offered to this agent is decided (the laws: S-004); with the allow
+        goes the program, which the harness runs in this agent's own VM."""
+        bad = check(toollib.INPUT_SCHEMA, args) or (
+            f"args: at most {toollib.MAX_ARGS}" if len(args.get("args") or ()) > toollib.MAX_ARGS else None)
+        if bad:
+            return error("bad_request", f"{tool}: {bad}")
+        try:
+            program = toollib.program(self.rt.hub, tool, self.cid)
+        except Refusal as r:  # not offered to this agent: said in its transcript, and never decided
+            self.rt._entry(self.cid, "error", r.message, tool=tool, detail={"code": r.code, "call_id": call_id})
+            raise
+        d = self._decide(agent, tool, dict(args, version=program["version"], args=" ".join(args.get("args") or [])),
+                         call_id)
+        return dict(d, program=program) if d["effect"] == "allow" else d
 
     def op_result(self, agent, req: dict) -> dict:
         detail = {"ok": bool(req.get("ok")), "call_id": req.get("call_id")}
@@ -340,23 +364,27 @@ class HarnessSession:
         return {"result": result}
 
     def op_share(self, agent, req: dict) -> dict:
-        path, content = req.get("path"), req.get("content")
+        """A workspace file into the plaza's file store (``runtime.files``): public, or with ``agents``
+        only for the agents named; the answer is its number (f3), which messages, posts and
+        ``plaza_file_read`` take."""
+        path, content, agents = req.get("path"), req.get("content"), req.get("agents")
         if not isinstance(path, str) or not isinstance(content, str):
             return error("bad_request", "share takes a path and base64 content")
-        d = self._decide(agent, "vm.share_file", {"path": path}, None)
-        if d["effect"] != "allow":
-            return error("refused", d["message"])
+        if agents is not None:
+            audience(agents)  # a bad list is refused before the laws see the call
         data = base64.b64decode(content, validate=True)
         if len(data) > contract.MAX_FILE:
             return error("too_large", f"a shared file is at most {contract.MAX_FILE} bytes")
-        digest = hashlib.sha256(data).hexdigest()
-        name = f"{digest[:16]}-{os.path.basename(path)[:80]}"
-        folder = self.rt.shared_dir / str(self.cid)
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (folder / name).write_bytes(data)
-        self.rt._entry(self.cid, "note", f"shared {path}", tool="vm.share_file",
-                       detail={"name": name, "bytes": len(data), "sha256": digest})
-        return {"name": name}
+        if not data:
+            return error("empty_value", "a shared file holds at least one byte")
+        d = self._decide(agent, "vm.share_file", {"path": path, "public": agents is None}, None)
+        if d["effect"] != "allow":
+            return error("refused", d["message"])
+        number = files_of(self.rt.hub).share(self.rt.ctx_agent(self.cid), self.cid, path, data, agents).value
+        self.rt._entry(self.cid, "note", f"shared {path} as {number}", tool="vm.share_file",
+                       detail={"name": number, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                               "public": agents is None})
+        return {"name": number}
 
     def op_done(self, agent, req: dict) -> dict:
         item, outcome = req.get("item"), req.get("outcome", "done")

@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import jhrl
+from jhrl.catalog import LIBRARY_TOOL_PREFIX
 from jhrl.catalog import TOOLS as CATALOGUE
 
 from ..commands import conduct, laws
 from ..commands.unit import Unit
 from ..domain.base import Refusal
-from . import tools
+from . import toollib, tools
 
 
 def lawset(hub: Any) -> jhrl.LawSet:
@@ -37,9 +38,10 @@ def _call(agent: Any, tool: str, args: dict, mode: str) -> jhrl.Call:
 
 
 def known(tool: str) -> bool:
-    """A tool the laws are written against (the catalogue; every declared tool is in it); any other is
+    """A tool the laws are written against (the catalogue; every declared tool is in it), or a library
+    tool (``x_<name>``: the session offers and decides only those offered to the agent); any other is
     refused by default, before the laws."""
-    return tool in CATALOGUE
+    return tool in CATALOGUE or tool.startswith(LIBRARY_TOOL_PREFIX)
 
 
 def decide_tool(hub: Any, agent: Any, tool: str, args: dict) -> jhrl.Decision:
@@ -66,3 +68,11 @@ def check_in(unit: Unit, hub: Any, agent: Any, tool: str, args: dict) -> conduct
 
 def offered(hub: Any, agent: Any, names: tuple[str, ...] = tuple(tools.TOOLS)) -> list[str]:
     return jhrl.offered_tools(lawset(hub), agent.role, agent.tier, mode_of(hub, agent), tools.risks(names))
+
+
+def offered_library(hub: Any, agent: Any) -> list[dict]:
+    """The library tools (``x_<name>``) the agent is offered now: those the tool library offers it
+    (``runtime.toollib``) that the laws let it be offered."""
+    entries = toollib.offered(hub, agent.cid)
+    allowed = set(offered(hub, agent, tuple(e["name"] for e in entries)))
+    return [e for e in entries if e["name"] in allowed]

@@ -46,6 +46,7 @@ from ..domain.board import BOARD_CAPACITY, MAX_POST_CHARS
 from ..domain.conversations import MAX_MESSAGE_CHARS
 from ..domain.council import OWNER_SHARE_PERCENT
 from ..domain.courts import SEVERITIES, VERDICTS
+from ..domain.files import MAX_AUDIENCE
 from ..domain.git import MAX_BODY_CHARS, MERGE_METHODS
 from ..domain.git import MAX_TITLE_CHARS as MAX_PR_TITLE_CHARS
 from ..domain.hiring import MAX_BONUS
@@ -59,10 +60,20 @@ from ..domain.tasks import MAX_TITLE_CHARS
 from ..domain.toolbox import MAX_ENTRIES as MAX_DISCOVERIES
 from ..domain.toolbox import MAX_HOW_CHARS, MAX_VERDICT_CHARS
 from ..domain.toolbox import MAX_NAME_CHARS as MAX_DISCOVERY_NAME
+from ..domain.toollib import MAX_DESCRIPTION_CHARS as MAX_TOOL_DESCRIPTION
+from ..domain.toollib import MAX_NAME_CHARS as MAX_TOOL_NAME
 from ..domain.treasury import DAILY_SEND_LIMIT, DEFAULT_TOOL_TASK_BUDGET, MAX_MEMO_CHARS, MIN_TOOL_TASK_BUDGET
 from ..wire import MOTION_KINDS, PROJECT_KINDS, VOTES
 from . import hosttools, societytools
-from .hosttools import GIT_LOG_MAX, GIT_OPS, MAX_BOARD_READ, MAX_TASK_LIST
+from .hosttools import (
+    GIT_LOG_MAX,
+    GIT_OPS,
+    MAX_BOARD_READ,
+    MAX_FILE_LIST,
+    MAX_FILE_READ_BINARY,
+    MAX_FILE_READ_CHARS,
+    MAX_TASK_LIST,
+)
 from .schema import check, obj, string
 
 #: Where a tool runs: in the agent's own VM, or in the hub.
@@ -133,9 +144,15 @@ _TOOLS = (
                "new": string("The text to put in its place (may be empty).")},
               ("path", "old", "new"))),
     Tool("vm.share_file", GUEST, "write",
-         f"Send a file from /workspace (at most {_MIB}) to the hub, where the owner can see it. Returns the "
-         "name the hub keeps it under.",
-         obj({"path": string(_PATH, minLength=1)}, ("path",))),
+         f"Share a file from /workspace (at most {_MIB}) through the plaza's file store: public (every agent "
+         "may read it) unless you name the agents it is shared with. The owner sees it in the Library. "
+         "Returns its number (like f3), which plaza_file_read, plaza_message, plaza_board_post, "
+         "plaza_library_submit and plaza_tool_package take.",
+         obj({"path": string(_PATH, minLength=1),
+              "agents": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                         "description": f"Share it with only these agents (at most {MAX_AUDIENCE} CIDs; you always "
+                                        "may read it). Leave it out to share it with every agent."}},
+             ("path",))),
     Tool("vm.fetch", GUEST, "read",
          "Fetch a web page (http:// or https://) through the plaza's egress proxy and read it: returns the "
          "final URL, the status, the content type and the bytes read, then the page as readable text (HTML "
@@ -187,8 +204,8 @@ _TOOLS = (
          "item's id and the conversation (like 3~5).",
          obj({"to": {"type": "integer", "description": "The agent's CID (see plaza_roster)."},
                "text": string(f"The message (at most {MAX_MESSAGE_CHARS:,} characters).", minLength=1),
-               "file": string("A file you shared (vm.share_file), by the name the hub keeps it under, for "
-                              "the recipient to read.")},
+               "file": string("A shared file (its number, like f3) for the recipient to read: one you may "
+                              "read that is public or shared with the recipient.")},
               ("to", "text")), hosttools.plaza_message),
     Tool("plaza_board_read", HOST, "read",
          f"Read the board, the plaza's public noticeboard: the posts new since you last looked (oldest "
@@ -207,7 +224,8 @@ _TOOLS = (
          obj({"text": string(f"The post (at most {MAX_POST_CHARS:,} characters).", minLength=1),
                "reply_to": string("The post this answers, like p3."),
                "project": string("The project whose board it goes on (not with reply_to)."),
-               "task": string("The task the post names, like t3.")},
+               "task": string("The task the post names, like t3."),
+               "file": string("A public shared file (its number, like f3) the post carries (not with reply_to).")},
               ("text",)), hosttools.plaza_board_post),
     Tool("plaza_task_list", HOST, "read",
          f"The plaza's tasks that have not ended, oldest first, at most {MAX_TASK_LIST}: each with its "
@@ -309,9 +327,9 @@ _TOOLS = (
              ("pr",)), hosttools.plaza_git_merge, hosttools.git_facts),
     Tool("plaza_library_submit", HOST, "write",
          "Hand in a file you were asked to produce (deliver-file): it goes into the plaza's Library, credited to "
-         "you, linked to its task or project. Share it first with vm.share_file and give the name that "
-         f"answered; at most {MAX_ITEM_BYTES >> 20} MiB.",
-         obj({"file": string("The name vm.share_file answered for the file.", minLength=1),
+         "you, linked to its task or project. Share it first with vm.share_file and give the number it "
+         f"answered (a file you shared; at most {MAX_ITEM_BYTES >> 20} MiB).",
+         obj({"file": string("The number vm.share_file answered for the file, like f3.", minLength=1),
               "title": string(f"A short title (at most {MAX_ITEM_TITLE_CHARS} characters).", minLength=1),
               "description": string("What it is, for the owner."),
               "task": string("The task it answers, like t3."),
@@ -470,6 +488,29 @@ _GOVERNANCE = (
              ("case", "verdict", "text")), hosttools.plaza_case_rule, hosttools.case_facts),
 )
 _TOOLS = _TOOLS + _GOVERNANCE
+
+_FILES = (
+    Tool("plaza_file_read", HOST, "read",
+         "Read a shared file by its number (like f3): one that is public, that you shared, or that was shared "
+         f"with you. Returns its facts and, for text, its content (cut to {MAX_FILE_READ_CHARS:,} characters); "
+         f"a binary file of at most {MAX_FILE_READ_BINARY // 1024} KiB comes as base64. Without file: the "
+         f"newest files you may read (at most {MAX_FILE_LIST}).",
+         obj({"file": string("The shared file's number, like f3.")}), hosttools.plaza_file_read),
+    Tool("plaza_tool_package", HOST, "write",
+         "Package a program you built as the next version of a named tool in the plaza's tool library. Share "
+         "the program first with vm.share_file (agents: [your own CID] keeps it to yourself) and give its "
+         "number. The new version is private to you until the owner approves it; then every agent is offered "
+         "it as x_NAME, run in its own VM with args (its command line) and input (its standard input). A "
+         "program with a #! line runs as itself, a .py file with python3, any other with /bin/sh. Returns the "
+         "tool, its version and the approval it waits for.",
+         obj({"name": string(f"The tool's name: lower-case letters, digits and _, starting with a letter, at most "
+                             f"{MAX_TOOL_NAME} characters (agents call it x_NAME).", minLength=1),
+              "file": string("The program: the number vm.share_file answered (like f3).", minLength=1),
+              "description": string(f"What the tool does and how to call it (at most {MAX_TOOL_DESCRIPTION:,} "
+                                    "characters); the model of every agent reads it.", minLength=1)},
+             ("name", "file", "description")), hosttools.plaza_tool_package),
+)
+_TOOLS = _TOOLS + _FILES
 
 #: Every tool an agent may be offered, by name.
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

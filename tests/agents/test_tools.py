@@ -41,6 +41,7 @@ USED = [
     ("vm.shell", {"command": "sleep 8; echo late"}),
     ("vm.shell", {"command": "ls", "timeout": 2.5}),
     ("vm.share_file", {"path": "report.md"}),
+    ("vm.share_file", {"path": "report.md", "agents": [4, 5]}),
     ("vm.fetch", {"url": "http://pages.plaza.test:8080/moved"}),
     ("vm.fetch", {"url": "https://example.org/", "max_bytes": 1000}),
     ("vm.download", {"url": "http://pages.plaza.test:8080/data.bin", "path": "in/data.bin"}),
@@ -78,7 +79,11 @@ USED = [
     ("plaza_git", {"op": "open_pr", "repo": "proj", "source": "feature", "title": "Add it", "body": "why"}),
     ("plaza_git_review", {"pr": "pr1", "verdict": "request_changes", "text": "name it better"}),
     ("plaza_git_merge", {"pr": "pr1", "method": "auto"}),
-    ("plaza_library_submit", {"file": "0123456789abcdef-report.md", "title": "The report", "task": "t1"}),
+    ("plaza_library_submit", {"file": "f1", "title": "The report", "task": "t1"}),
+    ("plaza_file_read", {"file": "f1"}),
+    ("plaza_file_read", {}),
+    ("plaza_board_post", {"text": "the notes", "file": "f1"}),
+    ("plaza_tool_package", {"name": "word_count", "file": "f1", "description": "counts the words of its input"}),
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "bonus": 50}),
     ("plaza_hire", {"to": 4, "title": "Test it", "acceptance": "tests pass", "details": "d", "budget": None}),
     ("plaza_pay", {"to": 4, "amount": 10, "memo": "thanks"}),
@@ -337,7 +342,8 @@ def test_the_toolbox_gives_each_offered_tool_with_its_description(hub):
     _cid, s = session(hub, "orchestrator")
     r = s.handle({"op": "tool", "tool": "plaza_toolbox", "args": {}})
     box = r["result"]
-    assert set(box) == {"vm", "plaza", "discoveries"} and box["discoveries"] == []  # none shared yet
+    assert set(box) == {"vm", "plaza", "library", "discoveries"} and box["discoveries"] == []  # none shared yet
+    assert box["library"] == []  # no library tool is approved yet
     assert {t["name"] for t in box["vm"]} <= set(GUEST_TOOLS) and {t["name"] for t in box["plaza"]} <= set(HOST_TOOLS)
     assert "vm.shell" in [t["name"] for t in box["vm"]] and "plaza_toolbox" in [t["name"] for t in box["plaza"]]
     for t in box["vm"] + box["plaza"]:
@@ -353,4 +359,6 @@ def test_a_shared_file_is_at_most_the_contracts_limit(hub):
     over = s.handle({"op": "share", "path": "big.bin", "content": base64.b64encode(b"x" * (contract.MAX_FILE + 1)).decode()})
     assert over["error"] == {"code": "too_large", "message": f"a shared file is at most {contract.MAX_FILE} bytes"}
     fits = s.handle({"op": "share", "path": "big.bin", "content": base64.b64encode(b"x" * contract.MAX_FILE).decode()})
-    assert fits["name"].endswith("-big.bin") and (s.rt.shared_dir / str(cid) / fits["name"]).stat().st_size == contract.MAX_FILE
+    assert fits["name"] == "f1"  # into the plaza's file store, in the library's store
+    kept = list((hub.folders.data / "library").iterdir())
+    assert len(kept) == 1 and kept[0].stat().st_size == contract.MAX_FILE

@@ -8,7 +8,9 @@ line, request then answer. It holds no key and no role: the hub says who the age
 2. ``next``: wait for a work item;
 3. ``model``: ask the model (the hub's gateway) what to do, with the conversation so far;
 4. for each tool the model picks: a guest tool (``vm.*``) is first ``decide``d by the hub's laws,
-   then run here and its ``result`` reported; a host tool goes to the hub as ``tool``;
+   then run here and its ``result`` reported; a library tool (``x_<name>``) is ``decide``d the same way,
+   and the hub's allow carries its program, which runs here (``tool_library``); a host tool goes to the
+   hub as ``tool``;
 5. repeat 3-4 until the model answers without a tool, then ``done``.
 
 Guest tools: ``vm.shell`` (a command with a time limit), ``vm.read_file``, ``vm.list_dir``,
@@ -52,6 +54,9 @@ MAX_OUTPUT, MAX_FILE = contract.MAX_OUTPUT, contract.MAX_FILE
 PLACEHOLDER_KEY = contract.PLACEHOLDER_KEY
 CHANNEL_SOCK = os.environ.get("APZ_CHANNEL_SOCK", contract.CHANNEL_SOCK)
 WORKSPACE = os.environ.get("APZ_WORKSPACE", "/workspace")
+#: Where the library tools' programs are written (one folder per tool and version): on the agent's own
+#: disk (the guest's root is read-only).
+TOOLS_DIR = os.environ.get("APZ_TOOLS_DIR", os.path.join(WORKSPACE, ".apz", "tools"))
 PROXY_PORT = 3128
 #: Model turns per work item before the harness gives up on it (the hub may allow more: /extend-turns).
 MAX_STEPS = contract.MAX_TURNS
@@ -213,11 +218,54 @@ def tool_share_file(args: dict, workspace: str = None, hub: Hub = None) -> str:
         raise ToolError(f"a shared file is at most {MAX_FILE} bytes")
     if hub is None:
         raise ToolError("no hub to share with")
-    r = hub.call("share", path=args["path"], content=base64.b64encode(data).decode())
+    agents = args.get("agents")
+    if agents is not None and (not isinstance(agents, list) or not all(type(a) is int for a in agents)):
+        raise ToolError("agents is a list of CIDs")
+    r = hub.call("share", path=args["path"], content=base64.b64encode(data).decode(),
+                 **({"agents": agents} if agents is not None else {}))
     err = contract.error_of(r)
     if err is not None:
         raise ToolError(err["message"] or "the hub refused the file")
     return f"shared {args['path']} ({len(data)} bytes) as {r.get('name')}"
+
+
+# -- the tool library: an approved program (x_<name>), sent by the hub with the laws' allow, run here ----
+def tool_library(tool: str, args: dict, program: dict, workspace: str = None) -> str:
+    """Run a library tool's program in this VM: written once under ``TOOLS_DIR`` (checked against the
+    digest the hub sent), run in the workspace with ``args`` and ``input``, with vm.shell's limits."""
+    data = base64.b64decode(program.get("content") or "", validate=True)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != program.get("sha256"):
+        raise ToolError(f"{tool}: the program does not match its digest")
+    filename = os.path.basename(str(program.get("filename") or "program")) or "program"
+    folder = os.path.join(TOOLS_DIR, tool, f"v{int(program.get('version') or 0)}-{digest[:16]}")
+    path = os.path.join(folder, filename)
+    if not os.path.isfile(path):
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        with open(path + ".part", "wb") as f:
+            f.write(data)
+        os.chmod(path + ".part", 0o755)
+        os.replace(path + ".part", path)
+    argv = [str(a) for a in args.get("args") or []]
+    if data.startswith(b"#!"):
+        cmd = [path, *argv]
+    elif filename.endswith(".py"):
+        cmd = [sys.executable, path, *argv]
+    else:
+        cmd = ["/bin/sh", path, *argv]
+    timeout = args.get("timeout", SHELL_TIMEOUT_S)
+    if not isinstance(timeout, (int, float)) or not 0 < timeout <= SHELL_MAX_TIMEOUT_S:
+        raise ToolError(f"timeout is 1 to {SHELL_MAX_TIMEOUT_S} seconds")
+    stdin = args.get("input")
+    try:
+        p = subprocess.run(cmd, cwd=workspace or WORKSPACE, env=shell_env(),
+                           input=(stdin if isinstance(stdin, str) else "").encode(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        raise ToolError(f"timed out after {timeout} s\n{_clip((e.output or b'').decode(errors='replace'))}") from None
+    except OSError as e:
+        raise ToolError(f"cannot run {tool}: {e}") from None
+    return f"exit {p.returncode}\n" + _clip(p.stdout.decode(errors="replace"))
 
 
 # -- the web tools: every connection through the local proxy, so the hub's egress decides each one ------
@@ -668,14 +716,20 @@ def do_call(hub: Hub, call: dict) -> str:
     tool, args, cid = call.get("name"), call.get("args") or {}, call.get("id")
     if not isinstance(tool, str) or not isinstance(args, dict):
         return "error: a tool call needs a name and arguments"
-    if tool.startswith("vm."):
+    if tool.startswith(("vm.", "x_")):
         d = _checked(hub.call("decide", tool=tool, args=args, call_id=cid))
+        err = contract.error_of(d)
+        if err is not None:
+            return "error: " + (err["message"] or "refused")
         if d.get("effect") == "ask":
             return f"waiting: {d.get('message')}"
         if d.get("effect") != "allow":
             return f"error: refused by the plaza: {d.get('message') or d.get('reason')}"
         try:
-            out, ok = run_guest_tool(tool, args, hub), True
+            if tool.startswith("x_"):
+                out, ok = tool_library(tool, args, d.get("program") or {}), True
+            else:
+                out, ok = run_guest_tool(tool, args, hub), True
         except ToolError as e:
             out, ok = f"error: {e}", False
         except Exception as e:  # a tool must never take the harness down

@@ -29,6 +29,7 @@ from . import (
     system,
     tasks,
     toolbox,
+    tools,
     treasury,
     unfurl,
     usage,
@@ -37,4 +38,4 @@ from . import (
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         e2b, hiring, toolbox, memory, governance, hosting]
+         e2b, hiring, toolbox, memory, governance, hosting, tools]

@@ -35,6 +35,7 @@ from . import (
     tasks,
     templates,
     toolbox,
+    tools,
     treasury,
     tui,
     unfurl,
@@ -46,5 +47,5 @@ AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library,
-              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts, simulate)
+              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts, simulate, tools)
 }

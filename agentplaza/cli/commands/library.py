@@ -1,4 +1,5 @@
-"""agentplaza library list [--search Q] [--type T] | show ID | download ID [-o FILE] | delete ID [--yes]."""
+"""agentplaza library list [--search Q] [--type T] | shared [--search Q] [--type T] | show ID | download ID
+[-o FILE] | delete ID [--yes]. An ID is a deliverable's (d3) or a shared file's (f3)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ from ..env import Env
 from ..output import pairs, refuse, table
 
 LIST_COLUMNS = ["number", "title", "kind", "size", "by", "task", "project", "submitted_at"]
+SHARED_COLUMNS = ["number", "filename", "kind", "size", "by", "public", "agents", "shared_at"]
+SEARCH = (arg("--search", metavar="Q", help="words in the title, description or file name"),
+          arg("--type", choices=LIBRARY_KINDS), arg("--limit", type=int, default=100))
+
+
+def search(a) -> dict:
+    return {"q": getattr(a, "search", None), "type": getattr(a, "type", None), "limit": getattr(a, "limit", 100)}
 
 
 def download(env: Env) -> int:
@@ -42,19 +50,19 @@ def download(env: Env) -> int:
     return env.show({"item": item["number"], "file": str(out), "bytes": len(data), "sha256": item["sha256"]}, pairs)
 
 
-AREA = Area("library", "the Library: list, show, download and delete the files agents hand in", (
-    Action("list", "the deliverables, newest first", "GET", "/v1/library",
-           args=(arg("--search", metavar="Q", help="words in the title, description or file name"),
-                 arg("--type", choices=LIBRARY_KINDS), arg("--limit", type=int, default=100)),
-           query=lambda a: {"q": getattr(a, "search", None), "type": getattr(a, "type", None),
-                            "limit": getattr(a, "limit", 100)},
+ID = arg("id", metavar="ID", help="a deliverable (d3) or a shared file (f3)")
+
+AREA = Area("library", "the Library: list, show, download and delete the files agents hand in and share", (
+    Action("list", "the deliverables, newest first", "GET", "/v1/library", args=SEARCH, query=search,
            render=lambda d: table(d["items"], LIST_COLUMNS), default=True),
-    Action("show", "one deliverable", "GET", "/v1/library/{id}", args=(arg("id", metavar="ID"),),
+    Action("shared", "the files agents shared (the file store), newest first", "GET", "/v1/library/shared",
+           args=SEARCH, query=search, render=lambda d: table(d["files"], SHARED_COLUMNS)),
+    Action("show", "one deliverable or shared file", "GET", "/v1/library/{id}", args=(ID,),
            render=lambda d: pairs(d["item"])),
-    Action("download", "download a deliverable (checked against its digest)",
-           args=(arg("id", metavar="ID"), arg("-o", "--output", metavar="FILE", help="where to write it (- for stdout)")),
+    Action("download", "download a deliverable or shared file (checked against its digest)",
+           args=(ID, arg("-o", "--output", metavar="FILE", help="where to write it (- for stdout)")),
            run=download),
-    Action("delete", "delete a deliverable and its bytes", "DELETE", "/v1/library/{id}",
-           args=(arg("id", metavar="ID"),), confirm=lambda a: f"Delete library item {a.id} and its file?",
+    Action("delete", "delete a deliverable or shared file and its bytes", "DELETE", "/v1/library/{id}",
+           args=(ID,), confirm=lambda a: f"Delete library item {a.id} and its file?",
            render=lambda d: f"deleted {d['deleted']}"),
 ))

@@ -1,4 +1,5 @@
-// Library: the deliverables agents handed in, one card each with a preview for its type. Search the
+// Library: the files agents hand in (deliverables) and the files they share (the file store: public,
+// or shared with only the agents named), one card each with a preview for its type. Search the
 // cards, filter them by type, download a file or delete it. A preview loads the bytes from
 // /v1/library/{id}/content?inline=1, which the hub serves under its own sandboxing policy: an image,
 // a video or a sound plays in its element, a text file shows as text, and an HTML report runs in a frame
@@ -68,5 +69,22 @@ export async function render(view, ctx) {
           {label: `Delete ${i.number}`, confirm: {title: `Delete ${i.number}?`, danger: true, yes: "Delete",
             message: `${i.title} and its bytes are removed from the Library.`}})))));
   }, {label: "Deliverables"});
-  view.append(filter, cards);
+  const shared = ctx.live(["sharedfile"], async () => {
+    const {files} = await get("/v1/library/shared", {q: q.value.trim() || undefined, type: kind.value || undefined, limit: ITEMS});
+    if (!files.length) return h("p", {class: "empty"}, q.value || kind.value ? "No shared file matches." : "No shared files yet.");
+    return h("div", {class: "library"}, files.map((f) => h("article", {class: "card library-card", "aria-label": `${f.number} ${f.filename}`,
+      "data-item": f.number},
+      h("h3", {}, f.number, " ", f.filename, " ", badge(f.kind, "kind"), " ", badge(f.public ? "public" : "named", f.public ? "ok" : "warn")),
+      preview({...f, title: f.filename}),
+      pairs({Path: f.path, Size: size(f.size), Type: f.media_type, "Shared": `${fmt.time(f.shared_at)} by ${f.by}`,
+        "Who may read": f.public ? "every agent" : [`@${f.owner}`, ...f.agents.map((a) => `@${a}`)].join(", ")}),
+      h("div", {class: "actions"},
+        h("a", {class: "button", href: content(f.number, false), download: f.filename, "aria-label": `Download ${f.number}`}, "Download"),
+        action("Delete", () => del(`/v1/library/${encodeURIComponent(f.number)}`).then(() => "Deleted."),
+          {label: `Delete ${f.number}`, confirm: {title: `Delete ${f.number}?`, danger: true, yes: "Delete",
+            message: `${f.filename} and its bytes are removed from the file store.`}})))));
+  }, {label: "Shared files"});
+  filter.addEventListener("submit", () => shared.reload());
+  kind.addEventListener("change", () => shared.reload());
+  view.append(filter, h("h2", {}, "Deliverables"), cards, h("h2", {}, "Shared files"), shared);
 }
