@@ -51,7 +51,8 @@ def test_agents_clone_push_open_review_and_the_owner_merges_with_no_credential_i
     (r,) = [a["cid"] for a in ok(c.post("/v1/agents", json={"role": "reviewer"}))["agents"]]
     for cid in (b, r):
         wait_for(f"agent {cid} idle", lambda cid=cid: ok(c.get(f"/v1/agents/{cid}"))["agent"]["status"] == "idle", 420)
-    name = ok(c.get(f"/v1/agents/{b}"))["agent"]["name"]
+    # The guest's git names the agent: its chosen name, or role-CID where it chose none (harness.git_identity).
+    name = ok(c.get(f"/v1/agents/{b}"))["agent"]["name"] or f"builder-{b}"
 
     # The builder: clone, branch, commit, push, with ordinary git and no password or token anywhere.
     out = shell(b, f"cd /workspace && git clone -q {CLONE} demo && cd demo && git checkout -q -b feature && "
@@ -83,7 +84,8 @@ def test_agents_clone_push_open_review_and_the_owner_merges_with_no_credential_i
     assert pr["state"] == "merged" and pr["author"] == f"agent:{b}"
     assert [(n["verdict"], n["by"]) for n in pr["notes"] if n["kind"] == "review"] == [("approve", f"agent:{r}")]
     commits = ok(c.get("/v1/git/repos/demo/commits"))["commits"]
-    assert any(x["subject"] == "Say hi" and x["author"] == name for x in commits), (name, commits[:3])
+    assert any(x["subject"] == "Say hi" and x["author"] == name and x["email"] == f"agent-{b}@agents.plaza.invalid"
+               for x in commits), (name, commits[:3])
 
     # The owner clones it over plain HTTP from this machine and sees the merged commit.
     copy = tmp_path / "copy"
