@@ -77,7 +77,17 @@ for a in "$@"; do
   prev="$a"
 done
 next=".venv/bin/agentplaza agents create --role researcher --count 1"
-if [ -n "$hub" ] && [ "$hub" != "127.0.0.1:7700" ]; then
+# A hub bound off loopback (or given --https) serves HTTPS only, with its own certificate: its address is
+# https://, and the CLI pins the certificate by the SHA-256 apid prints on start (docs/nodes.md).
+https=""
+case " $* " in *" --https "*) https=1 ;; esac
+case "$hub" in
+  ""|127.*|localhost:*|"[::1]:"*) ;;
+  *) https=1 ;;
+esac
+if [ -n "$https" ]; then
+  next=".venv/bin/agentplaza --hub https://${hub:-127.0.0.1:7700} --pin SHA256 agents create --role researcher --count 1 (SHA256: the certificate's, as apid prints it below)"
+elif [ -n "$hub" ] && [ "$hub" != "127.0.0.1:7700" ]; then
   next=".venv/bin/agentplaza --hub http://$hub agents create --role researcher --count 1"
 fi
 say "starting the hub (Ctrl-C stops it); then, in another terminal: $next"
