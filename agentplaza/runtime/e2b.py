@@ -553,15 +553,16 @@ class Sandboxes:
 
     # -- the loops ------------------------------------------------------------------------------
     def end_all(self, why: str) -> int:
-        rows = e2b_rm.sandbox_rows(self.rm, e2b_rm.LISTED)
-        for r in rows:
+        ended = 0
+        for r in e2b_rm.sandbox_rows(self.rm, e2b_rm.LISTED):
             try:
                 self.kill(r["sandbox_id"], "stop_all")
+                ended += 1
             except Refusal:
-                pass
-        if rows:
-            log.warning("e2b: %d sandbox(es) ended: %s", len(rows), why)
-        return len(rows)
+                continue  # it ended meanwhile (killed, timed out): nothing left to end
+        if ended:
+            log.warning("e2b: %d sandbox(es) ended: %s", ended, why)
+        return ended
 
     def reconcile(self) -> bool:
         """Once, when the node is there: the read model against what the node runs. A running sandbox whose

@@ -6,7 +6,7 @@ command brings back the files and the running process it destroyed. Off, no chec
 from __future__ import annotations
 
 import pytest
-from test_typical_day import MOCK, PRICE, day, image, ok, tool, wait_for  # noqa: F401 - the fixtures
+from test_typical_day import MOCK, PRICE, Scripted, day, image, ok, tool, wait_for  # noqa: F401 - the fixtures
 
 from agentplaza.runtime.fleet import auto_name
 
@@ -16,19 +16,8 @@ pytestmark = pytest.mark.vm
 def test_a_high_risk_call_is_preceded_by_a_checkpoint_and_a_rollback_undoes_it(day):  # noqa: F811
     _h, c = day
 
-    def log(cid):
-        return ok(c.get(f"/v1/agents/{cid}/logs", params={"limit": 1000}))["transcript"]
-
-    def count(cid, kind):
-        return sum(e["kind"] == kind for e in log(cid))
-
-    def step(cid, text):
-        wait_for("settled", lambda: count(cid, "done") == count(cid, "told"), 180)
-        ok(c.post(f"/v1/agents/{cid}/tell", json={"text": text}))
-        wait_for("told", lambda: count(cid, "told") > count(cid, "done"), 30)
-        wait_for("done", lambda: count(cid, "done") == count(cid, "told"), 240,
-                 diag=lambda: [(e["kind"], e["tool"], (e["text"] or "")[:100]) for e in log(cid)][-10:])
-        return [e for e in log(cid) if e["kind"] == "tool_result"][-1]["text"]
+    agents = Scripted(c)
+    log, step = agents.log, agents.step
 
     def checkpoints(cid):
         return {k["name"]: k for k in ok(c.get(f"/v1/agents/{cid}/checkpoints"))["checkpoints"]}

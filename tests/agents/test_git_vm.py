@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 from support.hubproc import cli
-from test_typical_day import day, image, ok, tool, wait_for  # noqa: F401 - the fixtures
+from test_typical_day import Scripted, day, image, ok, tool, wait_for  # noqa: F401 - the fixtures
 
 from vmm.guest.contract import GIT_PORT
 
@@ -26,20 +26,7 @@ CLONE = f"http://127.0.0.1:{GIT_PORT}/git/demo.git"
 def test_agents_clone_push_open_review_and_the_owner_merges_with_no_credential_in_the_vm(day, tmp_path):  # noqa: F811
     h, c = day
 
-    def log(cid):
-        return ok(c.get(f"/v1/agents/{cid}/logs", params={"limit": 1000}))["transcript"]
-
-    def count(cid, kind):
-        return sum(e["kind"] == kind for e in log(cid))
-
-    def step(cid, text):
-        """One tool call the agent's model makes (the mock's directive), run to its end; the tool's result."""
-        wait_for("settled", lambda: count(cid, "done") == count(cid, "told"), 180)
-        ok(c.post(f"/v1/agents/{cid}/tell", json={"text": text}))
-        wait_for("told", lambda: count(cid, "told") > count(cid, "done"), 30)
-        wait_for("done", lambda: count(cid, "done") == count(cid, "told"), 300,
-                 diag=lambda: [(e["kind"], e["tool"], (e["text"] or "")[:100]) for e in log(cid)][-10:])
-        return [e for e in log(cid) if e["kind"] == "tool_result"][-1]["text"]
+    step = Scripted(c).step
 
     def shell(cid, command):
         return step(cid, tool("vm.shell", command=command, timeout=300))

@@ -50,6 +50,28 @@ def tool(name: str, **args) -> str:
     return f"[mock:tool {name.replace('.', '__')} {json.dumps(args)}]"
 
 
+class Scripted:
+    """Agents driven one model call at a time through the hub's API: each ``step`` tells the agent a mock
+    directive, waits until that work item ends, and answers the tool's last result."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def log(self, cid) -> list:
+        return ok(self.c.get(f"/v1/agents/{cid}/logs", params={"limit": 1000}))["transcript"]
+
+    def count(self, cid, kind) -> int:
+        return sum(e["kind"] == kind for e in self.log(cid))
+
+    def step(self, cid, text: str, timeout: float = 300) -> str:
+        wait_for("settled", lambda: self.count(cid, "done") == self.count(cid, "told"), 180)
+        ok(self.c.post(f"/v1/agents/{cid}/tell", json={"text": text}))
+        wait_for("told", lambda: self.count(cid, "told") > self.count(cid, "done"), 30)
+        wait_for("done", lambda: self.count(cid, "done") == self.count(cid, "told"), timeout,
+                 diag=lambda: [(e["kind"], e["tool"], (e["text"] or "")[:100]) for e in self.log(cid)][-10:])
+        return [e for e in self.log(cid) if e["kind"] == "tool_result"][-1]["text"]
+
+
 @pytest.fixture
 def day(folders, image, tmp_path):
     os.chmod(tmp_path, 0o755)
