@@ -665,3 +665,14 @@ def test_the_model_is_changed_by_a_govern_editor_and_refused_to_operate(live):
     assert within(main(live.token("govern"))) is None
     live.hub.read_models.catch_up()
     assert agents_rm.agent_row(live.hub.read_models, live.cid)["model"] == "mock/reply"
+
+
+def test_write_back_never_leaves_the_editors_project():
+    """A pull request's paths are the agent's word: none may lead a write outside the project folder."""
+    from agentplaza.domain.acp import project_path
+
+    assert project_path("/home/me/proj", "src/a.py") == "/home/me/proj/src/a.py"
+    assert project_path("/home/me/proj/", "a.txt") == "/home/me/proj/a.txt"
+    for bad in ("../.bashrc", "src/../../x", "/etc/passwd", "a\0b", "", ".", None, 7):
+        assert project_path("/home/me/proj", bad) is None, bad
+    assert project_path("/home/me/proj", "../proj2/x") is None  # a sibling that shares the prefix

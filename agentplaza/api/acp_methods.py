@@ -16,7 +16,6 @@ and never connects the editor's MCP servers.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from ..domain.acp import (
     Mirror,
     mirror_note,
     mirror_of,
+    project_path,
     prompt_text,
     slash_command,
 )
@@ -397,11 +397,12 @@ async def _mirror_pr(c: Connection, o: Open, number: str) -> None:
     link = f"{c.hub.address.rstrip('/')}/#/git/pr/{number}" if getattr(c.hub, "address", None) else None
     content = [h.tool_content(h.text_block(f"{number}: {pr.get('title')} ({pr.get('source')} into {m.branch})"
                                            + (f" {link}" if link else "")))]
+    files = [f for f in files if project_path(root, f["path"]) is not None]  # never a path outside the project
     for f in files:
         if f["binary"]:
             content.append(h.tool_content(h.text_block(f"{f['path']}: binary, not shown")))
         else:
-            content.append(h.tool_diff_content(os.path.join(root, f["path"]), f["new"] or "", f["old"]))
+            content.append(h.tool_diff_content(project_path(root, f["path"]), f["new"] or "", f["old"]))
     call_id = f"pr-{number}"
     await _update(c, o.id, h.start_tool_call(call_id, f"pull request {number}", kind="edit", status="completed",
                                              content=content, raw_input={"pr": number, "link": link}))
@@ -434,7 +435,10 @@ async def _write_back(c: Connection, o: Open, call_id: str, number: str, files: 
         elif f["binary"] or f["cut"]:
             skipped.append(f["path"])
         else:
-            path = os.path.join(o.cwd, f["path"])
+            path = project_path(o.cwd, f["path"])
+            if path is None:
+                skipped.append(f["path"][:200])
+                continue
             r = await c.ask("fs/write_text_file", _out(s.WriteTextFileRequest(session_id=o.id, path=path,
                                                                                content=f["new"])))
             (written if r is not None else skipped).append(f["path"])

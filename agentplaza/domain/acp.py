@@ -24,6 +24,7 @@ Rules (the guide's "Editors over ACP"):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..wire import ACP_MIRROR_META
@@ -220,3 +221,14 @@ def mirror_note(m: Mirror, session_id: str, clone_url: str) -> str:
             f"{m.commit[:12]}).{dirty} Clone it in your VM (git clone {clone_url}), work on the branch "
             f"{work_branch(session_id)}, push it, and open a pull request into {m.branch} with plaza_git "
             "(op open_pr). The editor is shown that pull request.]")
+
+
+def project_path(root: str, path: object) -> str | None:
+    """Where a file of an agent's pull request lies in the editor's project, or None where it would lie
+    outside it (an absolute path, a ``..``, a NUL: the pull request is the agent's word, and write-back
+    writes on the owner's machine)."""
+    if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
+        return None
+    base = os.path.normpath(root)
+    full = os.path.normpath(os.path.join(base, path))
+    return full if full.startswith(base.rstrip("/") + "/") else None
