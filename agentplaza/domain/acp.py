@@ -24,7 +24,7 @@ Rules (the guide's "Editors over ACP"):
 
 from __future__ import annotations
 
-import os
+import posixpath
 from dataclasses import dataclass
 
 from ..wire import ACP_MIRROR_META
@@ -229,6 +229,6 @@ def project_path(root: str, path: object) -> str | None:
     writes on the owner's machine)."""
     if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
         return None
-    base = os.path.normpath(root)
-    full = os.path.normpath(os.path.join(base, path))
+    base = posixpath.normpath(root)
+    full = posixpath.normpath(posixpath.join(base, path))
     return full if full.startswith(base.rstrip("/") + "/") else None
