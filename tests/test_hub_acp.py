@@ -636,9 +636,16 @@ def test_the_mirror_is_refused_a_bad_name_and_says_why_it_could_not_push(live, t
     relay = acp_mirror.Relay(live.url, live.owner, "not-a-project")
     try:
         assert acp_mirror.push(relay, str(tmp_path))["failed"] == "the editor's folder is not a git project"
-        with httpx.Client() as c:  # the relay carries git's requests for its one repository only
+        refs = "info/refs?service=git-upload-pack"
+        with httpx.Client(headers={acp_mirror.RELAY_HEADER: relay.secret}) as c:
+            # the relay carries git's requests for its one repository only
             assert c.get(f"{relay.url}/v1/hub").status_code == 404
-            assert c.get(f"{relay.url}/git/other.git/info/refs?service=git-upload-pack").status_code == 404
+            assert c.get(f"{relay.url}/git/other.git/{refs}").status_code == 404
+        with httpx.Client() as c:  # another local user knows the port but not the run's secret (the
+            # mirror tests above push through it with the secret)
+            assert c.get(f"{relay.url}/git/not-a-project.git/{refs}").status_code == 404
+            assert c.get(f"{relay.url}/git/not-a-project.git/{refs}",
+                         headers={acp_mirror.RELAY_HEADER: "guess"}).status_code == 404
     finally:
         relay.close()
 

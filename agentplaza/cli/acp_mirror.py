@@ -8,10 +8,15 @@ exist.
 
 git never holds the owner token: it pushes to a relay on this machine's loopback (``Relay``), which
 forwards git's smart HTTP requests for that one repository to the hub with the CLI's own credential.
+Another user of this machine can reach a loopback port too, so the relay answers only requests that
+carry its per-run secret in ``RELAY_HEADER``: git gets it as an ``http.extraHeader`` through its
+environment (``GIT_CONFIG_*``), never on a command line, which any local user can read in ``/proc``.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,14 +32,17 @@ PUSH_TIMEOUT_S = 300
 #: git as the CLI runs it: never asks for a password, never uses a credential helper.
 GIT = ["git", "-c", "credential.helper=", "-c", "core.askPass="]
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0"}
+#: The header that carries the relay's per-run secret; a request without it is 404, like any other path.
+RELAY_HEADER = "X-Plaza-Relay"
 
 
 class Relay:
     """A loopback HTTP server that carries git's requests for ``/git/REPO.git/...`` to the hub, adding the
-    CLI's credential; any other path is 404."""
+    CLI's credential; any other path, and any request without the per-run ``secret``, is 404."""
 
     def __init__(self, hub: str, token: str | None, repo: str, verify=True):
         self.hub, self.repo = hub.rstrip("/"), repo
+        self.secret = secrets.token_urlsafe(32)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.client = httpx.Client(base_url=self.hub, headers=headers, verify=verify, timeout=PUSH_TIMEOUT_S)
         relay = self
@@ -81,6 +89,9 @@ class Relay:
     def forward(self, h: BaseHTTPRequestHandler, body: bytes | None) -> None:
         path, _, query = h.path.partition("?")
         prefix = f"/git/{self.repo}.git"
+        if not hmac.compare_digest(h.headers.get(RELAY_HEADER, "").encode(), self.secret.encode()):
+            h.send_error(404)
+            return
         if body is None or not path.startswith(prefix) or path[len(prefix):] not in GIT_PATHS:
             h.send_error(404 if body is not None else 413)
             return
@@ -113,11 +124,18 @@ class Relay:
             return f"the hub refused the repository ({r.status_code})"
 
 
-def _git(cwd: str, *args: str) -> subprocess.CompletedProcess:
+def relay_env(relay: Relay) -> dict[str, str]:
+    """git's environment for a push through ``relay``: its secret as an extra header, set through the
+    environment (readable only by this user) rather than ``-c`` on the command line."""
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"{RELAY_HEADER}: {relay.secret}"}
+
+
+def _git(cwd: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     import os
 
     return subprocess.run(GIT + ["-C", cwd, *args], capture_output=True, text=True, timeout=PUSH_TIMEOUT_S,
-                          env={**os.environ, **GIT_ENV}, check=False)
+                          env={**os.environ, **GIT_ENV, **(env or {})}, check=False)
 
 
 def push(relay: Relay, cwd: str) -> dict:
@@ -142,7 +160,7 @@ def _push(relay: Relay, cwd: str) -> dict:
     failed = relay.ensure_repo()
     if failed is None:
         r = _git(cwd, "push", "--force", "--quiet", "--no-verify", f"{relay.url}/git/{relay.repo}.git",
-                 f"{commit}:refs/heads/{ref}")
+                 f"{commit}:refs/heads/{ref}", env=relay_env(relay))
         failed = None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["git push failed"])[-1][:300]
     if failed is not None:
         return {**out, "failed": failed}
