@@ -7,6 +7,7 @@ action, and the read models rebuilt from event 1 equal the live ones."""
 from __future__ import annotations
 
 import pytest
+from support.sessions import session, tool
 
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
@@ -16,26 +17,13 @@ from agentplaza.commands import tasks as tc
 from agentplaza.projections import board as board_rm
 from agentplaza.projections import conversations as conv_rm
 from agentplaza.projections.agents import transcript_table
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 
 @pytest.fixture
 def hub(folders, database_url):
-    h = Hub.open(folders, database_url=database_url)
-    yield h
-    h.close()
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
-
-
-def tool(s, name, **args):
-    return s.handle({"op": "tool", "tool": name, "args": args})
+    h_ = Hub.open(folders, database_url=database_url)
+    yield h_
+    h_.close()
 
 
 def queue(hub, cid):

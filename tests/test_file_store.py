@@ -10,14 +10,12 @@ import hashlib
 
 import pytest
 from starlette.testclient import TestClient
+from support.sessions import at_work
 
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
-from agentplaza.commands import agents as ac
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.files import MAX_AUDIENCE, SharedFile
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 NOTES = b"# Findings\n\nThe cache is cold on Mondays.\n"
 SECRET_PLAN = b"only for the reviewer\n"
@@ -32,19 +30,6 @@ def api(folders, database_url):
     hub.close()
 
 
-def agents(hub, *roles):
-    rt = AgentRuntime(hub, node="off")
-    out = []
-    for role in roles:
-        cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-        s = HarnessSession(rt, cid, None)
-        s.handle({"op": "hello"})
-        ac.tell(hub.commands, hub.commands.context("owner"), cid, "work")
-        s.handle({"op": "next", "wait": 0})
-        out.append((cid, s))
-    return out
-
-
 def share(s, path: str, data: bytes, **more) -> dict:
     return s.handle({"op": "share", "path": path, "content": base64.b64encode(data).decode(), **more})
 
@@ -54,7 +39,7 @@ def call(s, tool: str, **args) -> dict:
 
 
 def test_a_public_file_is_read_by_every_agent_and_a_named_one_only_by_those_named(api):
-    (a, sa), (b, sb), (c, sc) = agents(api.hub, "researcher", "builder", "reviewer")
+    (a, sa), (b, sb), (c, sc) = at_work(api.hub, "researcher", "builder", "reviewer")
     public = share(sa, "out/notes.md", NOTES)["name"]
     private = share(sa, "plan.txt", SECRET_PLAN, agents=[c])["name"]
     assert (public, private) == ("f1", "f2")
@@ -73,7 +58,7 @@ def test_a_public_file_is_read_by_every_agent_and_a_named_one_only_by_those_name
 
 
 def test_a_message_and_a_board_post_carry_a_shared_file_their_readers_may_read(api):
-    (a, sa), (b, sb), (c, sc) = agents(api.hub, "researcher", "builder", "reviewer")
+    (a, sa), (b, sb), (c, sc) = at_work(api.hub, "researcher", "builder", "reviewer")
     public = share(sa, "notes.md", NOTES)["name"]
     private = share(sa, "plan.txt", SECRET_PLAN, agents=[c])["name"]
     refused = call(sa, "plaza_message", to=b, text="see the plan", file=private)
@@ -95,7 +80,7 @@ def test_a_message_and_a_board_post_carry_a_shared_file_their_readers_may_read(a
 
 
 def test_the_owner_sees_every_shared_file_in_the_library_downloads_it_and_deletes_it(api):
-    (a, sa), (b, sb) = agents(api.hub, "researcher", "builder")
+    (a, sa), (b, sb) = at_work(api.hub, "researcher", "builder")
     public = share(sa, "out/notes.md", NOTES)["name"]
     private = share(sb, "plan.txt", SECRET_PLAN, agents=[])["name"]  # only its sharer
     api.hub.read_models.catch_up()
@@ -120,7 +105,7 @@ def test_the_owner_sees_every_shared_file_in_the_library_downloads_it_and_delete
 
 
 def test_a_deliverable_is_handed_in_from_a_file_its_agent_shared_and_no_other(api):
-    (a, sa), (b, sb) = agents(api.hub, "researcher", "builder")
+    (a, sa), (b, sb) = at_work(api.hub, "researcher", "builder")
     mine = share(sb, "chart.md", NOTES)["name"]
     theirs = share(sa, "other.md", NOTES)["name"]
     assert call(sb, "plaza_library_submit", file=mine, title="Chart")["result"] == {"item": "d1", "submitted": True}
@@ -128,7 +113,7 @@ def test_a_deliverable_is_handed_in_from_a_file_its_agent_shared_and_no_other(ap
 
 
 def test_bad_input_is_refused_and_changes_nothing(api):
-    (a, sa), = agents(api.hub, "researcher")
+    (a, sa), = at_work(api.hub, "researcher")
     before = api.hub.commands.store.max_position()
     for agents_ in ("everyone", [1.5], [-1], [True], list(range(MAX_AUDIENCE + 1))):
         r = share(sa, "notes.md", NOTES, agents=agents_)

@@ -11,15 +11,13 @@ from __future__ import annotations
 import base64
 
 import pytest
+from support.sessions import session
 
 from agentplaza.api.hub import Hub
-from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals as apc
 from agentplaza.commands import council as cc
 from agentplaza.commands import projects as pc
 from agentplaza.runtime import forge, projectrepo
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 
 @pytest.fixture
@@ -27,13 +25,6 @@ def hub(folders, database_url):
     h_ = Hub.open(folders, database_url=database_url)
     yield h_
     h_.close()
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
 
 
 def call(s, tool, **args):

@@ -7,6 +7,7 @@ once and one above waits in Approvals; 0 makes every payment wait; a refusal cha
 from __future__ import annotations
 
 import pytest
+from support.sessions import session, tool
 
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
@@ -17,15 +18,13 @@ from agentplaza.commands import treasury as trc
 from agentplaza.domain import treasury as t
 from agentplaza.domain.base import Refusal
 from agentplaza.projections import hiring as hiring_rm
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 
 @pytest.fixture
 def hub(folders, database_url):
-    h = Hub.open(folders, database_url=database_url)
-    yield h
-    h.close()
+    h_ = Hub.open(folders, database_url=database_url)
+    yield h_
+    h_.close()
 
 
 def owner(hub):
@@ -34,17 +33,6 @@ def owner(hub):
 
 def agent_ctx(hub, cid):
     return hub.commands.context(f"agent:{cid}")
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, owner(hub), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
-
-
-def tool(s, name, **args):
-    return s.handle({"op": "tool", "tool": name, "args": args})
 
 
 def balance(hub, cid) -> int:

@@ -6,6 +6,7 @@ changes nothing; the read model rebuilt from event 1 equals the live one."""
 from __future__ import annotations
 
 import pytest
+from support.sessions import session, tool
 
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
@@ -14,26 +15,13 @@ from agentplaza.commands import memory as mc
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.memory import MAX_NOTES, slug
 from agentplaza.projections import memory as rm
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 
 @pytest.fixture
 def hub(folders, database_url):
-    h = Hub.open(folders, database_url=database_url)
-    yield h
-    h.close()
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
-
-
-def tool(s, which, **args):
-    return s.handle({"op": "tool", "tool": which, "args": args})
+    h_ = Hub.open(folders, database_url=database_url)
+    yield h_
+    h_.close()
 
 
 def test_notes_links_backlinks_and_warnings(hub):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from support.sessions import session
 
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
@@ -20,7 +21,6 @@ from agentplaza.domain.base import Refusal
 from agentplaza.projections import hiring as hiring_rm
 from agentplaza.projections.outreach import outreach_of
 from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 START = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
@@ -35,13 +35,6 @@ def plaza(folders, database_url):
 
 def owner(hub):
     return hub.commands.context("owner")
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, owner(hub), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
 
 
 def later(hub, now, **delta):

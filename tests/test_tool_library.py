@@ -15,17 +15,15 @@ import types
 import pytest
 from starlette.testclient import TestClient
 from support.hubproc import HubProcess, cli
+from support.sessions import at_work
 
 from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
-from agentplaza.commands import agents as ac
 from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain.toollib import APPROVED, PENDING, REJECTED, LibraryTool, tool_name, version_for
 from agentplaza.events.store import EventStore
 from agentplaza.runtime import modelrelay, toollib
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 from vmm.guest import harness
 
 WC = b"#!/bin/sh\n# word count of the input, then the arguments\nwc -w | tr -d ' '\necho \"$@\"\n"
@@ -39,19 +37,6 @@ def api(folders, database_url):
         c.hub = hub
         yield c
     hub.close()
-
-
-def agents(hub, *roles):
-    rt = AgentRuntime(hub, node="off")
-    out = []
-    for role in roles:
-        cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-        s = HarnessSession(rt, cid, None)
-        s.handle({"op": "hello"})
-        ac.tell(hub.commands, hub.commands.context("owner"), cid, "work")
-        s.handle({"op": "next", "wait": 0})
-        out.append((cid, s))
-    return out
 
 
 def package(s, name: str, program: bytes, path: str = "tools/wc.sh") -> dict:
@@ -72,7 +57,7 @@ def offered(hub, s) -> list[str]:
 
 def test_a_version_is_private_to_its_author_until_the_owner_approves_it(api):
     hub = api.hub
-    (a, sa), (b, sb) = agents(hub, "builder", "tester")
+    (a, sa), (b, sb) = at_work(hub, "builder", "tester")
     r = package(sa, "word_count", WC)["result"]
     assert r == {"tool": "x_word_count", "version": 1, "approval": "a1", "status": "pending"}
     hub.read_models.catch_up()
@@ -102,7 +87,7 @@ def test_a_version_is_private_to_its_author_until_the_owner_approves_it(api):
 
 def test_the_author_tries_its_newer_version_while_every_other_agent_keeps_the_approved_one(api):
     hub = api.hub
-    (a, sa), (b, sb) = agents(hub, "builder", "tester")
+    (a, sa), (b, sb) = at_work(hub, "builder", "tester")
     package(sa, "word_count", WC)
     api.post("/v1/approvals/a1/approve", json={"reason": "fine"})  # the approvals queue decides it too
     assert package(sa, "word_count", WC2, "tools/wc2.sh")["result"]["version"] == 2
@@ -143,7 +128,7 @@ def test_the_harness_runs_a_library_program_in_its_own_workspace(tmp_path, monke
 
 def test_bad_input_is_refused_and_changes_nothing(api):
     hub = api.hub
-    (a, sa), (b, sb) = agents(hub, "builder", "tester")
+    (a, sa), (b, sb) = at_work(hub, "builder", "tester")
     theirs = sb.handle({"op": "share", "path": "t.sh", "content": base64.b64encode(WC).decode()})["name"]
     before = hub.commands.store.max_position()
     for name, why in (("Word", "invalid_name"), ("a__b", "invalid_name"), ("x" * 41, "invalid_name")):

@@ -6,35 +6,22 @@ a refusal changes nothing; the read model rebuilt from event 1 equals the live o
 from __future__ import annotations
 
 import pytest
+from support.sessions import session, tool
 
 from agentplaza.api.hub import Hub
-from agentplaza.commands import agents as ac
 from agentplaza.commands import toolbox as tbc
 from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain.toolbox import MAX_ENTRIES, TOOLBOX_ID, Toolbox
 from agentplaza.projections import toolbox as rm
-from agentplaza.runtime.fleet import AgentRuntime
-from agentplaza.runtime.session import HarnessSession
 
 LINK = "https://example.org/jq"
 
 
 @pytest.fixture
 def hub(folders, database_url):
-    h = Hub.open(folders, database_url=database_url)
-    yield h
-    h.close()
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
-
-
-def tool(s, which, **args):
-    return s.handle({"op": "tool", "tool": which, "args": args})
+    h_ = Hub.open(folders, database_url=database_url)
+    yield h_
+    h_.close()
 
 
 def test_share_update_endorse_flag_and_remove_through_the_tools(hub):

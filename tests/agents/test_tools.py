@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.sessions import session
 
 import jhrl.catalog
 from agentplaza.api.hub import Hub
@@ -19,9 +20,7 @@ from agentplaza.commands import tasks as tc
 from agentplaza.projections.agents import transcript_table
 from agentplaza.projections.work import approvals as approvals_table
 from agentplaza.runtime import modelrelay, schema, tools
-from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.schema import check
-from agentplaza.runtime.session import HarnessSession
 from agentplaza.runtime.tools import GUEST_TOOLS, HOST_TOOLS, TOOLS, check_args
 from vmm.guest import contract
 from vmm.guest import harness as h
@@ -266,13 +265,6 @@ def hub(folders, database_url):
     h_ = Hub.open(folders, database_url=database_url)
     yield h_
     h_.close()
-
-
-def session(hub, role):
-    cid = ac.spawn(hub.commands, hub.commands.context("owner"), role, 1).value[0]
-    s = HarnessSession(AgentRuntime(hub, node="off"), cid, None)
-    assert "error" not in s.handle({"op": "hello"})
-    return cid, s
 
 
 def transcript(hub, cid):
