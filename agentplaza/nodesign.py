@@ -64,6 +64,7 @@ def _unb64(text: str) -> bytes:
 def make_key(state_dir: Path) -> Ed25519PrivateKey:
     """A new signing key in ``state_dir`` (0600); refused where one is there already (a node joins once)."""
     path = Path(state_dir) / KEY_FILE
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.exists():
         raise FileExistsError(f"{path} exists: this machine joined a hub already (agentplaza node leave first)")
     key = Ed25519PrivateKey.generate()

@@ -92,14 +92,18 @@ class JoinedNodes:
             self.rt.links[name] = link
         if old is not None:
             old.close()
+        # Its own threads: the connection's bytes flow only once the caller's pumps run.
+        threading.Thread(target=self._first_facts, args=(name, link), daemon=True, name=f"node-{name}-facts").start()
+        threading.Thread(target=self.rt.follow_node_events, args=(name, link), daemon=True,
+                         name=f"node-{name}-events").start()
+        return link
+
+    def _first_facts(self, name: str, link: NodeLink) -> None:
         try:
             self.facts[name] = link.request("facts", timeout=FACTS_TIMEOUT_S)["facts"]
         except (NodeError, KeyError) as e:
             log.warning("node %s gave no facts: %s", name, e)
-        threading.Thread(target=self.rt.follow_node_events, args=(name, link), daemon=True,
-                         name=f"node-{name}-events").start()
         self.rt.kick()
-        return link
 
     def detach(self, name: str, link: NodeLink) -> None:
         with self.lock:

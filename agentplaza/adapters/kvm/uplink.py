@@ -82,63 +82,65 @@ def session(node, state_dir: Path, stop: threading.Event) -> None:
     key = load_key(state_dir)
     hub, name, pin = joined["hub"], joined["node"], joined.get("pin")
     u = urlsplit(hub)
-    ws = connect(ws_url(hub), ssl=tls_context() if u.scheme == "https" else None, max_size=MESSAGE_BYTES_MAX,
-                 open_timeout=15, close_timeout=5)
-    try:
-        check_pin(ws, pin)  # before the hello: a hub that is not the code's hears nothing signed
-        ws.send(sign(key, "hello", name, hub))
-        ours, theirs = socket.socketpair()
-        node._event_streams = []
-        node.hub = Channel.over_socket(ours, role="guest", on_open=node.handle).start()
-        _status(state_dir, connected=True, hub=hub, node=name)
-        done = threading.Event()
+    with connect(ws_url(hub), ssl=tls_context() if u.scheme == "https" else None, max_size=MESSAGE_BYTES_MAX,
+                 open_timeout=15, close_timeout=5) as ws:
+        _carry(node, state_dir, stop, ws, key, hub, name, pin)
 
-        def from_hub() -> None:
-            try:
-                while not done.is_set():
-                    msg = ws.recv()
-                    if isinstance(msg, bytes):
-                        theirs.sendall(msg)
-            except (ConnectionClosed, OSError) as e:
-                reason = getattr(getattr(e, "rcvd", None), "reason", "") or str(e)
-                _status(state_dir, connected=False, hub=hub, node=name, last_error=reason[:200])
-            finally:
-                done.set()
 
-        def to_hub() -> None:
+def _carry(node, state_dir: Path, stop: threading.Event, ws, key, hub: str, name: str, pin: str | None) -> None:
+    """The pin checked, the hello sent, then the channel carried both ways with a beat on the timer."""
+    check_pin(ws, pin)  # before the hello: a hub that is not the code's hears nothing signed
+    ws.send(sign(key, "hello", name, hub))
+    ours, theirs = socket.socketpair()
+    node._event_streams = []
+    node.hub = Channel.over_socket(ours, role="guest", on_open=node.handle).start()
+    _status(state_dir, connected=True, hub=hub, node=name)
+    done = threading.Event()
+
+    def from_hub() -> None:
+        try:
+            while not done.is_set():
+                msg = ws.recv()
+                if isinstance(msg, bytes):
+                    theirs.sendall(msg)
+        except (ConnectionClosed, OSError) as e:
+            reason = getattr(getattr(e, "rcvd", None), "reason", "") or str(e)
+            _status(state_dir, connected=False, hub=hub, node=name, last_error=reason[:200])
+        finally:
+            done.set()
+
+    def to_hub() -> None:
+        try:
+            while not done.is_set():
+                data = theirs.recv(CHUNK_BYTES)
+                if not data:
+                    break
+                ws.send(data)
+        except (ConnectionClosed, OSError):
+            pass
+        finally:
+            done.set()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_S):
             try:
-                while not done.is_set():
-                    data = theirs.recv(CHUNK_BYTES)
-                    if not data:
-                        break
-                    ws.send(data)
+                ws.send(sign(key, "beat", name, hub))
             except (ConnectionClosed, OSError):
-                pass
-            finally:
                 done.set()
 
-        def beat() -> None:
-            while not done.wait(HEARTBEAT_S):
-                try:
-                    ws.send(sign(key, "beat", name, hub))
-                except (ConnectionClosed, OSError):
-                    done.set()
-
-        threads = [threading.Thread(target=f, daemon=True) for f in (from_hub, to_hub, beat)]
-        for t in threads:
-            t.start()
-        while not done.wait(0.5):
-            if stop.is_set():
-                done.set()
-        node.hub.close()
-        for s in (ours, theirs):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-    finally:
-        ws.close()
+    threads = [threading.Thread(target=f, daemon=True) for f in (from_hub, to_hub, beat)]
+    for t in threads:
+        t.start()
+    while not done.wait(0.5):
+        if stop.is_set():
+            done.set()
+    node.hub.close()
+    for s in (ours, theirs):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
 
 
 def run(node, state_dir: Path, stop: threading.Event) -> None:
