@@ -128,3 +128,10 @@ def revoke(cmds: Commands, ctx: Context, name: str) -> Done[None]:
 def registry(cmds: Commands) -> NodeRegistry | None:
     """The joined nodes as the log has them now (their keys, ranges, drain and revocation)."""
     return cmds.store.get(REGISTRY_ID)
+
+
+def node_revoked(cmds: Commands, name: str) -> bool:
+    """Whether joined node ``name`` was revoked (as the store has it now, whichever hub wrote it)."""
+    with cmds.store.fresh():
+        r = cmds.store.get(REGISTRY_ID)
+    return r is not None and r.revoked(name)
