@@ -195,7 +195,7 @@ class AgentRuntime:
     def link_of(self, name: str) -> NodeLink:
         """The link to node ``name``; refused when the hub knows no such node, or it is not connected now."""
         link = self.links.get(name)
-        if link is None or not link.up:
+        if link is None or not link.up or (name != LOCAL_NODE and not self.joined.online(name)):
             if name != LOCAL_NODE and name not in self.joined.revoked_names and self._joined(name):
                 raise Refusal("node_offline", f"node {name} is offline (not connected to the hub)")
             if name in self.joined.revoked_names:
@@ -221,6 +221,15 @@ class AgentRuntime:
         a = self.agent_of(cid)
         name = a.node if a is not None else self.where.get(cid, range_node(cid) or LOCAL_NODE)
         return name, self.link_of(name)
+
+    def node_connected(self, name: str) -> None:
+        """A joined node (re)connected: its running agents are started again through the new link (noded
+        answers ``already`` for a machine it kept running; one it lost is booted anew). Sleeping ones stay."""
+        with self.lock:
+            for cid, where in list(self.where.items()):
+                if where == name and cid not in self.asleep and cid not in self.busy:
+                    self.applied.pop(cid, None)
+        self.kick()
 
     def drain_started(self, name: str) -> None:
         """HOOK for the moves loop (branch ``moves``): node ``name`` was drained, so each agent on it is to
@@ -501,6 +510,8 @@ class AgentRuntime:
                     self.exited.pop(cid, None)  # its stop is in the read model: the owner may start it again
                 elif self.exited.get(cid) == key:
                     continue
+                if r["run"] == "running" and r["node"] != LOCAL_NODE and not self.online(r["node"]):
+                    continue  # its node is offline (or revoked): nothing to ask of it until it is back
                 if r["run"] == "running" and have != key:
                     f = self.failed.get(cid)
                     if f and f[0] == key and time.monotonic() - f[1] < BOOT_RETRY_S:

@@ -103,7 +103,7 @@ class JoinedNodes:
             self.facts[name] = link.request("facts", timeout=FACTS_TIMEOUT_S)["facts"]
         except (NodeError, KeyError) as e:
             log.warning("node %s gave no facts: %s", name, e)
-        self.rt.kick()
+        self.rt.node_connected(name)
 
     def detach(self, name: str, link: NodeLink) -> None:
         with self.lock:

@@ -85,7 +85,12 @@ async def _to_socket(ws: WebSocket, sock: socket.socket, joined, name: str, scop
                     data = data[n:]
             elif msg.get("text") is not None:
                 joined.beat(name, msg["text"])
-    except (BadSignature, OSError):
+    except BadSignature as e:  # a heartbeat that fails ends the connection, as a refused hello does
+        try:
+            await ws.close(CLOSE_REFUSED, str(e)[:120])
+        except RuntimeError:
+            pass
+    except OSError:
         pass
     finally:
         scope.cancel()
