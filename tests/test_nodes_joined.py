@@ -113,6 +113,12 @@ class ScriptedNode:
         self.stop.set()
         self.thread.join(10)
 
+    def reconnect(self) -> None:
+        self.close()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
 
 def raw_hello(hub, text: str):
     """A connection that sends ``text`` as its hello; the close it gets (code, reason), or None if accepted."""
@@ -175,11 +181,25 @@ def test_an_agent_goes_to_the_eligible_joined_node_and_a_drained_one_takes_no_ne
             until("the hub starts the agent's VM on its node", lambda: ("start", first["cid"]) in
                   [(op, m.get("cid")) for op, m in a.asked])
             assert c.post(f"/v1/nodes/{b.name}/drain", json={}).json()["error"]["code"] == "node_draining"
+            # machines kill: the run's VM stopped on its own machine, the agent recorded stopped.
+            wrong = c.post(f"/v1/machines/{b.name}/runs/{first['cid']}/kill", json={})
+            assert wrong.json()["error"]["code"] == "unknown_agent"  # not a run of that machine
+            assert c.post(f"/v1/machines/{a.name}/runs/{first['cid']}/kill", json={}).status_code == 200
+            until("the hub stops the VM on its node", lambda: ("stop", first["cid"]) in
+                  [(op, m.get("cid")) for op, m in a.asked])
+            assert c.get(f"/v1/agents/{first['cid']}").json()["agent"]["run"] == "stopped"
             assert c.post(f"/v1/nodes/{b.name}/undrain", json={}).status_code == 200
             assert c.post(f"/v1/nodes/{a.name}/drain", json={}).status_code == 200
             second = c.post("/v1/agents", json={"role": "builder"}).json()["agents"][0]
             assert second["node"] == b.name
             assert node_row(hub, a.name)["draining"] is True
+
+        # A node that connects again is asked to start its running agents again (noded keeps a running VM).
+        until("b's agent started once", lambda: any((op, m.get("cid")) == ("start", second["cid"]) for op, m in b.asked))
+        starts = sum(1 for op, m in b.asked if (op, m.get("cid")) == ("start", second["cid"]))
+        b.reconnect()
+        until("b's agent started again through its new connection",
+              lambda: sum(1 for op, m in b.asked if (op, m.get("cid")) == ("start", second["cid"])) > starts, timeout=60)
 
         # A node speaks only for the CIDs the hub placed on it.
         own = b.hub.open("egress", cid=second["cid"])

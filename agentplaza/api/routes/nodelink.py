@@ -43,7 +43,7 @@ async def connect(ws: WebSocket) -> None:
     try:
         with anyio.fail_after(HELLO_TIMEOUT_S):
             first = await ws.receive_text()
-        name = joined.hello(first)
+        name = await anyio.to_thread.run_sync(joined.hello, first)  # it reads the registry: off the event loop
     except (BadSignature, TimeoutError, KeyError, WebSocketDisconnect, RuntimeError) as e:
         reason = str(e) if isinstance(e, BadSignature) else "a node's first message is its signed hello"
         try:
@@ -84,7 +84,7 @@ async def _to_socket(ws: WebSocket, sock: socket.socket, joined, name: str, scop
                         continue
                     data = data[n:]
             elif msg.get("text") is not None:
-                joined.beat(name, msg["text"])
+                await anyio.to_thread.run_sync(joined.beat, name, msg["text"])
     except BadSignature as e:  # a heartbeat that fails ends the connection, as a refused hello does
         try:
             await ws.close(CLOSE_REFUSED, str(e)[:120])
