@@ -27,6 +27,7 @@ from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
 from .routes.e2b import E2B_PREFIX
 from .routes.gateway import GATEWAY_PREFIX
 from .routes.hosting import REDEEM_PATH
+from .routes.nodelink import CONNECT_PATH as NODE_CONNECT_PATH
 
 #: Open to every caller that passed the door: signing in checks the token it is given itself, the
 #: console's files (routes/console.py) hold no plaza data (its sign-in page must load before a session),
@@ -58,6 +59,10 @@ class OwnerOnly:
             await self.app(scope, receive, send)
             return
         # /acp likewise checks its own callers (the owner token or a hub MCP token): api/acp_door.py.
+        # A joined node's connection proves who it is with its signed hello (routes/nodelink.py), not a token.
+        if scope["type"] == "websocket" and scope.get("path") == NODE_CONNECT_PATH:
+            await self.app(scope, receive, send)
+            return
         if scope["type"] == "websocket" and scope.get("path") == ACP_PATH:
             await self.app(scope, receive, send)
             return

@@ -24,6 +24,7 @@ from ..domain.agents import (
 from ..domain.base import Context, Refusal
 from ..domain.conduct import Conduct, conduct_id, mode_of
 from ..domain.floor import FLOOR_ID, Floor
+from ..domain.nodes import REGISTRY_ID, range_node
 from .unit import Commands, Done, Unit
 
 
@@ -34,8 +35,16 @@ def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
     return found
 
 
+def registry_of(cmds: Commands, cid: int) -> Node:
+    """The machine whose CID range holds ``cid``: the registry of which agent that CID names."""
+    found = cmds.store.get(node_id(range_node(cid) or LOCAL_NODE))
+    if found is None:
+        raise Refusal("unknown_agent", f"no agent with cid {cid}")
+    return found
+
+
 def agent(cmds: Commands, cid: int) -> Agent:
-    return cmds.store.get(node(cmds).agent_of(cid))
+    return cmds.store.get(registry_of(cmds, cid).agent_of(cid))
 
 
 def transcript_of(cmds: Commands, a: Agent) -> Transcript:
@@ -43,15 +52,23 @@ def transcript_of(cmds: Commands, a: Agent) -> Transcript:
 
 
 # -- in a unit ----------------------------------------------------------------------------------------
-def node_in(unit: Unit) -> Node:
-    found = unit.get(node_id(LOCAL_NODE))
+def node_in(unit: Unit, cid: int | None = None) -> Node:
+    """The CID registry of the machine whose range holds ``cid`` (n0's without one)."""
+    found = unit.get(node_id((range_node(cid) if cid is not None else "") or LOCAL_NODE))
     if found is None:
-        raise Refusal("unknown_agent", "no agent has been started yet")
+        raise Refusal("unknown_agent", "no agent has been started yet" if cid is None else f"no agent with cid {cid}")
     return found
 
 
 def agent_in(unit: Unit, cid: int) -> Agent:
-    return unit.get(node_in(unit).agent_of(cid))
+    return unit.get(node_in(unit, cid).agent_of(cid))
+
+
+def registries_in(unit: Unit) -> list[Node]:
+    """Every machine's CID registry: n0's, then each joined node's in the order they joined."""
+    reg = unit.get(REGISTRY_ID)
+    names = [LOCAL_NODE, *(reg.joined if reg is not None else ())]
+    return [n for n in (unit.get(node_id(name)) for name in names) if n is not None]
 
 
 def transcript_in(unit: Unit, a: Agent) -> Transcript:
@@ -70,9 +87,20 @@ def _open_wallets(unit: Unit, ctx: Context, cids: list[int], role: str) -> None:
             unit.add(t.open_wallet(ctx, None, str(cid), f"agent-{cid}", role))
 
 
-def _assign(unit: Unit, ctx: Context, ids: list[uuid.UUID]) -> tuple[Node, list[int]]:
-    """Node n0 (made with its CID range by the plaza's first spawn) gives the new agents their CIDs."""
-    n = unit.get(node_id(LOCAL_NODE)) or Node.found_local(ctx)
+def _assign(unit: Unit, ctx: Context, ids: list[uuid.UUID], where: str = LOCAL_NODE) -> tuple[Node, list[int]]:
+    """The node placement chose gives the new agents their CIDs: n0 (made with its CID range by the
+    plaza's first spawn), or a joined node, checked here on fresh state (never a revoked or draining one)."""
+    if where == LOCAL_NODE:
+        n = unit.get(node_id(LOCAL_NODE)) or Node.found_local(ctx)
+    else:
+        registry = unit.get(REGISTRY_ID)
+        n = unit.get(node_id(where))
+        if registry is None or n is None:
+            raise Refusal("unknown_node", f"no joined node {where!r}")
+        if registry.revoked(where):
+            raise Refusal("node_revoked", f"node {where} is revoked; it takes no agents")
+        if registry.draining(where):
+            raise Refusal("node_draining", f"node {where} is draining; it takes no new agents")
     cids = n.assign(ctx, [i.hex for i in ids])
     unit.add(n)
     return n, cids
@@ -86,10 +114,11 @@ def _deal_species(unit: Unit, ctx: Context, cids: list[int], role: str) -> None:
     unit.add(floor)
 
 
-def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: str | None = None) -> list[int]:
-    """Start one agent of ``role`` per id, each with its transcript and wallet; their CIDs."""
+def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: str | None = None,
+             where: str = LOCAL_NODE) -> list[int]:
+    """Start one agent of ``role`` per id on node ``where``, each with its transcript and wallet; their CIDs."""
     check_count(len(ids))
-    n, cids = _assign(unit, ctx, ids)
+    n, cids = _assign(unit, ctx, ids, where)
     for agent_id, cid in zip(ids, cids):
         unit.add(Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model),
                  Transcript.open(ctx, agent_id, cid),
@@ -99,11 +128,12 @@ def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: s
     return cids
 
 
-def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None) -> Done[list[int]]:
-    """Start ``count`` agents of ``role`` (1-16); their CIDs."""
+def spawn(cmds: Commands, ctx: Context, role: str, count: int = 1, model: str | None = None,
+          where: str = LOCAL_NODE) -> Done[list[int]]:
+    """Start ``count`` agents of ``role`` (1-16) on node ``where`` (placement's choice); their CIDs."""
     check_count(count)
     ids = new_ids(cmds, count)
-    return cmds.run(lambda unit: spawn_in(unit, ctx, ids, role, model))
+    return cmds.run(lambda unit: spawn_in(unit, ctx, ids, role, model, where))
 
 
 def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str) -> Done[list[int]]:
@@ -114,7 +144,7 @@ def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str)
 
     def decide(unit: Unit) -> list[int]:
         src = agent_in(unit, source)
-        _, cids = _assign(unit, ctx, ids)
+        _, cids = _assign(unit, ctx, ids, src.node)  # a fork starts from its source's checkpoint, on its machine
         for agent_id, cid in zip(ids, cids):
             unit.add(src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
                      Transcript.open(ctx, agent_id, cid),
@@ -220,7 +250,7 @@ retire = _lifecycle("retire")
 
 def delete(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
     def decide(unit: Unit) -> None:
-        n = node_in(unit)
+        n = node_in(unit, cid)
         a = unit.get(n.agent_of(cid))
         a.delete(ctx)
         n.release(ctx, cid)

@@ -9,11 +9,10 @@ mentions wait in the board; the resume delivers them in its own commit.
 
 from __future__ import annotations
 
-from ..domain.agents import LOCAL_NODE, node_id
 from ..domain.base import Context, Refusal
 from ..domain.board import BOARD_ID, Board, BoardMarker, Member, author_cid, marker_id, named
 from ..domain.names import post_number
-from .agents import agent_in, transcript_in
+from .agents import agent_in, registries_in, transcript_in
 from .tasks import load_in as task_in
 from .unit import Commands, Done, Unit
 
@@ -24,11 +23,8 @@ def board_in(unit: Unit, ctx: Context) -> Board:
 
 def roster_in(unit: Unit) -> list[Member]:
     """Every agent that can be named: not deleted (a stopped or retired one is named, and not told)."""
-    node = unit.get(node_id(LOCAL_NODE))
-    if node is None:
-        return []
     out = []
-    for cid in sorted(node.cids, key=int):
+    for cid in sorted((c for n in registries_in(unit) for c in n.cids), key=int):
         a = agent_in(unit, int(cid))
         if a is not None and not a.deleted:
             out.append(Member(a.cid, a.name, a.role))

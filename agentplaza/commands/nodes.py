@@ -97,3 +97,41 @@ def rotated_owner_token_sha256(cmds: Commands) -> str | None:
     """The hash of the last rotation in the log (None before any)."""
     t = cmds.store.get(OWNER_TOKEN_ID)
     return t.token_sha256 if t is not None else None
+
+
+def _on_registry(cmds: Commands, act) -> Done[None]:
+    def decide(unit: Unit) -> None:
+        registry = unit.get(REGISTRY_ID)
+        if registry is None:
+            raise Refusal("unknown_node", "no node has joined this hub (n0 is the hub's own machine)")
+        act(registry)
+        unit.add(registry)
+
+    return cmds.run(decide)
+
+
+def drain(cmds: Commands, ctx: Context, name: str) -> Done[None]:
+    """The guide: "A drained node takes no new agents."  (Moving its agents off is the moves loop's.)"""
+    return _on_registry(cmds, lambda r: r.drain(ctx, name))
+
+
+def undrain(cmds: Commands, ctx: Context, name: str) -> Done[None]:
+    return _on_registry(cmds, lambda r: r.undrain(ctx, name))
+
+
+def revoke(cmds: Commands, ctx: Context, name: str) -> Done[None]:
+    """The guide: "A revoked node leaves the network for good."  The hub closes its connection, refuses its
+    signatures and fails its CIDs closed as it follows this event (``runtime.fleet``)."""
+    return _on_registry(cmds, lambda r: r.revoke(ctx, name))
+
+
+def registry(cmds: Commands) -> NodeRegistry | None:
+    """The joined nodes as the log has them now (their keys, ranges, drain and revocation)."""
+    return cmds.store.get(REGISTRY_ID)
+
+
+def node_revoked(cmds: Commands, name: str) -> bool:
+    """Whether joined node ``name`` was revoked (as the store has it now, whichever hub wrote it)."""
+    with cmds.store.fresh():
+        r = cmds.store.get(REGISTRY_ID)
+    return r is not None and r.revoked(name)

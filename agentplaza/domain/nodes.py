@@ -31,7 +31,7 @@ import hmac
 import re
 import uuid
 
-from .agents import CID_RANGE_SIZE, JOINED_CID_FIRST
+from .agents import CID_RANGE_SIZE, JOINED_CID_FIRST, LOCAL_CID_FIRST, LOCAL_NODE
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
 #: The guide: valid "for 15 minutes by default, and for at most 60".
@@ -194,6 +194,26 @@ class NodeRegistry(PlazaAggregate):
             r.joined[self.name] = {"cid_first": self.cid_first, "cid_last": self.cid_last,
                                    "public_key": self.public_key, "label": self.label}
 
+    class NodeDrained(PlazaAggregate.Event):
+        """The guide: "A drained node takes no new agents." """
+        name: str
+
+        def apply(self, r: NodeRegistry) -> None:
+            r.joined[self.name]["draining"] = True
+
+    class NodeUndrained(PlazaAggregate.Event):
+        name: str
+
+        def apply(self, r: NodeRegistry) -> None:
+            r.joined[self.name]["draining"] = False
+
+    class NodeRevoked(PlazaAggregate.Event):
+        """The guide: "A revoked node leaves the network for good." Never undone."""
+        name: str
+
+        def apply(self, r: NodeRegistry) -> None:
+            r.joined[self.name]["revoked"] = True
+
     def __init__(self) -> None:
         self.joined: dict[str, dict] = {}
 
@@ -212,3 +232,50 @@ class NodeRegistry(PlazaAggregate):
         self.record(self.NodeJoined, ctx, name=name, label=label, cid_first=first, cid_last=last,
                     public_key=check_public_key(public_key), code_id=code_id, address=address[:100])
         return name, first, last
+
+    def node(self, name: str) -> dict:
+        """A joined node's record; n0 is the hub's own machine and is no joined node."""
+        found = self.joined.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise Refusal("unknown_node", f"no joined node {name!r} (n0 is the hub's own machine; see nodes list)")
+        return found
+
+    def revoked(self, name: str) -> bool:
+        return bool(self.joined.get(name, {}).get("revoked"))
+
+    def draining(self, name: str) -> bool:
+        return bool(self.joined.get(name, {}).get("draining"))
+
+    def drain(self, ctx: Context, name: str) -> None:
+        n = self.node(name)
+        if n.get("revoked"):
+            raise Refusal("node_revoked", f"node {name} is revoked; it takes no agents and can only come back "
+                                          "as a new node, with a new join code")
+        if n.get("draining"):
+            raise Refusal("node_draining", f"node {name} is draining already")
+        self.record(self.NodeDrained, ctx, name=name)
+
+    def undrain(self, ctx: Context, name: str) -> None:
+        n = self.node(name)
+        if n.get("revoked"):
+            raise Refusal("node_revoked", f"node {name} is revoked; revoking cannot be undone")
+        if not n.get("draining"):
+            raise Refusal("node_not_draining", f"node {name} is not draining")
+        self.record(self.NodeUndrained, ctx, name=name)
+
+    def revoke(self, ctx: Context, name: str) -> None:
+        if self.node(name).get("revoked"):
+            raise Refusal("node_revoked", f"node {name} is revoked already")
+        self.record(self.NodeRevoked, ctx, name=name)
+
+
+def range_node(cid: int) -> str:
+    """The machine whose CID range holds ``cid`` (the guide, "CID ranges"): n0 for the hub's own range,
+    n1 for 1000-1099, n2 for 1100-1199 ...  A CID in no range names no machine ("")."""
+    if type(cid) is not int:
+        return ""
+    if LOCAL_CID_FIRST <= cid < LOCAL_CID_FIRST + CID_RANGE_SIZE:
+        return LOCAL_NODE
+    if cid >= JOINED_CID_FIRST:
+        return f"n{(cid - JOINED_CID_FIRST) // CID_RANGE_SIZE + 1}"
+    return ""

@@ -98,6 +98,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "e2b_upload_refused",
         # the file store
         "not_shared_with_you",
+        "node_revoked", "node_signature_refused", "not_your_cid",  # joined nodes
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -161,6 +162,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "outreach_off", "agent_not_idle", "not_idle_long_enough", "outreach_not_due",  # outreach
         # the tool library
         "too_many_versions",
+        "node_draining", "node_not_draining", "node_offline",  # joined nodes
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",

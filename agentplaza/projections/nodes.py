@@ -44,6 +44,8 @@ joined_nodes = sa.Table(
     sa.Column("public_key", sa.String(43), nullable=False),
     sa.Column("joined_at", sa.String(40), nullable=False),
     sa.Column("code", sa.String(12), nullable=False),
+    sa.Column("draining", sa.Boolean, nullable=False, default=False),
+    sa.Column("revoked_at", sa.String(40)),
 )
 owner_token = sa.Table(
     "rm_owner_token", metadata,
@@ -57,7 +59,7 @@ OWNER_TOKEN_KEY = "owner"
 
 class NodesProjection(Projection):
     name = "nodes"
-    version = 1
+    version = 2
     tables = (join_codes, joined_nodes, owner_token)
 
     def on_JoinCode_Created(self, e: EventRecord, rows: Rows) -> None:
@@ -88,7 +90,21 @@ class NodesProjection(Projection):
         d = e.data
         rows.put("rm_joined_nodes", {"name": d["name"], "label": d["label"], "cid_first": d["cid_first"],
                                      "cid_last": d["cid_last"], "public_key": d["public_key"], "joined_at": e.at,
-                                     "code": d["code_id"]})
+                                     "code": d["code_id"], "draining": False, "revoked_at": None})
+
+    def on_NodeRegistry_NodeDrained(self, e: EventRecord, rows: Rows) -> None:
+        self._node(e, rows, {"draining": True})
+
+    def on_NodeRegistry_NodeUndrained(self, e: EventRecord, rows: Rows) -> None:
+        self._node(e, rows, {"draining": False})
+
+    def on_NodeRegistry_NodeRevoked(self, e: EventRecord, rows: Rows) -> None:
+        self._node(e, rows, {"draining": False, "revoked_at": e.at})
+
+    def _node(self, e: EventRecord, rows: Rows, change: dict) -> None:
+        row = rows.get("rm_joined_nodes", e.data["name"])
+        if row is not None:
+            rows.put("rm_joined_nodes", {**row, **change})
 
     def on_OwnerToken_Rotated(self, e: EventRecord, rows: Rows) -> None:
         row = rows.get("rm_owner_token", OWNER_TOKEN_KEY) or {"key": OWNER_TOKEN_KEY, "rotations": 0}

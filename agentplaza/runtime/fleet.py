@@ -31,16 +31,20 @@ from vmm.channel import Stream
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
 from ..commands import agents as ac
 from ..commands import models as model_commands
+from ..commands import nodes as node_commands
 from ..commands import tasks as tasks_commands
 from ..domain.agents import LOCAL_NODE, check_count, node_id
 from ..domain.base import Refusal
+from ..domain.nodes import range_node
+from ..domain.placement import Candidate, place
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
 from ..projections import work as work_rm
-from ..projections.agents import agents_table
+from ..projections.agents import agents_on, agents_table
 from . import e2b as e2b_rules
 from . import gitdoor, outreach, tooldecide, tools
 from .egress import EgressPolicy, EgressProxy, Refused
+from .joined import JoinedNodes
 from .modelrelay import GatewayCall, ModelRelay
 from .session import HarnessSession
 from .work import delivery_ref, task_text
@@ -49,8 +53,8 @@ log = logging.getLogger("apid.runtime")
 
 #: After a machine failed to boot, wait this long before trying again.
 BOOT_RETRY_S = 30.0
-#: The bus families the runtime follows (``Plaza.Held`` is among the plaza's).
-FOLLOWED = ("plaza",)
+#: The bus families the runtime follows (``Plaza.Held`` is among the plaza's; a node's revocation is the registry's).
+FOLLOWED = ("plaza", "node_registry")
 #: What the runtime calls itself on the bus.
 BUS_ADDRESS = "runtime"
 #: The longest the hub waits for the node to list or remove templates.
@@ -87,7 +91,10 @@ class AgentRuntime:
         self.mode = node
         self.images_dir = images_dir
         self.proc = None
-        self.link: NodeLink | None = None
+        #: Every node the hub reaches now: n0 (its own noded), and each joined node while it is connected.
+        self.links: dict[str, NodeLink] = {}
+        self.joined = JoinedNodes(self)
+        self.where: dict[int, str] = {}          # cid -> the node its machine was last started on
         self.applied: dict[int, tuple] = {}      # cid -> (agent_id, generation, wipes) running now
         self.failed: dict[int, tuple] = {}       # cid -> (key, when) of a failed boot
         self.busy: set[int] = set()              # cids with a node request in flight
@@ -112,9 +119,10 @@ class AgentRuntime:
             self.proc, sock = start_local_node(self.hub.folders.state, self.hub.folders.data, self.images_dir)
         else:
             sock = Path(self.mode)
-        self.link = NodeLink(sock, self._on_stream).connect()
+        self.links[LOCAL_NODE] = NodeLink(sock, lambda service, cid, st: self.on_stream_from(LOCAL_NODE, service, cid, st)).connect()
         self.facts = self.link.request("facts", timeout=30)["facts"]
-        threading.Thread(target=self._events, daemon=True, name="node-events").start()
+        threading.Thread(target=self.follow_node_events, args=(LOCAL_NODE, self.link), daemon=True,
+                         name="node-events").start()
         self._reconcile_thread = threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile")
         self._reconcile_thread.start()
         self.follow()
@@ -151,6 +159,9 @@ class AgentRuntime:
         """The events followed, in order. A hold or a resume (from any hub) refreshes this process's copy
         of the plaza; a hold cancels the running items (as of the plaza now: a hold already resumed
         cancels nothing); a resume wakes the harnesses waiting for work."""
+        for r in records:
+            if r.kind == "NodeRegistry.NodeRevoked":  # its connection closes and its CIDs fail closed at once
+                self.joined.revoked(r.data["name"])
         kinds = {r.kind for r in records}
         if not kinds & {"Plaza.Held", "Plaza.Resumed"}:
             return
@@ -167,13 +178,116 @@ class AgentRuntime:
         self.kick()
         with self._work:
             self._work.notify_all()
-        if self.link is not None:
-            self.link.close()
+        for link in list(self.links.values()):
+            link.close()
         if self.proc is not None:
             wait_gone(self.proc, 60)
 
     def kick(self) -> None:
         self._kick.set()
+
+    # -- the nodes --------------------------------------------------------------------------------
+    @property
+    def link(self) -> NodeLink | None:
+        """Node n0's link (the hub's own machine: sandboxes, templates, the first start's checks)."""
+        return self.links.get(LOCAL_NODE)
+
+    def link_of(self, name: str) -> NodeLink:
+        """The link to node ``name``; refused when the hub knows no such node, or it is not connected now."""
+        link = self.links.get(name)
+        if link is None or not link.up or (name != LOCAL_NODE and not self.joined.online(name)):
+            if name != LOCAL_NODE and name not in self.joined.revoked_names and self._joined(name):
+                raise Refusal("node_offline", f"node {name} is offline (not connected to the hub)")
+            if name in self.joined.revoked_names:
+                raise Refusal("node_revoked", f"node {name} is revoked")
+            if name == LOCAL_NODE:
+                raise Refusal("node_offline", f"node {LOCAL_NODE} is not connected")
+            raise Refusal("unknown_node", f"no node {name!r} (see nodes list)")
+        return link
+
+    def node_of(self, cid: int) -> str:
+        """The node an agent is placed on: its aggregate's ``node`` (the hub's records, never a node's word)."""
+        a = self.agent_of(cid)
+        if a is None:
+            raise Refusal("unknown_agent", f"no agent {cid}")
+        return a.node
+
+    def _joined(self, name: str) -> bool:
+        reg = node_commands.registry(self.cmds)
+        return reg is not None and name in reg.joined
+
+    def _link_for(self, cid: int) -> tuple[str, NodeLink]:
+        """The node and link that carry ``cid``'s machine now (a deleted agent's: where it last ran)."""
+        a = self.agent_of(cid)
+        name = a.node if a is not None else self.where.get(cid, range_node(cid) or LOCAL_NODE)
+        return name, self.link_of(name)
+
+    def node_connected(self, name: str) -> None:
+        """A joined node (re)connected: its running agents are started again through the new link (noded
+        answers ``already`` for a machine it kept running; one it lost is booted anew). Sleeping ones stay."""
+        with self.lock:
+            for cid, where in list(self.where.items()):
+                if where == name and cid not in self.asleep and cid not in self.busy:
+                    self.applied.pop(cid, None)
+        self.kick()
+
+    def drain_started(self, name: str) -> None:
+        """HOOK for the moves loop (branch ``moves``): node ``name`` was drained, so each agent on it is to
+        be moved off, one at a time ("Draining and revoking"). Placement already sends it no new agents;
+        until the moves loop fills this in, its agents stay where they are."""
+        log.info("node %s drained: it takes no new agents", name)
+
+    def kill(self, cid: int) -> None:
+        """``machines kill``: the run's VM stopped on its machine now, its harness stream reset."""
+        try:
+            _, link = self._link_for(cid)
+            link.request("stop", cid=cid)
+        except (NodeError, Refusal) as e:
+            log.warning("kill of cid %s: %s", cid, getattr(e, "message", e))
+        with self.lock:
+            self.applied.pop(cid, None)
+            self.asleep.discard(cid)
+        s = self.sessions.get(cid)
+        if s is not None and hasattr(s, "stream"):
+            try:
+                s.stream.reset("the run was killed")
+            except Exception:  # noqa: BLE001 - a stream already gone is killed enough
+                pass
+
+    def online(self, name: str) -> bool:
+        if name == LOCAL_NODE:
+            return self.link is not None and self.link.up
+        return self.joined.online(name)
+
+    def node_facts(self, name: str) -> dict:
+        return dict(self.facts) if name == LOCAL_NODE else dict(self.joined.facts.get(name) or {})
+
+    def place(self, role: str, count: int = 1, memory_mib: int = 256, vcpus: int = 1) -> str:
+        """Where new agents go (``domain.placement``): the eligible joined node with the highest score,
+        else n0 (whose noded says whether it fits: ``boot_blockers``). Each candidate's free memory and
+        warm templates are asked of its noded now."""
+        reg = node_commands.registry(self.cmds)
+        out = []
+        for name, entry in (reg.joined.items() if reg is not None else ()):
+            online = self.online(name)
+            free_mib, warm = 0, False
+            if online:
+                try:
+                    link = self.link_of(name)
+                    facts = link.request("facts", timeout=NODE_QUERY_TIMEOUT_S)["facts"]
+                    self.joined.facts[name] = facts
+                    free_mib = int(facts.get("memory_free_mib") or 0)
+                    temps = link.request("templates", timeout=NODE_QUERY_TIMEOUT_S).get("templates") or []
+                    warm = any(t.get("vcpus") == vcpus and t.get("memory_mib") == memory_mib for t in temps)
+                except (NodeError, Refusal, KeyError, TypeError, ValueError):
+                    online = False
+            node = self.cmds.store.get(node_id(name))
+            free_cids = len(node.free_cids()) if node is not None else 0
+            out.append(Candidate(name, free_mib=free_mib // max(1, count) if count > 1 else free_mib,
+                                 agents=agents_on(self.hub.read_models, name), free_cids=free_cids - (count - 1),
+                                 online=online, draining=bool(entry.get("draining")),
+                                 revoked=bool(entry.get("revoked")), warm=warm))
+        return place(out, memory_mib)
 
     def boot_blockers(self) -> list[str]:
         """Why node n0 cannot boot a microVM now (empty: it can), asked of the node afresh: the owner may
@@ -224,18 +338,19 @@ class AgentRuntime:
             what = {"checkpoint": f"checkpoint {answer.get('name')} saved",
                     "rollback": f"rolled back to {meta.get('name')} (undo: {answer.get('safety')})",
                     "checkpoint_delete": f"checkpoint {meta.get('name')} deleted"}[op]
-            self._entry(cid, "note", what, detail={"action": op, **answer}, actor=f"node:{LOCAL_NODE}")
+            self._entry(cid, "note", what, detail={"action": op, **answer}, actor=f"node:{self.where.get(cid, LOCAL_NODE)}")
         return answer
 
     def _machine_request(self, cid: int, op: str, **meta) -> dict:
-        if self.link is None or cid not in self.applied:
+        if cid not in self.applied:
             raise Refusal("agent_offline", f"agent {cid} has no running machine")
+        _, link = self._link_for(cid)
         with self.lock:
             if cid in self.busy:
                 raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again")
             self.busy.add(cid)
         try:
-            return self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
+            return link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
         except NodeError as e:
             raise Refusal("node_error", str(e)) from None
         finally:
@@ -250,9 +365,9 @@ class AgentRuntime:
         has no machine here. A failure is in the transcript, and the call goes on (a safety net, not a law)."""
         if not model_commands.load(self.cmds).policy.get("vm_auto_checkpoints", True):
             return None
-        if self.link is None or cid not in self.applied:
+        if cid not in self.applied:
             return None
-        actor = f"node:{LOCAL_NODE}"
+        actor = f"node:{self.where.get(cid, LOCAL_NODE)}"
         try:
             names = [c["name"] for c in self._machine_request(cid, "checkpoints")["checkpoints"]]
             n = max([k for k, _ in auto_checkpoints(names)], default=0) + 1
@@ -395,6 +510,8 @@ class AgentRuntime:
                     self.exited.pop(cid, None)  # its stop is in the read model: the owner may start it again
                 elif self.exited.get(cid) == key:
                     continue
+                if r["run"] == "running" and r["node"] != LOCAL_NODE and not self.online(r["node"]):
+                    continue  # its node is offline (or revoked): nothing to ask of it until it is back
                 if r["run"] == "running" and have != key:
                     f = self.failed.get(cid)
                     if f and f[0] == key and time.monotonic() - f[1] < BOOT_RETRY_S:
@@ -429,67 +546,86 @@ class AgentRuntime:
         agent_id, _generation, wipes = key
         fork = {"fork_of": row["forked_from"], "checkpoint": row["fork_checkpoint"]} \
             if row.get("forked_from") is not None and not wipes else {}
+        name = row.get("node") or LOCAL_NODE
         try:
+            link = self.link_of(name)
             if running:
-                self.link.request("stop", cid=cid)
-            answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
-        except NodeError as e:
+                link.request("stop", cid=cid)
+            answer = link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
+        except (NodeError, Refusal) as e:
             with self.lock:
                 self.failed[cid] = (key, time.monotonic())
                 self.applied.pop(cid, None)
-            self._entry(cid, "error", f"the VM did not start: {e}", actor=f"node:{LOCAL_NODE}")
+            self._entry(cid, "error", f"the VM did not start on node {name}: {getattr(e, 'message', e)}",
+                        actor=f"node:{name}")
             return
         with self.lock:
             self.applied[cid] = key
+            self.where[cid] = name
             self.failed.pop(cid, None)
-        self._entry(cid, "note", f"VM booted in {answer.get('boot_s')} s", actor=f"node:{LOCAL_NODE}",
+        self._entry(cid, "note", f"VM booted in {answer.get('boot_s')} s", actor=f"node:{name}",
                     detail={"boot_s": answer.get("boot_s"), "jailed": answer.get("jailed")})
 
     def _sleep_wake(self, cid: int, how: str) -> None:
+        name = self.where.get(cid, LOCAL_NODE)
         try:
-            answer = self.link.request(how, cid=cid)
-        except NodeError as e:
-            self._entry(cid, "error", f"{how} failed: {e}", actor=f"node:{LOCAL_NODE}")
+            name, link = self._link_for(cid)
+            answer = link.request(how, cid=cid)
+        except (NodeError, Refusal) as e:
+            self._entry(cid, "error", f"{how} failed: {getattr(e, 'message', e)}", actor=f"node:{name}")
             return
         with self.lock:
             (self.asleep.add if how == "sleep" else self.asleep.discard)(cid)
         self._entry(cid, "note", "VM saved and stopped" if how == "sleep" else f"VM woke in {answer.get('wake_s')} s",
-                    actor=f"node:{LOCAL_NODE}", detail=answer)
+                    actor=f"node:{name}", detail=answer)
 
     def _halt(self, cid: int, how: str) -> None:
         try:
-            self.link.request(how, cid=cid)
-        except NodeError as e:
-            log.warning("node %s of cid %s failed: %s", how, cid, e)
+            _, link = self._link_for(cid)
+            link.request(how, cid=cid)
+        except (NodeError, Refusal) as e:
+            log.warning("node %s of cid %s failed: %s", how, cid, getattr(e, "message", e))
         with self.lock:
             self.applied.pop(cid, None)
+            self.where.pop(cid, None)
             self.asleep.discard(cid)
         if how == "stop":
             self._safely(ac.disconnected, self.ctx_node(), cid, "stopped")
 
-    def _events(self) -> None:
-        for ev in self.link.events():
+    def follow_node_events(self, name: str, link: NodeLink) -> None:
+        """A node's event lines (machine and harness exits), for the CIDs the hub placed on it only."""
+        for ev in link.events():
             cid = ev.get("cid")
-            if ev.get("event") == "exited":
-                with self.lock:
-                    key = self.applied.pop(cid, None)
-                    if ev.get("reason") and key is not None:  # the node's crash recovery: it stays exited
-                        self.exited[cid] = key
-                why = f"the VM exited ({ev.get('exit')})" + (f": {ev['reason']}" if ev.get("reason") else "")
-                self._safely(ac.disconnected, self.ctx_node(), cid, why)
-                self._entry(cid, "error", why, actor=f"node:{LOCAL_NODE}",
-                            detail={"exit": ev.get("exit"), "reason": ev.get("reason")})
-                if ev.get("reason"):  # and the owner sees it stopped (starting it again is theirs)
-                    self._safely(ac.stop, self.cmds.context(f"node:{LOCAL_NODE}", why[:200]), cid)
-                self.kick()
-            elif ev.get("event") == "recovered":  # the guest crashed; the node started it again
-                self._entry(cid, "note", f"the VM exited by itself ({ev.get('exit')}) and was recovered from "
-                            f"{ev.get('from')}", actor=f"node:{LOCAL_NODE}",
-                            detail={k: ev.get(k) for k in ("exit", "from", "reason", "recoveries")})
-            elif ev.get("event") == "harness_exited":
-                self._safely(ac.disconnected, self.ctx_node(), cid, "the harness exited")
-            elif ev.get("event") == "console" and isinstance(cid, int):  # the live bus's, for events --all
-                self.hub.bus.console(cid, str(ev.get("text") or ""), f"node:{LOCAL_NODE}")
+            if cid is not None and name != LOCAL_NODE and self._placed_on(cid) != name:
+                log.warning("node %s reported an event for cid %s, which is not placed on it; ignored", name, cid)
+                continue
+            self._node_event(name, ev, cid)
+
+    def _placed_on(self, cid) -> str | None:
+        a = self.agent_of(cid) if type(cid) is int else None
+        return a.node if a is not None else None
+
+    def _node_event(self, name: str, ev: dict, cid) -> None:
+        if ev.get("event") == "exited":
+            with self.lock:
+                key = self.applied.pop(cid, None)
+                if ev.get("reason") and key is not None:  # the node's crash recovery: it stays exited
+                    self.exited[cid] = key
+            why = f"the VM exited ({ev.get('exit')})" + (f": {ev['reason']}" if ev.get("reason") else "")
+            self._safely(ac.disconnected, self.cmds.context(f"node:{name}"), cid, why)
+            self._entry(cid, "error", why, actor=f"node:{name}",
+                        detail={"exit": ev.get("exit"), "reason": ev.get("reason")})
+            if ev.get("reason"):  # and the owner sees it stopped (starting it again is theirs)
+                self._safely(ac.stop, self.cmds.context(f"node:{name}", why[:200]), cid)
+            self.kick()
+        elif ev.get("event") == "recovered":  # the guest crashed; the node started it again
+            self._entry(cid, "note", f"the VM exited by itself ({ev.get('exit')}) and was recovered from "
+                        f"{ev.get('from')}", actor=f"node:{name}",
+                        detail={k: ev.get(k) for k in ("exit", "from", "reason", "recoveries")})
+        elif ev.get("event") == "harness_exited":
+            self._safely(ac.disconnected, self.cmds.context(f"node:{name}"), cid, "the harness exited")
+        elif ev.get("event") == "console" and isinstance(cid, int):  # the live bus's, for events --all
+            self.hub.bus.console(cid, str(ev.get("text") or ""), f"node:{name}")
 
     # -- helpers ----------------------------------------------------------------------------------
     @property
@@ -516,7 +652,7 @@ class AgentRuntime:
 
     def agent_of(self, cid: int):
         """The plaza's own record of the agent with this CID, or None: a CID never given out."""
-        n = self.cmds.store.get(node_id(LOCAL_NODE))
+        n = self.cmds.store.get(node_id(range_node(cid) or LOCAL_NODE)) if type(cid) is int else None
         if n is None or not n.holds(cid):
             return None
         a = self.cmds.store.get(n.agent_of(cid))
@@ -547,6 +683,23 @@ class AgentRuntime:
         return plaza_held(self.cmds.store.get)
 
     # -- streams from guests ----------------------------------------------------------------------
+    def on_stream_from(self, node: str, service: str, cid: int, st: Stream) -> None:
+        """A guest's stream as a node carries it. A node speaks only for the CIDs the hub placed on it
+        (the agent's record says where): another node's CID, a CID never given out, and every stream of a
+        revoked node are refused before any service sees them."""
+        if node != LOCAL_NODE:
+            if node in self.joined.revoked_names or self.links.get(node) is None:
+                st.reset(f"node {node} is not connected or revoked; its guests do not reach the hub")
+                return
+            if self._placed_on(cid) != node:
+                log.warning("node %s opened a %s stream for cid %s, which the hub did not place on it", node, service, cid)
+                st.reset(f"cid {cid} is not placed on node {node}")
+                return
+        elif self._sandbox(cid) is None and self._placed_on(cid) not in (None, LOCAL_NODE):
+            st.reset(f"cid {cid} is not placed on node {LOCAL_NODE}")
+            return
+        self._on_stream(service, cid, st)
+
     def _on_stream(self, service: str, cid: int, st: Stream) -> None:
         if self._sandbox(cid) is not None:  # an E2B sandbox: its own party; egress only (runtime/e2b.py)
             if service == "egress":

@@ -20,6 +20,7 @@ from ..commands.unit import Done, Unit
 from ..domain.agents import LOCAL_NODE, node_id, transcript_id
 from ..domain.base import Context, Refusal
 from ..domain.git import BRANCH_PREFIX, ZERO, pr_number
+from ..domain.nodes import range_node
 from .githttp import GitAnswer, GitRequest, serve
 from .gitstore import MAX_SHOWN_BYTES, REPOS_DIR, GitStore
 
@@ -43,8 +44,8 @@ OWNER = Caller("owner")
 
 
 def agent_record(hub: Any, cid: str) -> Any:
-    n = hub.commands.store.get(node_id(LOCAL_NODE))
-    if n is None or not cid.isdigit() or not n.holds(int(cid)):
+    n = hub.commands.store.get(node_id(range_node(int(cid)) or LOCAL_NODE)) if cid.isdigit() and len(cid) < 10 else None
+    if n is None or not n.holds(int(cid)):
         raise Refusal("unknown_agent", f"no agent {cid}")
     a = hub.commands.store.get(n.agent_of(int(cid)))
     if a is None or a.deleted:

@@ -172,7 +172,7 @@ class HarnessSession:
         self.rt.worker_state(self.cid, "available")
         if claimed:
             self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},
-                           actor=f"node:{LOCAL_NODE}")
+                           actor=f"node:{agent.node or LOCAL_NODE}")
         out = {"cid": self.cid, "role": agent.role, "tier": agent.tier, "name": agent.name,
                "permission_mode": tooldecide.mode_of(self.rt.hub, agent),
                "tools": tooldecide.offered(self.rt.hub, agent)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..commands.nodes import node_revoked
 from ..commands.unit import Commands
 from ..config import Folders
 from ..domain.base import Context, Refusal
@@ -695,6 +696,8 @@ class VaultService:
                 raise Refusal("invalid_node", f"{node!r} is not a node id")
             now = self.cmds.clock()
             try:
+                if node != HUB_NODE and node_revoked(self.cmds, node):  # "the vault stops giving it secrets"
+                    raise Denied(name, consumer, node, "node_revoked")
                 e = resolve(self._entries, name, consumer, node)
             except Denied as d:
                 self._record_denial(d, actor, now)

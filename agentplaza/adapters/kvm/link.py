@@ -53,6 +53,14 @@ class NodeLink:
         self.channel = Channel.over_socket(s, role="host", on_open=self._opened).start()
         return self
 
+    @classmethod
+    def attached(cls, sock: socket.socket, on_stream: Callable[[str, int, Stream], None], name: str) -> NodeLink:
+        """A link over a socket already connected: a joined node's connection out to the hub, bridged to a
+        socketpair (``runtime.joined``). The node is the channel's "guest" end, as noded is on n0's socket."""
+        link = cls(Path(f"<node {name}>"), on_stream)
+        link.channel = Channel.over_socket(sock, role="host", on_open=link._opened).start()
+        return link
+
     @property
     def up(self) -> bool:
         return self.channel is not None and not self.channel.closed

@@ -77,11 +77,13 @@ def machine_name(cid: int) -> str:
 
 def machine_facts(platform_info=None) -> dict:
     p = platform_info or probe()
-    mem_kib = 0
+    mem_kib = free_kib = 0
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
                 mem_kib = int(line.split()[1])
+            elif line.startswith("MemAvailable:"):  # what placement counts as room (domain.placement)
+                free_kib = int(line.split()[1])
     except OSError:
         pass
     cpu_model = ""
@@ -101,7 +103,7 @@ def machine_facts(platform_info=None) -> dict:
         pass
     return {
         "hostname": socket.gethostname(), "cpus": os.cpu_count() or 1, "cpu_model": cpu_model,
-        "memory_mib": mem_kib // 1024, "os": os_name, "kernel": platform.release(), "arch": platform.machine(),
+        "memory_mib": mem_kib // 1024, "memory_free_mib": free_kib // 1024, "os": os_name, "kernel": platform.release(), "arch": platform.machine(),
         "backend": QemuBackend.name, "kvm": p.kvm, "accel": p.accel, "channel": p.channel,
         "isolation": p.isolation, "reasons": list(p.reasons), "qemu": p.qemu is not None,
     }
@@ -560,7 +562,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-recover", action="store_true",
                    help="a guest that shuts down, resets or crashes stays exited (no crash recovery)")
     p.add_argument("--exit-with-parent", action="store_true", help="stop every machine when the parent exits")
+    p.add_argument("--uplink", metavar="STATE_DIR", default=None,
+                   help="a joined node: connect out to the hub this folder's node.json names (no listening socket)")
     args = p.parse_args(argv)
+    if args.uplink:
+        from ...nodesign import load_joined
+        joined = load_joined(Path(args.uplink))
+        if joined is None:
+            print(f"noded: {args.uplink} holds no node.json: run agentplaza node join CODE first", file=sys.stderr)
+            return 2
+        args.name = joined["node"]
     logging.basicConfig(level=logging.WARNING, format="noded: %(message)s")
     node = Node(args.name, Path(args.vms), images_dir=args.images,
                 templates_dir=None if args.no_templates else Path(args.templates), recover=not args.no_recover)
@@ -578,7 +589,12 @@ def main(argv: list[str] | None = None) -> int:
 
         threading.Thread(target=watch_parent, daemon=True).start()
     try:
-        node.serve(Path(args.socket), stop)
+        if args.uplink:
+            from .uplink import run as uplink
+            print(f"noded: node {args.name} connecting out to {joined['hub']}", flush=True)
+            uplink(node, Path(args.uplink), stop)
+        else:
+            node.serve(Path(args.socket), stop)
     finally:
         node.stop_all()
     return 0

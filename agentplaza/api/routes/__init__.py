@@ -21,8 +21,10 @@ from . import (
     hub_mcp,
     library,
     log,
+    machines,
     memory,
     models,
+    nodelink,
     plaza,
     rules,
     society,
@@ -39,3 +41,4 @@ from . import (
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
          e2b, hiring, toolbox, memory, governance, hosting, tools]
+AREAS += [nodelink, machines]  # joined nodes: their connection, drain and revoke; the Machines list

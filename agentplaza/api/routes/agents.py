@@ -61,8 +61,14 @@ def nodes(hub: Hub) -> list[dict]:
              "facts": dict(rt.facts) if rt is not None else {},
              "egress": rt.egress.policy.view() if rt is not None else None},
             *({"name": j["name"], "label": j["label"], "cid_first": j["cid_first"], "cid_last": j["cid_last"],
-               "agents": rm.agents_on(hub.read_models, j["name"]), "online": False,  # no heartbeat yet: offline
-               "joined_at": j["joined_at"], "facts": {}, "egress": None} for j in joined_nodes(hub.read_models))]
+               "agents": rm.agents_on(hub.read_models, j["name"]),
+               # live, never events: connected now and heard from within 60 s (runtime.joined)
+               "online": bool(rt is not None and rt.online(j["name"])),
+               "last_heard": rt.joined.last_heard(j["name"]) if rt is not None else None,
+               "draining": bool(j.get("draining")), "revoked": j.get("revoked_at") is not None,
+               "revoked_at": j.get("revoked_at"),
+               "joined_at": j["joined_at"], "facts": rt.node_facts(j["name"]) if rt is not None else {},
+               "egress": None} for j in joined_nodes(hub.read_models))]
 
 
 def cid_of(request: Request) -> int:
@@ -99,9 +105,12 @@ async def create(request: Request) -> dict:
     api = api_of(request)
     hub = api.hub
     body = await read_body(request, SpawnBody)
-    await refuse_unbootable(hub)
+    # Placement (domain.placement): the eligible joined node with the highest score, else n0.
+    where = LOCAL_NODE if hub.runtime is None else await anyio.to_thread.run_sync(hub.runtime.place, body.role, body.count)
+    if where == LOCAL_NODE:
+        await refuse_unbootable(hub)  # n0: its noded says whether it fits
     ctx = api.context(request, f"spawn {body.count} {body.role}")
-    cids = await api.command(lambda: agent_commands.spawn(hub.commands, ctx, body.role, body.count, body.model))
+    cids = await api.command(lambda: agent_commands.spawn(hub.commands, ctx, body.role, body.count, body.model, where))
     kick(hub)
     return {"agents": [rm.agent_of(hub.read_models, c) for c in cids]}
 

@@ -14,7 +14,8 @@ CODE_COLUMNS = ["id", "label", "state", "expires_at", "failures", "node"]
 
 def _row(n: dict) -> dict:
     f = n.get("facts") or {}
-    return {"name": n["name"], "label": n.get("label") or "-", "online": "yes" if n["online"] else "no", "cids": f"{n['cid_first']}-{n['cid_last']}",
+    state = "revoked" if n.get("revoked") else "draining" if n.get("draining") else "-"
+    return {"name": n["name"], "label": n.get("label") or "-", "online": "yes" if n["online"] else "no", "state": state, "cids": f"{n['cid_first']}-{n['cid_last']}",
             "agents": n["agents"], "backend": f.get("backend", "-"), "accel": f.get("accel", "-"),
             "isolation": f.get("isolation", "-")}
 
@@ -29,7 +30,7 @@ def _show(d: dict) -> str:
                   if egress else "-"})
 
 
-NODE_COLUMNS = ["name", "label", "online", "cids", "agents", "backend", "accel"]
+NODE_COLUMNS = ["name", "label", "online", "state", "cids", "agents", "backend", "accel"]
 
 
 def _made(d: dict) -> str:
@@ -60,4 +61,12 @@ AREA = Area("nodes", "the machines that run agents", (
            body=lambda a: {"label": a.label, "ttl_min": a.ttl}, render=_made),
     Action("codes", "the join codes (list), or revoke an unused one", run=codes,
            args=(choose("codes_action", list=(), revoke=(arg("id", metavar="ID"),)),)),
+    Action("drain", "a drained node takes no new agents", "POST", "/v1/nodes/{name}/drain", args=(arg("name"),),
+           render=lambda d: f"node {d['node']} drained: it takes no new agents (undrain: agentplaza nodes undrain {d['node']})"),
+    Action("undrain", "put a drained node back in service", "POST", "/v1/nodes/{name}/undrain", args=(arg("name"),),
+           render=lambda d: f"node {d['node']} is back in service"),
+    Action("revoke", "remove a node for good (cannot be undone)", "POST", "/v1/nodes/{name}/revoke", args=(arg("name"),),
+           confirm=lambda a: f"Revoke node {a.name}? Its signatures stop working at once, its agents cannot reach "
+                             "the hub, and it can come back only as a new node. This cannot be undone.",
+           render=lambda d: f"node {d['node']} revoked"),
 ))

@@ -29,4 +29,5 @@ export const SCREENS = [
   {id: "egress", title: "Egress", group: "Setup", later: "Egress credential rules have no API in this hub yet."},
   {id: "e2b", title: "E2B API", group: "Setup", load: () => import("./e2b.js")},
   {id: "volumes", title: "Volumes", group: "Setup", later: "Shared read-only volumes are not built in this hub yet."},
+  {id: "machines", title: "Machines", group: "Plaza", load: () => import("./machines.js")},
 ];
