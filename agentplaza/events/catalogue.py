@@ -95,7 +95,8 @@ def record(position: int, originator_id: Any, version: int, topic: str, state: b
     kind, family, event_class = describe(topic)
     try:
         data = read_back(state)
-        upcast(event_class, data)
+        if upcast_target(topic) > 1:  # else nothing to upcast (the payload leaves class_version out)
+            upcast(event_class, data)
     except StateProblem as e:
         raise UnreadableEvent(position, str(e)) from None
     except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state

@@ -98,6 +98,18 @@ class _InsertPlan:
 
 
 _MISSING = object()
+
+
+def _select_by_key(table: sa.Table) -> tuple[sa.Select, list[str]]:
+    """The select of one row by its primary key, with bound parameters: built once a table, so SQLAlchemy
+    compiles it once (a rebuild reads rows of evictable tables back by key often: the board's dropped posts)."""
+    found = table.info.get("select_by_key")
+    if found is None:
+        pk = list(table.primary_key.columns)
+        names = [f"k{i}" for i in range(len(pk))]
+        q = sa.select(table).where(*[c == sa.bindparam(n) for c, n in zip(pk, names, strict=True)])
+        found = table.info["select_by_key"] = (q, names)
+    return found
 _insert_plans: dict[tuple[int, str], _InsertPlan] = {}
 
 
@@ -172,13 +184,13 @@ class ReadModels:
         transaction), else on a connection of its own."""
 
         def load(table: sa.Table, key: Any) -> dict | None:
-            pk = list(table.primary_key.columns)
-            q = sa.select(table).where(*[c == v for c, v in zip(pk, key if len(pk) > 1 else (key,), strict=True)])
+            q, names = _select_by_key(table)
+            params = dict(zip(names, key if len(names) > 1 else (key,), strict=True))
             if conn is not None:
-                r = conn.execute(q).first()
+                r = conn.execute(q, params).first()
             else:
                 with self.engine.connect() as c:
-                    r = c.execute(q).first()
+                    r = c.execute(q, params).first()
             return dict(r._mapping) if r is not None else None
 
         return load
