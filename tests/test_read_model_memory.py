@@ -126,3 +126,29 @@ def test_live_entities_are_what_memory_grows_with(plaza):
     plaza.end(opened)
     plaza.rm.catch_up()
     assert len(task_rows(plaza.rm, "done", None, None, 1000)) == 35
+
+
+def test_the_overview_counts_tasks_by_state_from_a_row_a_state_equal_to_counting_every_task(plaza):
+    """The overview's task counts are kept as tasks move (``rm_task_counts``), so reading them does not
+    count every task that ever was; they equal such a count, live and after a rebuild."""
+    import sqlalchemy as sa
+
+    from agentplaza.projections.work import task_counts, tasks, tasks_overview
+
+    def counted() -> dict[str, int]:
+        with plaza.rm.engine.connect() as conn:
+            found = dict(conn.execute(sa.select(tasks.c.state, sa.func.count()).group_by(tasks.c.state)).all())
+        return {s: found.get(s, 0) for s in tasks_overview(plaza.rm)}
+
+    a_round(plaza, tasks=7, entries=0)
+    plaza.open_tasks(3)
+    claimed = plaza.open_tasks(2)
+    for task in claimed:
+        task.claim(plaza.ctx("hub"), WORKERS[0], None, "assigned")
+    plaza.store.commit_direct(*claimed)
+    plaza.rm.catch_up()
+    assert tasks_overview(plaza.rm) == counted()
+    assert (tasks_overview(plaza.rm)["done"], tasks_overview(plaza.rm)["open"], tasks_overview(plaza.rm)["claimed"]) == (7, 3, 2)
+    assert len(plaza.rm.rows(task_counts)) <= len(tasks_overview(plaza.rm))  # a row a state, never a row a task
+    plaza.rm.rebuild()
+    assert tasks_overview(plaza.rm) == counted()

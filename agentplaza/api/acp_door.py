@@ -21,8 +21,10 @@ goes to the call log as ``acp/<method>`` with a digest of its parameters, never 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -31,10 +33,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..commands import hub_mcp as mcp_commands
 from ..domain.base import Refusal
 from ..projections import hub_mcp as rm
-from . import acp_methods
 from .errors import error_response
 from .hub import Hub
 from .mcp_door import RATE_PER_MINUTE, Caller, McpDoor, caller_of, digest
+
+if TYPE_CHECKING:
+    from . import acp_methods
 
 #: The largest message an editor may send: a prompt with 256 KiB of attached text, and room for its JSON.
 MESSAGE_BYTES_MAX = 384 * 1024
@@ -169,12 +173,13 @@ class Connection:
             if not self.door.mcp.limits.take(self.caller.key, self.caller.scope):
                 raise Refusal("rate_limited", f"over {RATE_PER_MINUTE[self.caller.scope]} messages a minute at "
                                               f"{self.caller.scope} (shared with MCP calls); wait and send again")
+            acp_methods = await methods()
             result = await acp_methods.dispatch(self, method, params)
             reply = {"jsonrpc": "2.0", "id": rid, "result": result}
-        except acp_methods.MethodNotFound as e:
+        except MethodNotFound as e:
             outcome, code = "refused", "method_not_found"
             reply = _error(rid, RPC_METHOD_NOT_FOUND, "method_not_found", str(e))
-        except acp_methods.BadParams as e:
+        except BadParams as e:
             outcome, code = "refused", "invalid_request"
             reply = _error(rid, RPC_INVALID_PARAMS, "invalid_request", str(e))
         except Refusal as r:
@@ -203,6 +208,26 @@ class Connection:
             self.hub.commands, ctx, self.caller.key, "acp", f"acp/{method}"[:80], digest(params), outcome, code, ms))
         if done.positions and self.door.mcp.settle is not None:
             await self.door.mcp.settle(done.positions[-1])
+
+
+class MethodNotFound(Exception):
+    """A method the hub does not answer (JSON-RPC's -32601)."""
+
+
+class BadParams(Exception):
+    """Parameters the ACP schema refuses (JSON-RPC's -32602)."""
+
+
+METHODS_MODULE = "agentplaza.api.acp_methods"
+
+
+async def methods():
+    """``acp_methods``, with the ACP SDK's schema it builds and checks messages with (about a second of
+    imports): loaded off the event loop by the first message an editor sends, not at the hub's start."""
+    loaded = sys.modules.get(METHODS_MODULE)
+    if loaded is None:
+        loaded = await anyio.to_thread.run_sync(importlib.import_module, METHODS_MODULE)
+    return loaded
 
 
 def _error(rid: Any, rpc_code: int, code: str, message: str) -> dict:

@@ -47,6 +47,7 @@ from ..projections import git as git_rm
 from ..projections import hub_mcp as rm
 from ..runtime import forge
 from ..wire import ACP_MODES
+from .acp_door import BadParams, MethodNotFound
 from .hub import VERSION
 
 if TYPE_CHECKING:
@@ -60,13 +61,6 @@ FOLLOW_POLL_S = 0.1
 RESULT_SHOWN = 2000
 MODE_NAMES = {"autonomous": "Autonomous", "ask": "Ask", "read_only": "Read only"}
 
-
-class MethodNotFound(Exception):
-    pass
-
-
-class BadParams(Exception):
-    pass
 
 
 @dataclass

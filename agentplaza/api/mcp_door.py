@@ -10,43 +10,34 @@ Every request passes, before the SDK sees it:
    token runs as an anonymous caller at the open scope.  Loopback trust does not count here: a page
    in the owner's browser must never reach MCP.  A bad, revoked or expired token is refused.
 
-The SDK binds each session to the caller that opened it (``scope["user"]``).  Each tool call is
-checked against the caller's scope and allowlist (a hidden tool is refused as unknown), the rate
-limit, and STOP ALL for a tool that changes the plaza; then it runs (``mcp_tools``) and one line
-goes to the call log: the caller, the tool, a digest of the arguments, the outcome and the time.
+The SDK binds each session to the caller that opened it (``scope["user"]``).  Its server, with the
+checks of each tool call and the call log, is ``mcp_server``, loaded by the first request that passes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
-import mcp_types as types
 import orjson
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.lowlevel.server import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..commands import hub_mcp as commands
-from ..domain.base import Refusal
 from ..domain.hub_mcp import scope_includes
 from ..projections import hub_mcp as rm
-from ..projections.plaza import state_view
 from ..wire import ACP_ENTRY_PREFIX, MCP_TOKEN_PREFIX
 from .auth import bearer_ok, is_loopback
 from .errors import error_response
-from .hub import VERSION, Hub
-from .inner import Inner, RouteRefused
-from .mcp_tools import BY_NAME, ROUTES_USED, TOOLS, Call, Tool
+from .hub import Hub
+from .mcp_tools import Tool
 
 #: The guide: "60 calls a minute at observe, and 20 a minute at operate and govern" (shared with ACP).
 RATE_PER_MINUTE = {"observe": 60, "operate": 20, "govern": 20}
@@ -55,10 +46,6 @@ RATE_WINDOW_S = 60.0
 RATE_TRACKED = 10_000
 #: Where the door leaves the caller for the tool handlers.
 CALLER_KEY = "apz.mcp.caller"
-#: JSON-RPC codes of a refused call: a tool this caller cannot see is an unknown tool.
-RPC_UNKNOWN_TOOL = types.INVALID_PARAMS
-RPC_REFUSED = -32000
-SERVER_NAME = "agentplaza"
 
 
 @dataclass(frozen=True)
@@ -174,21 +161,42 @@ PREFLIGHT = (204, "preflight", "")
 
 
 class McpDoor:
-    """The ASGI app at ``/mcp``; ``lifespan`` runs the SDK's session manager."""
+    """The ASGI app at ``/mcp``; ``lifespan`` holds the task group the SDK's session manager runs in.
+
+    The SDK (``mcp``, ``mcp_types``: most of a second of imports) is loaded by the first request that
+    passes the door (``mcp_server``), not at the hub's start: a hub whose MCP server is off never loads it."""
 
     def __init__(self, hub: Hub):
         self.hub = hub
         self.limits = RateLimits()
-        self.server = Server(SERVER_NAME, version=VERSION, on_list_tools=self.list_tools,
-                             on_call_tool=self.call_tool)
-        self.manager = StreamableHTTPSessionManager(app=self.server, json_response=True)
+        self.manager: Any = None  # the SDK's StreamableHTTPSessionManager, running once the first caller is in
         self.app = None  # the Starlette app, set by create_app
         self.settle = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._starting: anyio.Lock | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        async with self.manager.run():
-            yield
+        async with anyio.create_task_group() as tg:
+            self._tg, self._starting = tg, anyio.Lock()
+            try:
+                yield
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()  # the session manager, if it was started, stops with the hub
+
+    async def started(self) -> Any:
+        """The SDK's session manager, loaded (off the event loop) and run on the first call."""
+        if self.manager is None:
+            if self._tg is None or self._starting is None:
+                raise RuntimeError("the MCP door serves only while the hub's lifespan runs")
+            async with self._starting:
+                if self.manager is None:
+                    server = await anyio.to_thread.run_sync(importlib.import_module, "agentplaza.api.mcp_server")
+                    manager = server.manager_of(self)
+                    await self._tg.start(_run_manager, manager)
+                    self.manager = manager
+        return self.manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal, cors = await anyio.to_thread.run_sync(self.checked, scope)
@@ -201,10 +209,12 @@ class McpDoor:
             status, code, message = refusal
             await error_response(status, code, message)(scope, receive, send)
             return
+        manager = await self.started()
+        from .mcp_server import authenticated  # loaded by started()
+
         scope[CALLER_KEY] = refusal
-        scope["user"] = AuthenticatedUser(AccessToken(token=refusal.key, client_id=refusal.key,
-                                                      scopes=[refusal.scope]))
-        await self.manager.handle_request(scope, receive, send)
+        scope["user"] = authenticated(refusal)
+        await manager.handle_request(scope, receive, send)
 
     def checked(self, scope: Scope) -> tuple[Caller | tuple[int, str, str], bytes | None]:
         """The caller (or why not, or ``PREFLIGHT``), and the added origin the answer may name for CORS."""
@@ -231,73 +241,8 @@ class McpDoor:
             return PREFLIGHT
         return caller_of(self.hub, scope, settings)
 
-    # -- the SDK's handlers --------------------------------------------------------------------------------
 
-    async def list_tools(self, ctx, params) -> types.ListToolsResult:
-        caller: Caller = ctx.request.scope[CALLER_KEY]
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema,
-                       output_schema={"type": "object"}) for t in TOOLS if caller.sees(t)])
-
-    async def call_tool(self, ctx, params) -> types.CallToolResult:
-        caller: Caller = ctx.request.scope[CALLER_KEY]
-        started = time.monotonic()
-        name, args = params.name, dict(params.arguments or {})
-        outcome, code = "ok", None
-        try:
-            return await self.run_tool(caller, name, args)
-        except MCPError as e:
-            outcome, code = "refused", (e.data or {}).get("code")
-            raise
-        except _ToolRefused as e:
-            outcome, code = "refused", e.code
-            return e.result
-        except BaseException:
-            outcome, code = "error", "internal"
-            raise
-        finally:
-            ms = int((time.monotonic() - started) * 1000)
-            ctx_ = self.hub.commands.context("owner", None, f"mcp:{caller.key}")
-            with anyio.CancelScope(shield=True):
-                done = await anyio.to_thread.run_sync(lambda: commands.record_call(
-                    self.hub.commands, ctx_, caller.key, "mcp", name[:80], digest(args), outcome, code, ms))
-                if done.positions:
-                    await self.settle(done.positions[-1])
-
-    async def run_tool(self, caller: Caller, name: str, args: dict) -> types.CallToolResult:
-        tool = BY_NAME.get(name)
-        if tool is None or not caller.sees(tool):
-            raise _rpc(RPC_UNKNOWN_TOOL, "unknown_tool", f"no tool {name[:80]!r} for this token")
-        if not self.limits.take(caller.key, caller.scope):
-            raise _rpc(RPC_REFUSED, "rate_limited", f"over {RATE_PER_MINUTE[caller.scope]} calls a minute at "
-                                                    f"{caller.scope}; wait and call again")
-        try:
-            if tool.changes and tool.name != "stop_agent":
-                plaza = await anyio.to_thread.run_sync(state_view, self.hub.read_models)
-                if plaza.get("held"):
-                    raise Refusal("plaza_held", "the plaza is held (STOP ALL); nothing changes until the owner "
-                                                "resumes it")
-            inner = Inner(self.app, self.hub.commands, self.settle, f"mcp:{caller.key}", ROUTES_USED,
-                          reason=f"over MCP: {tool.name}")
-            data, summary = await tool.run(Call(inner, caller.key, args))
-        except (Refusal, RouteRefused) as r:
-            raise _ToolRefused(r.code, r.message) from None
-        structured = data if isinstance(data, dict) else {"result": data}
-        return types.CallToolResult(content=[types.TextContent(type="text", text=summary)],
-                                    structured_content=structured)
-
-
-class _ToolRefused(Exception):
-    """A plaza refusal: the tool ran and the plaza said no (an error result, with the stable code)."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        error = {"error": {"code": code, "message": message}}
-        self.result = types.CallToolResult(content=[types.TextContent(type="text", text=f"{code}: {message}")],
-                                           structured_content=error, is_error=True)
-
-
-def _rpc(rpc_code: int, code: str, message: str) -> MCPError:
-    return MCPError(rpc_code, message, {"code": code, "message": message})
-
+async def _run_manager(manager: Any, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async with manager.run():
+        task_status.started()
+        await anyio.sleep_forever()

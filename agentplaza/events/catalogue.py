@@ -24,6 +24,7 @@ from .storable import StateProblem, read_back
 
 _META = ("actor", "reason", "correlation_id")
 _HIDDEN = ("timestamp", "originator_topic", "class_version")
+_NOT_PAYLOAD = frozenset(_META + _HIDDEN)
 
 
 @functools.cache
@@ -41,6 +42,14 @@ def describe(topic: str) -> tuple[str, str, type | None]:
     except Exception:  # an event class removed from the code stays readable
         pass
     return kind, family, event_class
+
+
+@functools.cache
+def upcast_target(topic: str) -> int:
+    """The ``class_version`` a topic's stored states are upcast to (1 for a class with no upcasters,
+    and for a class the code no longer has)."""
+    event_class = describe(topic)[2]
+    return 1 if event_class is None else getattr(event_class, "class_version", 1)
 
 
 def upcast(event_class: type | None, state: dict[str, Any]) -> None:
@@ -72,7 +81,9 @@ def check_readable(position: int, originator_id: Any, version: int, topic: str, 
     (``audit verify`` asks this of every stored event)."""
     event_class = describe(topic)[2]
     try:
-        upcast(event_class, read_back(state))
+        data = read_back(state)
+        if upcast_target(topic) > 1:  # a class at version 1 has no upcaster that could fail
+            upcast(event_class, data)
     except StateProblem as e:
         raise UnreadableEvent(position, str(e)) from None
     except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
@@ -84,13 +95,17 @@ def record(position: int, originator_id: Any, version: int, topic: str, state: b
     kind, family, event_class = describe(topic)
     try:
         data = read_back(state)
-        upcast(event_class, data)
+        if upcast_target(topic) > 1:  # else nothing to upcast (the payload leaves class_version out)
+            upcast(event_class, data)
     except StateProblem as e:
         raise UnreadableEvent(position, str(e)) from None
     except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
         raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
     at = _plain(data.get("timestamp"))
-    meta = [data.get(k) for k in _META]
-    payload = {k: _plain(v) for k, v in data.items() if k not in _META and k not in _HIDDEN}
+    get = data.get
+    # _plain inline (a rebuild decodes every event here): the transcoder's {"_type_", "_data_"} unwrapped
+    payload = {k: (v["_data_"] if type(v) is dict and "_type_" in v and "_data_" in v else v)
+               for k, v in data.items() if k not in _NOT_PAYLOAD}
     oid = originator_id.hex if isinstance(originator_id, UUID) else str(originator_id)
-    return EventRecord(position, oid, version, kind, family, at, meta[0], meta[1], meta[2], payload)
+    return EventRecord(position, oid, version, kind, family, at, get("actor"), get("reason"), get("correlation_id"),
+                       payload)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,6 +59,70 @@ def make_engine(url: str) -> sa.Engine:
 
         return engine
     return sa.create_engine(url, pool_size=4, max_overflow=4)
+
+
+#: Rows a single executemany of ``insert_many`` sends.
+INSERT_BATCH = 5_000
+
+
+class _InsertPlan:
+    """A table's INSERT of every column compiled once for a dialect: the SQL, the columns' names in the
+    statement's order, and the dialect's own bind processor of each column that has one (JSON's
+    serializer, Boolean's)."""
+
+    def __init__(self, table: sa.Table, dialect: sa.Dialect):
+        cols = list(table.columns)
+        compiled = table.insert().compile(dialect=dialect, column_keys=[c.key for c in cols])
+        by_key = {c.key: c for c in cols}
+        order = [by_key[k] for k in (compiled.positiontup if compiled.positional else [c.key for c in cols])]
+        self.sql, self.positional = compiled.string, compiled.positional
+        self.names = [c.name for c in order]
+        self.keys = [c.key for c in order]
+        self.procs = [(i, proc) for i, c in enumerate(order)
+                      if (proc := c.type.dialect_impl(dialect).bind_processor(dialect)) is not None]
+        self.pick = operator.itemgetter(*self.names) if len(self.names) > 1 else (lambda row: (row[self.names[0]],))
+
+    def params(self, row: dict[str, Any]) -> tuple | dict:
+        try:
+            vals = list(self.pick(row))
+        except KeyError:  # a column the row does not name is NULL, as SQLAlchemy's insert leaves it
+            vals = [row.get(n, _MISSING) for n in self.names]
+            for i, proc in self.procs:
+                if vals[i] is not _MISSING:
+                    vals[i] = proc(vals[i])
+            vals = [None if v is _MISSING else v for v in vals]
+        else:
+            for i, proc in self.procs:
+                vals[i] = proc(vals[i])
+        return tuple(vals) if self.positional else dict(zip(self.keys, vals, strict=True))
+
+
+_MISSING = object()
+
+
+def _select_by_key(table: sa.Table) -> tuple[sa.Select, list[str]]:
+    """The select of one row by its primary key, with bound parameters: built once a table, so SQLAlchemy
+    compiles it once (a rebuild reads rows of evictable tables back by key often: the board's dropped posts)."""
+    found = table.info.get("select_by_key")
+    if found is None:
+        pk = list(table.primary_key.columns)
+        names = [f"k{i}" for i in range(len(pk))]
+        q = sa.select(table).where(*[c == sa.bindparam(n) for c, n in zip(pk, names, strict=True)])
+        found = table.info["select_by_key"] = (q, names)
+    return found
+_insert_plans: dict[tuple[int, str], _InsertPlan] = {}
+
+
+def insert_many(conn: sa.Connection, table: sa.Table, values: list[dict[str, Any]]) -> None:
+    """Insert rows with one compiled statement and the driver's executemany: the values SQLAlchemy's
+    ``conn.execute(table.insert(), values)`` would send (each through its column's bind processor),
+    without its bookkeeping for every row, which was most of a rebuild's writing time."""
+    plan = _insert_plans.get((id(table), conn.dialect.name))
+    if plan is None:
+        plan = _insert_plans[(id(table), conn.dialect.name)] = _InsertPlan(table, conn.dialect)
+    params = [plan.params(row) for row in values]
+    for i in range(0, len(params), INSERT_BATCH):
+        conn.exec_driver_sql(plan.sql, params[i : i + INSERT_BATCH])
 
 
 class ReadModels:
@@ -119,13 +184,13 @@ class ReadModels:
         transaction), else on a connection of its own."""
 
         def load(table: sa.Table, key: Any) -> dict | None:
-            pk = list(table.primary_key.columns)
-            q = sa.select(table).where(*[c == v for c, v in zip(pk, key if len(pk) > 1 else (key,), strict=True)])
+            q, names = _select_by_key(table)
+            params = dict(zip(names, key if len(names) > 1 else (key,), strict=True))
             if conn is not None:
-                r = conn.execute(q).first()
+                r = conn.execute(q, params).first()
             else:
                 with self.engine.connect() as c:
-                    r = c.execute(q).first()
+                    r = c.execute(q, params).first()
             return dict(r._mapping) if r is not None else None
 
         return load
@@ -168,8 +233,8 @@ class ReadModels:
                     else:
                         conn.execute(table.delete().where(sa.tuple_(*pk).in_(part)))
             values = [rows.data[name][k] for k in changed if k in rows.data[name]]
-            for i in range(0, len(values), 5_000):
-                conn.execute(table.insert(), values[i : i + 5_000])
+            if values:
+                insert_many(conn, table, values)
 
     def _save(self, st: _State, new_position: int) -> bool:
         """Write a projection's changes and move its position by compare-and-set."""

@@ -62,6 +62,14 @@ timeline = append_only(sa.Table(
     sa.Column("detail", sa.JSON),
 ))
 
+#: How many tasks are in each state, kept as the tasks move (the overview reads a handful of rows,
+#: not a count over every task that ever was); held in memory: one row a state.
+task_counts = sa.Table(
+    "rm_task_counts", metadata,
+    sa.Column("state", sa.String(16), primary_key=True),
+    sa.Column("tasks", sa.BigInteger, nullable=False),
+)
+
 bids = evictable(sa.Table(
     "rm_task_bids", metadata,
     sa.Column("task", sa.String(24), primary_key=True),
@@ -147,8 +155,9 @@ _TASK_STATE = {"Task.Claimed": "claimed", "Task.Passed": "done", "Task.Failed": 
 
 class WorkProjection(Projection):
     name = "work"
-    version = 2  # 2: rm_tasks.position is indexed (the task list's page reads no more than a page)
-    tables = (tasks, timeline, bids, workers, approvals, conduct, conduct_log, suspensions)
+    # 2: rm_tasks.position is indexed (the task list's page reads no more than a page); 3: rm_task_counts
+    version = 3
+    tables = (tasks, timeline, bids, workers, approvals, conduct, conduct_log, suspensions, task_counts)
 
     # -- tasks ---------------------------------------------------------------------------
 
@@ -168,14 +177,24 @@ class WorkProjection(Projection):
             "queued_at": e.position, "updated_at": e.at,
         }
         rows.put("rm_tasks", row)
+        self._count(rows, "open", 1)
         self._line(e, rows, row, {"budget": d["budget"], "role": d["role"], "title": d["title"]})
+
+    @staticmethod
+    def _count(rows: Rows, state: str, by: int) -> None:
+        held = rows.get("rm_task_counts", state)
+        rows.put("rm_task_counts", {"state": state, "tasks": (held["tasks"] if held else 0) + by})
 
     def _task(self, e: EventRecord, rows: Rows, detail: dict | None = None, **changes) -> None:
         row = dict(rows.get("rm_tasks", e.originator_id))
+        was = row["state"]
         row.update(changes, updated_at=e.at)
         if e.kind in _TASK_STATE:
             row["state"] = _TASK_STATE[e.kind]
         rows.put("rm_tasks", row)
+        if row["state"] != was:
+            self._count(rows, was, -1)
+            self._count(rows, row["state"], 1)
         self._line(e, rows, row, detail)
 
     def on_Task_BidPlaced(self, e: EventRecord, rows: Rows) -> None:
@@ -363,9 +382,8 @@ def worker_rows(read_models) -> list[dict]:
 
 
 def tasks_overview(read_models) -> dict:
-    """How many tasks are in each state."""
-    with read_models.engine.connect() as conn:
-        counts = dict(conn.execute(sa.select(tasks.c.state, sa.func.count()).group_by(tasks.c.state)).all())
+    """How many tasks are in each state (``rm_task_counts``: one row a state, whatever the log's length)."""
+    counts = {r["state"]: r["tasks"] for r in read_models.rows(task_counts)}
     return {s: counts.get(s, 0) for s in STATES}
 
 
