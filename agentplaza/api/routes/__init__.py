@@ -13,6 +13,7 @@ from . import (
     conversations,
     decide,
     e2b,
+    egress,
     gateway,
     git,
     governance,
@@ -38,4 +39,4 @@ from . import (
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         e2b, hiring, toolbox, memory, governance, hosting, tools]
+         e2b, hiring, toolbox, memory, governance, hosting, tools, egress]
