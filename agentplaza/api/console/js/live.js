@@ -64,8 +64,13 @@ export function connect() {
   socket.onclose = (e) => {
     socket = null;
     if (e.code === CLOSE_UNAUTHORIZED) {
-      setState("signed out");
-      window.dispatchEvent(new CustomEvent(SIGNED_OUT));
+      // The sign-in this socket opened with ended. The browser may hold a newer one already (the Nodes
+      // screen signs in again with the token it rotated): ask the hub once before showing the sign-in page.
+      fetch("/v1/hub", {credentials: "same-origin", headers: {Accept: "application/json"}}).then((r) => {
+        if (r.ok) { connect(); return; }
+        setState("signed out");
+        window.dispatchEvent(new CustomEvent(SIGNED_OUT));
+      }, () => { setState("offline"); timer = setTimeout(connect, wait); });
       return;
     }
     setState("offline");
