@@ -41,6 +41,7 @@ function addNode() {
       send: async (_, el) => {
         const {code} = await post("/v1/join-codes", {label: label.value.trim(), ttl_min: Number(ttl.value)});
         el.reset();
+        ttl.value = TTL_MIN_DEFAULT;  // reset() empties a value set as a property
         fill(made, h("div", {class: "card shown-once", role: "region", "aria-label": "The new join code"},
           h("p", {}, h("strong", {}, `The join code for ${code.label}. `), `It is shown this once and works until ${fmt.time(code.expires_at)}. On the new machine run:`),
           h("pre", {"data-testid": "join-code", tabindex: 0, "aria-label": "The command with the join code"}, `agentplaza node join ${code.code}`),
