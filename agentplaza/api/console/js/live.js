@@ -38,8 +38,17 @@ export function listen(families, fn) {
   return () => listeners.delete(entry);
 }
 
+// Signed out: the socket stops trying (the sign-in page reloads the console once signed in).
+let stopped = false;
+window.addEventListener(SIGNED_OUT, () => {
+  stopped = true;
+  clearTimeout(timer);
+  if (socket) socket.close();
+});
+
 export function connect() {
   clearTimeout(timer);
+  if (stopped) return;
   const url = location.origin.replace(/^http/, "ws") + "/v1/ws";
   setState(everOpened ? "reconnecting" : "connecting");
   socket = new WebSocket(url, SUBPROTOCOL);
@@ -63,6 +72,7 @@ export function connect() {
   };
   socket.onclose = (e) => {
     socket = null;
+    if (stopped) return;
     if (e.code === CLOSE_UNAUTHORIZED) {
       // The sign-in this socket opened with ended. The browser may hold a newer one already (the Nodes
       // screen signs in again with the token it rotated): ask the hub once before showing the sign-in page.
