@@ -93,6 +93,15 @@ class OwnerOnly:
 RUNTIME_LOOPS = (scheduling.background, prices.daily, vault_watch.flush_uses, projectrepo.follow)
 
 
+def session_holds(hub: Hub, scope: Scope) -> bool:
+    """A caller that came in on a sign-in's cookie: whether that sign-in still holds (a rotated owner token
+    or a sign-out ends it); any other way in holds for the socket's life."""
+    if scope.get(AUTH_SCOPE_KEY) != AUTH_SESSION:
+        return True
+    headers = dict(scope.get("headers") or [])
+    return hub.sessions.valid(cookie_value(headers.get(b"cookie", b"").decode("latin-1")))
+
+
 def create_app(hub: Hub) -> Starlette:
     api = Api(hub)
     mcp = McpDoor(hub)
@@ -120,7 +129,7 @@ def create_app(hub: Hub) -> Starlette:
         return error_response(500, "internal", "the hub failed to answer; see its log")
 
     routes = [r for area in AREAS for r in area.ROUTES]
-    routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus)))
+    routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus, lambda scope: session_holds(hub, scope))))
     routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE", "OPTIONS"]))  # OPTIONS: CORS preflight
     routes.append(WebSocketRoute(ACP_PATH, acp.endpoint))
     app = Starlette(

@@ -11,6 +11,7 @@ in ``events.bus``.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -23,9 +24,17 @@ CLIENT_MESSAGE_BYTES_MAX = 4 * 1024
 PING_INTERVAL_S = 20.0
 #: The standard close code for a message too big.
 CLOSE_TOO_BIG = 1009
+#: The close code of a socket whose sign-in ended (the console then shows its sign-in page).
+CLOSE_SIGNED_OUT = 4401
+#: How often a socket opened with a sign-in's cookie checks that the sign-in still holds (a rotated owner
+#: token ends every sign-in: the socket must not go on carrying the plaza's news to the old session).
+SESSION_CHECK_S = 1.0
 
 
-def endpoint(bus: Bus):
+def endpoint(bus: Bus, signed_in: Callable[[dict], bool] | None = None):
+    """``signed_in(scope)``: False once the caller's way in no longer holds (its sign-in ended); None
+    for a socket that never rests on a sign-in."""
+
     async def ws(websocket: WebSocket) -> None:
         if SUBPROTOCOL not in (websocket.scope.get("subprotocols") or []):
             await websocket.close(code=4400, reason=f"use the subprotocol {SUBPROTOCOL}")
@@ -64,10 +73,13 @@ def endpoint(bus: Bus):
 
                 tg.start_soon(read_incoming)
                 while state["close"] is None:
-                    with anyio.move_on_after(bus.idle_for(sub)):
+                    wait_s = bus.idle_for(sub) if signed_in is None else min(bus.idle_for(sub), SESSION_CHECK_S)
+                    with anyio.move_on_after(wait_s):
                         await state["wake"].wait()
                     state["wake"] = anyio.Event()
-                    if sub.yielded:
+                    if signed_in is not None and not signed_in(websocket.scope):
+                        state["close"] = (CLOSE_SIGNED_OUT, "the sign-in ended; sign in again")
+                    elif sub.yielded:
                         state["close"] = (CLOSE_YIELDED, "a newer socket from this address took this one's place")
                     elif sub.dropped:
                         state["close"] = (CLOSE_BEHIND, f"more than {MAX_BEHIND} events behind; reconnect and read the state again")

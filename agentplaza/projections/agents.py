@@ -313,3 +313,34 @@ def agents_overview(read_models: ReadModels) -> dict:
     for r in read_models.rows(agents_table):
         by[r["status"]] = by.get(r["status"], 0) + 1
     return {"total": sum(by.values()), "by_status": dict(sorted(by.items()))}
+
+
+#: The verdicts an egress entry carries (``runtime.egress``): the proxy dialled, refused, or could not reach.
+EGRESS_VERDICTS = ("allowed", "refused", "failed")
+#: Egress entries the Egress screen shows a page of.
+PAGE_EGRESS = 50
+
+
+def egress_audit(read_models: ReadModels, verdict: str | None = None, cid: int | None = None,
+                 before: int | None = None, limit: int = PAGE_EGRESS) -> list[dict]:
+    """Every agent's egress connections, newest first: one transcript entry each (the proxy writes one for
+    every connection, allowed or refused). ``before`` is an entry's ``position``: the page older than it."""
+    t = transcript_table
+    where = [t.c.kind == "egress"] + ([t.c.cid == cid] if cid is not None else [])
+    names = {r["cid"]: r["name"] for r in read_models.rows(agents_table)}
+    out: list[dict] = []
+    batch = limit * 4
+    # The verdict sits in the entry's JSON detail: filter here, reading batches of the newest until full.
+    while len(out) < limit:
+        older = [t.c.position < before] if before is not None else []
+        rows = read_models.rows(t, *where, *older, order_by=sa.desc(t.c.position), limit=batch)
+        for r in rows:
+            d = r["detail"] or {}
+            if verdict is None or d.get("verdict") == verdict:
+                out.append({"position": r["position"], "at": r["at"], "cid": r["cid"], "agent": names.get(r["cid"]),
+                            "verdict": d.get("verdict"), "host": d.get("host"), "port": d.get("port"),
+                            "why": d.get("why"), "text": r["text"]})
+        if len(rows) < batch:
+            break
+        before = rows[-1]["position"]
+    return out[:limit]

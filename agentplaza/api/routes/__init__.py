@@ -13,6 +13,7 @@ from . import (
     conversations,
     decide,
     e2b,
+    egress,
     gateway,
     git,
     governance,
@@ -42,3 +43,4 @@ AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, con
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
          e2b, hiring, toolbox, memory, governance, hosting, tools]
 AREAS += [nodelink, machines]  # joined nodes: their connection, drain and revoke; the Machines list
+AREAS += [egress]  # the proxy, the fetch blocklist and the audit of the agents' connections

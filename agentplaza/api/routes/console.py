@@ -14,6 +14,8 @@ inline script, no ``eval``), requests and the socket to this origin only, images
 from __future__ import annotations
 
 import hashlib
+import posixpath
+import re
 from pathlib import Path
 
 from starlette.requests import Request
@@ -90,10 +92,40 @@ def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> R
     return Response(_read(path) if body is None else body, media_type=MEDIA_TYPES[path.suffix], headers=headers)
 
 
+#: A static import in a console module (``import {a} from "./x.js";``); ``import()`` of a screen is not one.
+STATIC_IMPORT = re.compile(rb'^import\s[^;]*?from\s+"(\.{1,2}/[^"]+)";', re.M)
+#: The modules the front page runs: the one that starts the opened screen's fetch, and the frame.
+FRONT_MODULES = ("js/boot.js", "js/main.js")
+
+
+def preload_order() -> list[str]:
+    """The modules the front page runs and those they need before they run (their static imports, each
+    before the module that imports it): the front page preloads these, all at once. The screens are not preloaded: a browser
+    fetches the preloads over its few connections and compiles each, and twenty screens the owner is not
+    looking at delayed the one the owner is (bench/console.py). The frame imports the screen it opens
+    at once, and the others when the browser is idle (``frame.js``)."""
+    every = {p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js")}
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(module: str) -> None:
+        if module in seen or module not in every:
+            return
+        seen.add(module)
+        base = posixpath.dirname(module)
+        for target in STATIC_IMPORT.findall(_read(CONSOLE_DIR / module)):
+            visit(posixpath.normpath(posixpath.join(base, target.decode())))
+        order.append(module)
+
+    for module in FRONT_MODULES:
+        visit(module)
+    return order
+
+
 def _front_page() -> bytes:
     """index.html with every file under the current digest, and every module as a modulepreload link."""
     prefix = f"{ASSETS_PREFIX}{digest()}/"
-    modules = sorted(p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js"))
+    modules = preload_order()
     links = "\n".join(f'<link rel="modulepreload" href="{prefix}{m}">' for m in modules)
     page = _read(CONSOLE_DIR / "index.html").replace(f'"{ASSETS_PREFIX}'.encode(), f'"{prefix}'.encode())
     return page.replace(PRELOAD_MARKER.encode(), links.encode())

@@ -110,11 +110,28 @@ async function route() {
   }
   const ctx = {params: rest, live, onHeld: (fn) => { teardown.push(onHeld(fn)); fn(plaza); }, plaza: () => plaza};
   try {
+    performance.mark("apz:route");
     const mod = await screen.load();
+    performance.mark("apz:screen-module");
     await mod.render(view, ctx);
+    prefetchScreens();
   } catch (err) {
     fill(view, errorBox(err));
   }
+}
+
+// The other screens' modules, fetched once the browser is idle a while after the first screen started:
+// the front page preloads only the frame's own modules, so the screen the owner opened does not wait
+// behind twenty others (bench/console.py), and the next screen opened is already here.
+//: How long after the first screen's start the others are fetched (its own answers come first).
+const PREFETCH_AFTER_MS = 2000;
+let prefetched = false;
+function prefetchScreens() {
+  if (prefetched) return;
+  prefetched = true;
+  const idle = window.requestIdleCallback || ((fn) => setTimeout(fn, 0));
+  setTimeout(() => idle(() => { for (const s of SCREENS) if (s.load) s.load().catch(() => null); }, {timeout: 5000}),
+    PREFETCH_AFTER_MS);
 }
 
 // A section of a screen that reloads when an event of one of these families arrives.
@@ -134,6 +151,7 @@ function live(families, load, {tag = "section", label} = {}) {
       fill(el, errorBox(err));
     } finally {
       el.setAttribute("aria-busy", "false");
+      performance.mark("apz:drawn " + (label || families.join(",")));
       running = false;
       if (again) { again = false; run(); }
     }

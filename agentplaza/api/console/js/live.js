@@ -38,8 +38,17 @@ export function listen(families, fn) {
   return () => listeners.delete(entry);
 }
 
+// Signed out: the socket stops trying (the sign-in page reloads the console once signed in).
+let stopped = false;
+window.addEventListener(SIGNED_OUT, () => {
+  stopped = true;
+  clearTimeout(timer);
+  if (socket) socket.close();
+});
+
 export function connect() {
   clearTimeout(timer);
+  if (stopped) return;
   const url = location.origin.replace(/^http/, "ws") + "/v1/ws";
   setState(everOpened ? "reconnecting" : "connecting");
   socket = new WebSocket(url, SUBPROTOCOL);
@@ -63,9 +72,15 @@ export function connect() {
   };
   socket.onclose = (e) => {
     socket = null;
+    if (stopped) return;
     if (e.code === CLOSE_UNAUTHORIZED) {
-      setState("signed out");
-      window.dispatchEvent(new CustomEvent(SIGNED_OUT));
+      // The sign-in this socket opened with ended. The browser may hold a newer one already (the Nodes
+      // screen signs in again with the token it rotated): ask the hub once before showing the sign-in page.
+      fetch("/v1/hub", {credentials: "same-origin", headers: {Accept: "application/json"}}).then((r) => {
+        if (r.ok) { connect(); return; }
+        setState("signed out");
+        window.dispatchEvent(new CustomEvent(SIGNED_OUT));
+      }, () => { setState("offline"); timer = setTimeout(connect, wait); });
       return;
     }
     setState("offline");

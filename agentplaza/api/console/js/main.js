@@ -7,6 +7,7 @@ import {buildFrame} from "./frame.js";
 import {connect} from "./live.js";
 import {signInPage} from "./signin.js";
 
+performance.mark("apz:main");
 const root = document.getElementById("app");
 window.addEventListener(SIGNED_OUT, () => signInPage(root), {once: true});
 buildFrame(root).then((answered) => { if (answered) connect(); });

@@ -26,7 +26,7 @@ export const SCREENS = [
   {id: "nodes", title: "Nodes", group: "Setup", load: () => import("./nodes.js")},
   {id: "tools", title: "Tools", group: "Setup", load: () => import("./tools.js")},
   {id: "mcp", title: "MCP", group: "Setup", load: () => import("./mcp.js")},
-  {id: "egress", title: "Egress", group: "Setup", later: "Egress credential rules have no API in this hub yet."},
+  {id: "egress", title: "Egress", group: "Setup", load: () => import("./egress.js")},
   {id: "e2b", title: "E2B API", group: "Setup", load: () => import("./e2b.js")},
   {id: "volumes", title: "Volumes", group: "Setup", later: "Shared read-only volumes are not built in this hub yet."},
   {id: "machines", title: "Machines", group: "Plaza", load: () => import("./machines.js")},
