@@ -24,6 +24,7 @@ from ..domain.agents import (
 from ..domain.base import Context, Refusal
 from ..domain.conduct import Conduct, conduct_id, mode_of
 from ..domain.floor import FLOOR_ID, Floor
+from . import volumes as cv
 from .unit import Commands, Done, Unit
 
 
@@ -90,8 +91,10 @@ def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: s
     """Start one agent of ``role`` per id, each with its transcript and wallet; their CIDs."""
     check_count(len(ids))
     n, cids = _assign(unit, ctx, ids)
+    vols = cv.for_spawn_in(unit, role)  # the role's volumes at this spawn
+    cv.attach_in(unit, ctx, list(zip(ids, cids)), vols)
     for agent_id, cid in zip(ids, cids):
-        unit.add(Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model),
+        unit.add(Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model, volumes=vols),
                  Transcript.open(ctx, agent_id, cid),
                  Conduct.for_new_agent(ctx, unit.get(conduct_id(cid)), cid))
     _open_wallets(unit, ctx, cids, role)
@@ -115,6 +118,7 @@ def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str)
     def decide(unit: Unit) -> list[int]:
         src = agent_in(unit, source)
         _, cids = _assign(unit, ctx, ids)
+        cv.attach_in(unit, ctx, list(zip(ids, cids)), list(getattr(src, "volumes", ())))  # the source's volumes
         for agent_id, cid in zip(ids, cids):
             unit.add(src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
                      Transcript.open(ctx, agent_id, cid),

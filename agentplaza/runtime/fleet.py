@@ -36,6 +36,7 @@ from ..domain.agents import LOCAL_NODE, check_count, node_id
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
+from ..projections import volumes as volumes_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
 from . import e2b as e2b_rules
@@ -432,7 +433,9 @@ class AgentRuntime:
         try:
             if running:
                 self.link.request("stop", cid=cid)
-            answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
+            vols = volumes_rm.of_agent(self.hub.read_models, agent_id)  # the volumes it was spawned with, in order
+            answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}",
+                                       **fork, **({"volumes": vols} if vols else {}))
         except NodeError as e:
             with self.lock:
                 self.failed[cid] = (key, time.monotonic())

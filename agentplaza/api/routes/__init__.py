@@ -34,8 +34,10 @@ from . import (
     unfurl,
     usage,
     vault,
+    volumes,
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
          agents, decide, unfurl, console, board, conversations, society, git, library, hub_mcp,
-         e2b, hiring, toolbox, memory, governance, hosting, tools]
+         e2b, hiring, toolbox, memory, governance, hosting, tools,
+         volumes]

@@ -41,11 +41,13 @@ from . import (
     unfurl,
     usage,
     vault,
+    volumes,
 )
 
 AREAS = {
     getattr(m, "AREA", m).NAME: getattr(m, "AREA", m)
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library,
-              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts, simulate, tools)
+              decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts, simulate, tools,
+              volumes)
 }
