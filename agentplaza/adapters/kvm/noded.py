@@ -282,9 +282,9 @@ class Node:
                  templates_dir: Path | None = None, recover: bool = True,
                  volumes_dir: Path | None = None) -> None:
         self.name = name
+        self.vms_dir = Path(vms_dir)
         # The data volumes' images this node can give its VMs (n0: the hub's own ``<data>/volumes``).
         self.volumes_dir = Path(volumes_dir) if volumes_dir else self.vms_dir.parent / "volumes"
-        self.vms_dir = Path(vms_dir)
         self.vms_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.vms_dir, 0o711)  # the jailed QEMU (an unprivileged uid) must pass through
         # With a templates folder, a new agent restores from its shape's warm template (the first

@@ -28,5 +28,5 @@ export const SCREENS = [
   {id: "mcp", title: "MCP", group: "Setup", load: () => import("./mcp.js")},
   {id: "egress", title: "Egress", group: "Setup", later: "Egress credential rules have no API in this hub yet."},
   {id: "e2b", title: "E2B API", group: "Setup", load: () => import("./e2b.js")},
-  {id: "volumes", title: "Volumes", group: "Setup", later: "Shared read-only volumes are not built in this hub yet."},
+  {id: "volumes", title: "Volumes", group: "Setup", load: () => import("./volumes.js")},
 ];
