@@ -259,6 +259,13 @@ def test_volumes_over_the_cli_and_the_api(folders, database_url, tmp_path):
         assert again.returncode == 1 and "volume_exists" in again.stderr
         inside = cli(h, "volumes", "create", "state", str(folders.state))   # the plaza's own files: never
         assert inside.returncode == 1 and "invalid_source" in inside.stderr
+        (tmp_path / "sneaky").symlink_to(folders.state)                      # nor through a link
+        linked = cli(h, "volumes", "create", "sneaky", str(tmp_path / "sneaky"))
+        assert linked.returncode == 1 and "invalid_source" in linked.stderr
+        above = cli(h, "volumes", "create", "above", str(folders.state.parent))   # nor a folder that holds them
+        assert above.returncode == 1 and "invalid_source" in above.stderr
+        nothing = cli(h, "volumes", "create", "nothing", str(tmp_path / "nothing"))
+        assert nothing.returncode == 1 and "invalid_source" in nothing.stderr
         bad = cli(h, "volumes", "create", "-x", str(src))
         assert bad.returncode != 0
         assert list(vols.iterdir()) == [img]   # every refusal left nothing behind
