@@ -180,7 +180,7 @@ def test_an_asleep_vm_still_mounts_its_volumes(plaza):
     cmd.remove(cmds, owner(cmds), "corpus")
 
 
-def test_a_fork_of_an_agent_whose_volume_was_removed_is_refused(plaza):
+def test_a_fork_restart_or_wipe_of_an_agent_whose_volume_was_removed_is_refused(plaza):
     cmds, rms = plaza
     make(cmds, "corpus")
     cmd.mount(cmds, owner(cmds), "builder", ["corpus"])
@@ -189,6 +189,9 @@ def test_a_fork_of_an_agent_whose_volume_was_removed_is_refused(plaza):
     cmd.remove(cmds, owner(cmds), "corpus")
     before = log_length(cmds)
     refused("unknown_volume", ac.fork, cmds, owner(cmds), a, 1, "fork-1")
+    e = refused("unknown_volume", ac.restart, cmds, owner(cmds), a)   # its VM cannot start again without it
+    assert "corpus was removed" in e.message
+    refused("unknown_volume", ac.wipe, cmds, owner(cmds), a)
     assert log_length(cmds) == before
 
 

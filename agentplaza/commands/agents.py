@@ -202,6 +202,8 @@ def _lifecycle(name: str) -> Callable[[Commands, Context, int], Done[None]]:
     def command(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
         def decide(unit: Unit) -> None:
             a = agent_in(unit, cid)
+            if name in ("restart", "wipe"):  # its VM starts again: with the volumes it was spawned with
+                cv.present_in(unit, cid, getattr(a, "volumes", []))
             getattr(a, name)(ctx)
             tr = transcript_in(unit, a)
             tr.add(ctx, "note", text=f"{name} by {ctx.actor}" + (f": {ctx.reason}" if ctx.reason else ""),

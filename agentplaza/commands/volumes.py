@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 
-from ..domain.base import Context
+from ..domain.base import Context, Refusal
 from ..domain.volumes import VOLUMES_ID, Volumes
 from .unit import Commands, Done, Unit
 
@@ -87,3 +87,14 @@ def attach_in(unit: Unit, ctx: Context, agents: list[tuple[uuid.UUID, int]], nam
     for agent_id, cid in agents:
         v.attach(ctx, agent_id.hex, cid, names)
     unit.add(v)
+
+
+def present_in(unit: Unit, cid: int, names: list[str]) -> None:
+    """An agent's VM starts again (a restart, a wipe) only with every volume it was spawned with."""
+    if not names:
+        return
+    v = unit.get(VOLUMES_ID)
+    gone = [n for n in names if v is None or n not in v.volumes]
+    if gone:
+        raise Refusal("unknown_volume", f"agent {cid}'s volume {', '.join(gone)} was removed; its VM cannot start "
+                                        "without it")

@@ -20,6 +20,7 @@ from agentplaza.commands import agents as ac
 from agentplaza.commands import volumes as cv
 from agentplaza.projections.agents import agents_table
 from agentplaza.runtime.fleet import AgentRuntime
+from vmm import MachineSpec, Volume
 from vmm import snapshot as snap
 from vmm import volumes as images
 
@@ -129,6 +130,13 @@ def test_two_vms_read_one_volume_a_write_fails_it_survives_sleep_and_a_fork_moun
     wait_for("b asleep", lambda: b in rt.asleep and not node.runs[b].machine.running())
     m = node.runs[b].machine
     assert snap.read(m.snap_dir / "sleep").volumes == ["corpus"]   # a snapshot records each volume's name
+    # A wake with another list (none, another name, or the same twice over) is refused and changes nothing.
+    other = Volume("other", img)
+    for vols in ((), (other,), (Volume("corpus", img), other)):
+        wrong = node.backend.machine(MachineSpec(m.spec.name, image=m.spec.image, cid=b, volumes=vols), node.vms_dir)
+        with pytest.raises(snap.SnapshotError, match="volumes"):
+            wrong.wake()
+        assert wrong.sleeping and not wrong.running()
     ac.wake(hub.commands, owner, b)
     kick(hub, rt)
     wait_for("b awake", lambda: b not in rt.asleep and node.runs[b].machine.running(), 120)
