@@ -267,6 +267,8 @@ def test_volumes_over_the_cli_and_the_api(folders, database_url, tmp_path):
         assert linked.returncode == 1 and "invalid_source" in linked.stderr
         above = cli(h, "volumes", "create", "above", str(folders.state.parent))   # nor a folder that holds them
         assert above.returncode == 1 and "invalid_source" in above.stderr
+        proc = cli(h, "volumes", "create", "proc", "/proc/self")
+        assert proc.returncode == 1 and "invalid_source" in proc.stderr
         nothing = cli(h, "volumes", "create", "nothing", str(tmp_path / "nothing"))
         assert nothing.returncode == 1 and "invalid_source" in nothing.stderr
         bad = cli(h, "volumes", "create", "-x", str(src))

@@ -29,6 +29,8 @@ from ..errors import Body, read_body
 from ..kit import api_of, endpoint
 
 log = logging.getLogger("apid.volumes")
+#: Folders no volume is made of: what the kernel presents, not files on a disk.
+PSEUDO_FOLDERS = ("/proc", "/sys", "/dev", "/run")
 
 
 class CreateBody(Body):
@@ -53,6 +55,9 @@ def check_source_folder(hub, source: str) -> str:
         mine = os.path.realpath(own)
         if real == mine or real.startswith(mine.rstrip("/") + "/") or mine.startswith(real.rstrip("/") + "/"):
             raise Refusal("invalid_source", f"{source} holds the plaza's own files ({own}); a volume cannot be made of it")
+    for pseudo in PSEUDO_FOLDERS:   # the kernel's own files: endless, or devices, never data to share
+        if real == pseudo or real.startswith(pseudo + "/"):
+            raise Refusal("invalid_source", f"{source} is in {pseudo}, the kernel's own files; a volume cannot be made of it")
     if not os.path.isdir(real):
         raise Refusal("invalid_source", f"{source} is not a folder on the hub's machine")
     return real
