@@ -42,6 +42,9 @@ class JailSpec:
     rw: dict = dataclasses.field(default_factory=dict)    # jail path -> host path, writable
     devices: tuple = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
     cgroups: tuple = ()          # cgroup folders to join first (one on v2, one per controller on v1)
+    #: descriptor number (as a string) -> host file, opened read-only by the helper (root) and passed to
+    #: QEMU: a file the VM's uid could not open itself (a data volume's 0600 image)
+    fds: dict = dataclasses.field(default_factory=dict)
 
 
 # -- the parent side -------------------------------------------------------------

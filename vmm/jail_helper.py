@@ -97,8 +97,20 @@ def _build_root(spec: dict) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
+def _open_fds(fds: dict) -> None:
+    """Open each host file read-only here (root, before any wall) on the number QEMU is told
+    (``-add-fd fd=N``), inherited through the forks and the exec; never writable."""
+    for num, path in (fds or {}).items():
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.dup2(fd, int(num), inheritable=True)
+        finally:
+            os.close(fd)
+
+
 def _helper(cfg: dict) -> int:
     spec, argv = cfg["spec"], cfg["argv"]
+    _open_fds(spec.get("fds"))
     for folder in spec.get("cgroups") or ():
         with open(os.path.join(folder, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))

@@ -44,6 +44,8 @@ RAM_DIR = os.environ.get("APZ_VMM_RAM_DIR", "/dev/shm")
 #: TCG's translated-code cache (MiB). QEMU 7.2's default is 1 GiB, of which a booted guest fills ~80 MiB
 #: (huge pages, never given back); the guest's hot code fits well in this.
 TCG_TB_MIB = int(os.environ.get("APZ_VMM_TB_MIB", "32"))
+#: The descriptor numbers a jailed QEMU gets its volumes' images on (one each, read-only).
+VOLUME_FD_FIRST = 100
 
 
 def host_tsc_khz() -> int | None:
@@ -231,6 +233,8 @@ class QemuMachine(MachineState, Machine):
                 "-drive", f"id=ws,file={paths['workspace']},format={wsfmt},if=none,cache=writeback",
                 "-device", "virtio-blk-device,drive=ws,serial=apz-ws"]
         for i, _v in enumerate(s.volumes):
+            if paths.get(f"vol{i}_fd") is not None:   # a descriptor the jail's helper opened (read-only)
+                argv += ["-add-fd", f"fd={paths[f'vol{i}_fd']},set={i + 1},opaque=apz-vol{i}"]
             argv += ["-drive", f"id=vol{i},file={paths[f'vol{i}']},format=raw,if=none,readonly=on",
                      "-device", f"virtio-blk-device,drive=vol{i},serial=apz-vol{i}"]
         if p.channel == "virtio-vsock":
@@ -418,9 +422,13 @@ class QemuMachine(MachineState, Machine):
         inner = {"kernel": "/vm/vmlinux", "initrd": "/vm/initrd", "rootfs": "/vm/rootfs.ext4",
                  "workspace": f"/vm/disks/{self.disks.top.name}", "run": "/vm/run"}
         ro = {inner[k]: host_paths[k] for k in ("kernel", "initrd", "rootfs")}
+        # A volume's image is the hub's, 0600 in its 0700 folder, shared by every VM that mounts it: the
+        # helper (root) opens it read-only and QEMU gets the descriptor (-add-fd), never the file's path.
+        fds = {}
         for i in range(len(self.spec.volumes)):
-            inner[f"vol{i}"] = f"/vm/vol{i}.ext4"
-            ro[inner[f"vol{i}"]] = host_paths[f"vol{i}"]
+            inner[f"vol{i}"] = f"/dev/fdset/{i + 1}"
+            inner[f"vol{i}_fd"] = VOLUME_FD_FIRST + i
+            fds[str(VOLUME_FD_FIRST + i)] = host_paths[f"vol{i}"]
         for jp, hp in jailmod.qemu_files(self.platform.qemu, self.platform.accel).items():
             ro[jp] = hp
         rw = {"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]}
@@ -434,7 +442,7 @@ class QemuMachine(MachineState, Machine):
         # snapshot can open its new layer); frozen layers are root's and read-only,
         # so the VM's uid can write only its top layer.
         spec = jailmod.JailSpec(root=str(jroot), uid=uid, ro=ro,
-                                rw=rw,
+                                rw=rw, fds=fds,
                                 devices=devices,
                                 cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
         argv = self.command(inner, incoming)

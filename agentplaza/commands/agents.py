@@ -25,6 +25,7 @@ from ..domain.base import Context, Refusal
 from ..domain.conduct import Conduct, conduct_id, mode_of
 from ..domain.floor import FLOOR_ID, Floor
 from ..domain.nodes import REGISTRY_ID, range_node
+from . import volumes as cv
 from .unit import Commands, Done, Unit
 
 
@@ -119,8 +120,10 @@ def spawn_in(unit: Unit, ctx: Context, ids: list[uuid.UUID], role: str, model: s
     """Start one agent of ``role`` per id on node ``where``, each with its transcript and wallet; their CIDs."""
     check_count(len(ids))
     n, cids = _assign(unit, ctx, ids, where)
+    vols = cv.for_spawn_in(unit, role)  # the role's volumes at this spawn
+    cv.attach_in(unit, ctx, list(zip(ids, cids)), vols)
     for agent_id, cid in zip(ids, cids):
-        unit.add(Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model),
+        unit.add(Agent.spawn(ctx, agent_id=agent_id, cid=cid, role=role, node=n.name, model=model, volumes=vols),
                  Transcript.open(ctx, agent_id, cid),
                  Conduct.for_new_agent(ctx, unit.get(conduct_id(cid)), cid))
     _open_wallets(unit, ctx, cids, role)
@@ -145,6 +148,7 @@ def fork(cmds: Commands, ctx: Context, source: int, count: int, checkpoint: str)
     def decide(unit: Unit) -> list[int]:
         src = agent_in(unit, source)
         _, cids = _assign(unit, ctx, ids, src.node)  # a fork starts from its source's checkpoint, on its machine
+        cv.attach_in(unit, ctx, list(zip(ids, cids)), list(getattr(src, "volumes", ())))  # the source's volumes
         for agent_id, cid in zip(ids, cids):
             unit.add(src.fork(ctx, agent_id=agent_id, cid=cid, checkpoint=checkpoint),
                      Transcript.open(ctx, agent_id, cid),
@@ -228,6 +232,8 @@ def _lifecycle(name: str) -> Callable[[Commands, Context, int], Done[None]]:
     def command(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
         def decide(unit: Unit) -> None:
             a = agent_in(unit, cid)
+            if name in ("restart", "wipe"):  # its VM starts again: with the volumes it was spawned with
+                cv.present_in(unit, cid, getattr(a, "volumes", []))
             getattr(a, name)(ctx)
             tr = transcript_in(unit, a)
             tr.add(ctx, "note", text=f"{name} by {ctx.actor}" + (f": {ctx.reason}" if ctx.reason else ""),

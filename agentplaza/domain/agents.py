@@ -184,6 +184,7 @@ class Agent(PlazaAggregate):
         permission_mode: str | None = None
         forked_from: int | None = None  # a fork: the agent whose machine it starts from ...
         fork_checkpoint: str | None = None  # ... at this checkpoint of that machine
+        volumes: list[str] | None = None  # the data volumes its VM mounts, in order (``domain.volumes``)
 
     class Named(PlazaAggregate.Event):
         """The agent chose its own name (once)."""
@@ -320,9 +321,11 @@ class Agent(PlazaAggregate):
             a.queue = []
 
     def __init__(self, cid: int, role: str, node: str, model: str | None, permission_mode: str | None = None,
-                 forked_from: int | None = None, fork_checkpoint: str | None = None):
+                 forked_from: int | None = None, fork_checkpoint: str | None = None,
+                 volumes: list[str] | None = None):
         del permission_mode  # an old event's: the conduct keeps the mode
         self.cid = cid
+        self.volumes: list[str] = list(volumes or ())
         self.forked_from, self.fork_checkpoint = forked_from, fork_checkpoint
         self.role = role
         self.node = node
@@ -344,12 +347,14 @@ class Agent(PlazaAggregate):
     # -- the owner ------------------------------------------------------------------------------
     @classmethod
     def spawn(cls, ctx: Context, *, agent_id: uuid.UUID, cid: int, role: str, node: str,
-              model: str | None) -> Agent:
+              model: str | None, volumes: list[str] | None = None) -> Agent:
+        """``volumes``: its role's list at this spawn (kept for the agent's life: a later list is for later agents)."""
         if ctx.actor != "owner":
             raise Refusal("owner_only", "only the owner starts agents (C-005)")
         known_role(role)
         check_model(model)
-        return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model)
+        extra = {"volumes": list(volumes)} if volumes else {}
+        return cls.start(ctx, id=agent_id, cid=cid, role=role, node=node, model=model, **extra)
 
     def fork(self, ctx: Context, *, agent_id: uuid.UUID, cid: int, checkpoint: str) -> Agent:
         """A copy of this agent: the same role and model, a name of its own (it names itself), its machine
@@ -360,8 +365,10 @@ class Agent(PlazaAggregate):
         self._not_retired("be forked")
         if not isinstance(checkpoint, str) or not CHECKPOINT_RE.fullmatch(checkpoint):
             raise Refusal("invalid_checkpoint", f"{checkpoint!r} is not a checkpoint name")
+        vols = getattr(self, "volumes", None)   # a fork mounts its source's volumes (its memory expects them)
         return type(self).start(ctx, id=agent_id, cid=cid, role=self.role, node=self.node, model=self.model,
-                                forked_from=self.cid, fork_checkpoint=checkpoint)
+                                forked_from=self.cid, fork_checkpoint=checkpoint,
+                                **({"volumes": list(vols)} if vols else {}))
 
     def _alive(self) -> None:
         if self.deleted:

@@ -62,6 +62,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "empty_document", "invalid_vote",
         # hosting and join codes
         "invalid_ttl", "invalid_public_key",
+        # volumes
+        "invalid_volume_name", "invalid_source", "invalid_volume_list", "too_many_volumes",
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -125,6 +127,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "unknown_join_code",
         # the file store, the tool library
         "no_shared_file", "no_library_tool",
+        # volumes
+        "unknown_volume",
     ),
     Kind.CONFLICT: (
         "agent_asleep", "agent_awake", "agent_busy", "agent_offline", "agent_retired", "agent_stopped",
@@ -163,6 +167,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         # the tool library
         "too_many_versions",
         "node_draining", "node_not_draining", "node_offline",  # joined nodes
+        # volumes
+        "volume_exists", "volume_in_use", "volume_missing_on_target",
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -183,6 +189,8 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "git_failed",
         # e2b
         "sandbox_failed",
+        # volumes
+        "volume_build_failed",
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",

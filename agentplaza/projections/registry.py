@@ -25,6 +25,7 @@ from .toolbox import ToolboxProjection
 from .toollib import ToolLibraryProjection
 from .treasury import TreasuryProjection
 from .vault import VaultProjection
+from .volumes import VolumesProjection
 from .work import WorkProjection
 
 
@@ -37,4 +38,5 @@ def all_projections() -> list[Projection]:
             NodesProjection(),
             E2bProjection(),
             OutreachProjection(),
-            FilesProjection(), ToolLibraryProjection()]
+            FilesProjection(), ToolLibraryProjection(),
+            VolumesProjection()]

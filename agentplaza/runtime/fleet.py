@@ -39,6 +39,7 @@ from ..domain.nodes import range_node
 from ..domain.placement import Candidate, place
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
+from ..projections import volumes as volumes_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_on, agents_table
 from . import e2b as e2b_rules
@@ -551,7 +552,9 @@ class AgentRuntime:
             link = self.link_of(name)
             if running:
                 link.request("stop", cid=cid)
-            answer = link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
+            vols = volumes_rm.of_agent(self.hub.read_models, agent_id)  # the volumes it was spawned with, in order
+            answer = link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}",
+                                  **fork, **({"volumes": vols} if vols else {}))
         except (NodeError, Refusal) as e:
             with self.lock:
                 self.failed[cid] = (key, time.monotonic())

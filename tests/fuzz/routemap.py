@@ -46,6 +46,8 @@ BODYLESS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/hub-mcp/tokens/{id}"): "the token is named by the path",
     ("POST", "/v1/join-codes/{id}/revoke"): "the join code is named by the path",
     ("POST", "/v1/hub/owner-token/rotate"): "a new owner token, shown once",
+    ("DELETE", "/v1/volumes/{name}"): "the volume is named by the path",
+    ("DELETE", "/v1/volumes/roles/{role}"): "the role is named by the path",
 }
 
 #: Routes whose body is a provider's request shape (the model gateway passes it on): fuzzed with any JSON.

@@ -117,7 +117,7 @@ def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = N
     """Start noded as the hub's child (node n0); its machines stop when the hub goes."""
     sock = Path(state_dir) / "node.sock"
     argv = [sys.executable, "-m", "agentplaza.adapters.kvm.noded", "--socket", str(sock),
-            "--vms", str(Path(data_dir) / "vms"), "--exit-with-parent"]
+            "--vms", str(Path(data_dir) / "vms"), "--volumes", str(Path(data_dir) / "volumes"), "--exit-with-parent"]
     if images_dir:
         argv += ["--images", images_dir]
     log = os.fdopen(os.open(Path(state_dir) / "noded.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")

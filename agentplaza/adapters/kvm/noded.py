@@ -43,8 +43,10 @@ from vmm import (
     StreamReset,
     Templates,
     VMError,
+    Volume,
     probe,
 )
+from vmm import volumes as volumesmod
 from vmm.guest.contract import SERVICES, error
 from vmm.image.build import Image, ensure_image
 from vmm.readiness import blockers
@@ -279,9 +281,12 @@ def splice_streams(a, b) -> None:
 
 class Node:
     def __init__(self, name: str, vms_dir: Path, image: Image | None = None, images_dir: str | None = None,
-                 templates_dir: Path | None = None, recover: bool = True) -> None:
+                 templates_dir: Path | None = None, recover: bool = True,
+                 volumes_dir: Path | None = None) -> None:
         self.name = name
         self.vms_dir = Path(vms_dir)
+        # The data volumes' images this node can give its VMs (n0: the hub's own ``<data>/volumes``).
+        self.volumes_dir = Path(volumes_dir) if volumes_dir else self.vms_dir.parent / "volumes"
         self.vms_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.vms_dir, 0o711)  # the jailed QEMU (an unprivileged uid) must pass through
         # With a templates folder, a new agent restores from its shape's warm template (the first
@@ -376,7 +381,38 @@ class Node:
 
     def _spec(self, cid: int, meta: dict) -> MachineSpec:
         return MachineSpec(machine_name(cid), vcpus=int(meta.get("vcpus") or DEFAULT_VCPUS),
-                           memory_mib=int(meta.get("memory_mib") or DEFAULT_MEMORY_MIB), image=self.image(), cid=cid)
+                           memory_mib=int(meta.get("memory_mib") or DEFAULT_MEMORY_MIB), image=self.image(), cid=cid,
+                           volumes=self.volumes_of(meta.get("volumes") or []))
+
+    # -- data volumes ----------------------------------------------------------------------------
+    def volumes_of(self, wanted: list) -> tuple:
+        """The VM's volumes, in the hub's order: each ``{"name", "image"}`` an image in this node's volumes
+        folder (a name that is not an image's, or an image not here, refuses the start and says which)."""
+        out = []
+        for w in wanted:
+            name, image = str(w.get("name") or ""), str(w.get("image") or "")
+            if not image:
+                raise VMError(f"volume {name} was removed; this VM cannot start without it")
+            path = volumesmod.image_path(self.volumes_dir, image)
+            if volumesmod.IMAGE_RE.fullmatch(image)["name"] != name:
+                raise VMError(f"image {image} is not volume {name}'s")
+            if not path.is_file():
+                raise VMError(f"volume {name}: no image {image} on node {self.name}")
+            out.append(Volume(name, path))
+        return tuple(out)
+
+    def check_volumes(self, names: list) -> None:
+        """A move needs a volume of the same name on the target: raised on the target node when it lacks one."""
+        missing = volumesmod.missing(self.volumes_dir, list(names))
+        if missing:
+            raise VMError(f"a move needs a volume of the same name on the target: node {self.name} has no "
+                          f"{', '.join(missing)}")
+
+    def op_volumes(self, meta: dict) -> dict:
+        """The volumes this node holds ({name: image}); with ``check`` (names), refused unless it holds each."""
+        if meta.get("check") is not None:
+            self.check_volumes(list(meta["check"]))
+        return {"volumes": volumesmod.held(self.volumes_dir)}
 
     def op_start(self, meta: dict) -> dict:
         """Start the machine of ``cid``. ``identity`` (the hub's agent id and wipe count) decides what its
@@ -545,7 +581,7 @@ class Node:
 
 
 OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake", "checkpoint", "checkpoints", "rollback",
-       "checkpoint_delete", "templates", "template_rm")
+       "checkpoint_delete", "templates", "template_rm", "volumes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -558,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", default=os.environ.get("APZ_IMAGE_DIR") or None, help="guest image cache")
     p.add_argument("--name", default="n0")
     p.add_argument("--templates", default=str(f.data / "templates"), help="warm templates folder")
+    p.add_argument("--volumes", default=str(f.data / "volumes"), help="data volumes' images folder")
     p.add_argument("--no-templates", action="store_true", help="every new agent boots cold")
     p.add_argument("--no-recover", action="store_true",
                    help="a guest that shuts down, resets or crashes stays exited (no crash recovery)")
@@ -574,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
         args.name = joined["node"]
     logging.basicConfig(level=logging.WARNING, format="noded: %(message)s")
     node = Node(args.name, Path(args.vms), images_dir=args.images,
-                templates_dir=None if args.no_templates else Path(args.templates), recover=not args.no_recover)
+                templates_dir=None if args.no_templates else Path(args.templates), recover=not args.no_recover,
+                volumes_dir=Path(args.volumes))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

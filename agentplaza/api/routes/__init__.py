@@ -37,6 +37,7 @@ from . import (
     unfurl,
     usage,
     vault,
+    volumes,
 )
 
 AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, conduct, models, usage, gateway,
@@ -44,3 +45,4 @@ AREAS = [auth, system, log, plaza, rules, treasury, vault, tasks, approvals, con
          e2b, hiring, toolbox, memory, governance, hosting, tools]
 AREAS += [nodelink, machines]  # joined nodes: their connection, drain and revoke; the Machines list
 AREAS += [egress]  # the proxy, the fetch blocklist and the audit of the agents' connections
+AREAS += [volumes]  # shared read-only data volumes and the roles' lists

@@ -43,6 +43,7 @@ from . import (
     unfurl,
     usage,
     vault,
+    volumes,
 )
 
 AREAS = {
@@ -50,5 +51,5 @@ AREAS = {
     for m in (overview, hub, plaza, events, audit, log, replay, rules, treasury, vault, tasks, approvals, conduct,
               models, usage, agents, society, conversations, board, projects, council, nodes, templates, git, library,
               decide, unfurl, tui, doctor, mcp, acp, e2b, settings, toolbox, courts, simulate, tools,
-              node, machines)
+              node, machines, volumes)
 }

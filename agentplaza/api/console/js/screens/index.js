@@ -28,6 +28,6 @@ export const SCREENS = [
   {id: "mcp", title: "MCP", group: "Setup", load: () => import("./mcp.js")},
   {id: "egress", title: "Egress", group: "Setup", load: () => import("./egress.js")},
   {id: "e2b", title: "E2B API", group: "Setup", load: () => import("./e2b.js")},
-  {id: "volumes", title: "Volumes", group: "Setup", later: "Shared read-only volumes are not built in this hub yet."},
+  {id: "volumes", title: "Volumes", group: "Setup", load: () => import("./volumes.js")},
   {id: "machines", title: "Machines", group: "Plaza", load: () => import("./machines.js")},
 ];
