@@ -266,7 +266,10 @@ class AgentRuntime:
     def place(self, role: str, count: int = 1, memory_mib: int = 256, vcpus: int = 1) -> str:
         """Where new agents go (``domain.placement``): the eligible joined node with the highest score,
         else n0 (whose noded says whether it fits: ``boot_blockers``). Each candidate's free memory and
-        warm templates are asked of its noded now."""
+        warm templates are asked of its noded now. An agent whose role mounts volumes goes to n0: "A volume
+        is an ext4 image that lives on the hub's machine" (a joined node has none of them)."""
+        if volumes_rm.role_list(self.hub.read_models, role):
+            return LOCAL_NODE
         reg = node_commands.registry(self.cmds)
         out = []
         for name, entry in (reg.joined.items() if reg is not None else ()):
