@@ -48,6 +48,9 @@ BODYLESS: dict[tuple[str, str], str] = {
     ("POST", "/v1/hub/owner-token/rotate"): "a new owner token, shown once",
     ("DELETE", "/v1/volumes/{name}"): "the volume is named by the path",
     ("DELETE", "/v1/volumes/roles/{role}"): "the role is named by the path",
+    ("POST", "/v1/nodes/{name}/drain"): "the node is named by the path",
+    ("POST", "/v1/nodes/{name}/undrain"): "the node is named by the path",
+    ("POST", "/v1/nodes/{name}/revoke"): "the node is named by the path",
 }
 
 #: Routes whose body is a provider's request shape (the model gateway passes it on): fuzzed with any JSON.
