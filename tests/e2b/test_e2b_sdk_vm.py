@@ -97,6 +97,49 @@ def test_sdk_drives_a_sandbox_vm(plaza):
     assert sandbox_events(h, sbx.sandbox_id) == ["Created", "Started", "TimeoutSet", "Paused", "Resumed", "Ended"]
 
 
+def test_a_pty_runs_a_shell_that_echoes_resizes_and_is_killed(plaza):
+    """The SDK's ``sandbox.pty``: a shell on a pseudo-terminal of the size asked, its output streamed, its
+    input sent, resized, killed."""
+    import threading
+
+    from e2b import Sandbox
+    from e2b.sandbox.commands.command_handle import PtySize
+
+    sbx = Sandbox.create(timeout=300)
+    try:
+        term = sbx.pty.create(PtySize(rows=24, cols=80))
+        seen: list = []
+        reader = threading.Thread(target=lambda: _drain(term, seen), daemon=True)
+        reader.start()
+
+        def screen() -> str:
+            return b"".join(seen).decode(errors="replace")
+
+        sbx.pty.send_stdin(term.pid, b"echo hi\n")
+        until("the shell echoed hi", lambda: "\r\nhi\r\n" in screen(), timeout=60)
+        sbx.pty.send_stdin(term.pid, b"stty size\n")
+        until("the terminal is 24 by 80", lambda: "24 80" in screen(), timeout=60)
+        sbx.pty.resize(term.pid, PtySize(rows=30, cols=100))
+        sbx.pty.send_stdin(term.pid, b"stty size\n")
+        until("the terminal is 30 by 100", lambda: "30 100" in screen(), timeout=60)
+        assert term.pid in [p.pid for p in sbx.commands.list()]
+        assert sbx.pty.kill(term.pid) is True
+        reader.join(60)
+        assert not reader.is_alive()  # the stream ended with the shell
+        assert term.pid not in [p.pid for p in sbx.commands.list()]
+        assert sbx.pty.kill(term.pid) is False  # gone
+    finally:
+        sbx.kill()
+
+
+def _drain(handle, seen: list) -> None:
+    """A PTY's output, as the SDK streams it, until it ends (killed: the SDK raises its exit)."""
+    try:
+        handle.wait(on_pty=seen.append)
+    except Exception:  # noqa: BLE001 - a killed shell ends with an exit the SDK raises
+        pass
+
+
 def sandbox_events(h, sandbox_id: str) -> list:
     """The kinds of a sandbox's events in the log (``E2bSandbox.*``), in order."""
     events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
