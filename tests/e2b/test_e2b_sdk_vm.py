@@ -132,6 +132,37 @@ def test_a_pty_runs_a_shell_that_echoes_resizes_and_is_killed(plaza):
         sbx.kill()
 
 
+def test_a_filesystem_pause_keeps_the_files_and_boots_cold(plaza):
+    """The SDK's ``pause(mode="filesystem")`` (``memory: false``): the disk only, the guest flushed first; the
+    connect boots it cold with its files and its variables, and none of its processes."""
+    h, key = plaza
+    from e2b import Sandbox
+
+    sbx = Sandbox.create(timeout=300, envs={"KEPT": "across a cold pause"})
+    try:
+        sbx.files.write("/workspace/cold.txt", "on the disk")
+        sleeper = sbx.commands.run("sleep 900", background=True)
+        assert sbx.pause(mode="filesystem") is True
+        listed = h.client().get("/v1/e2b/sandboxes").json()["sandboxes"]
+        assert [s["state"] for s in listed if s["id"] == sbx.sandbox_id] == ["paused"]
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.files.read("/workspace/cold.txt") == "on the disk"
+        assert sleeper.pid not in [p.pid for p in again.commands.list()]  # a cold boot: no process kept
+        assert again.commands.run("echo $KEPT").stdout.strip() == "across a cold pause"
+        assert not again.files.exists("/workspace/.e2b-snapshot-env.json")
+    finally:
+        sbx.kill()
+    events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
+    agg = _agg(events, sbx.sandbox_id)
+    paused = [e["data"] for e in events if e["data"]["kind"] == "E2bSandbox.Paused" and e["data"]["id"] == agg]
+    assert [p["memory"] for p in paused] == [False]
+
+
+def _agg(events: list, sandbox_id: str) -> str:
+    return next(e["data"]["id"] for e in events if e["data"].get("sandbox_id") == sandbox_id
+                and e["data"]["kind"] == "E2bSandbox.Created")
+
+
 def _drain(handle, seen: list) -> None:
     """A PTY's output, as the SDK streams it, until it ends (killed: the SDK raises its exit)."""
     try:
