@@ -95,6 +95,21 @@ def set_size(fd: int, rows: int, cols: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
+_pts_lock = threading.Lock()
+
+
+def ensure_devpts() -> None:
+    """The guest's init mounts no devpts (agents' guests use none): mounted once, at the first PTY."""
+    with _pts_lock:
+        if os.path.ismount("/dev/pts"):
+            return
+        os.makedirs("/dev/pts", exist_ok=True)
+        done = subprocess.run(["mount", "-t", "devpts", "-o", "nosuid,noexec,gid=5,mode=620", "devpts", "/dev/pts"],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RpcError("internal", f"no pseudo-terminals in this guest: {done.stderr.strip()}")
+
+
 def _controlling_tty() -> None:
     """In the child, after ``setsid``: its terminal (fd 0) becomes its controlling terminal."""
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -115,6 +130,7 @@ class Proc:
         try:
             if pty is not None:
                 rows, cols = pty_size(pty)
+                ensure_devpts()
                 self.master, slave = os.openpty()
                 try:
                     set_size(self.master, rows, cols)
