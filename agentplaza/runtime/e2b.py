@@ -15,6 +15,10 @@ reaper, and STOP ALL's reach over them.
   process keeps only the node link, the sandboxes being changed now and the access tokens' key. At
   start (``reconcile``) a running sandbox whose VM the node no longer runs has ended (``vm_gone``); a
   paused one stays paused, and a connect wakes it from its sleep snapshot on the node's disk.
+- **A clean stop** (``pause_running``): when the hub's own node goes with it, every running sandbox is
+  paused first (with its memory, all at once, for at most ``SHUTDOWN_PAUSE_S``), so the next start finds
+  it paused and a connect wakes it with its files and processes; one not paused in that time ends
+  ``vm_gone`` at the next start, as after a crash.
 - **The reaper** (``reap``): every ``REAP_EVERY_S`` from hub start it ends a running sandbox past its end
   time, or pauses it when it auto-pauses.
 - **STOP ALL**: while the plaza is held every sandbox is ended, and creates, wakes and connects are
@@ -75,6 +79,10 @@ SANDBOX_VCPUS, SANDBOX_MEMORY_MIB, SANDBOX_DISK_MB = 1, 256, 1024
 BOOT_TIMEOUT_S = 180.0
 #: The most sandboxes one fork makes.
 MAX_FORKS = 8
+#: The longest a clean hub stop spends pausing the running sandboxes (all at once), in seconds.
+SHUTDOWN_PAUSE_S = 30.0
+#: Why those sandboxes were paused, in the log.
+SHUTDOWN_REASON = "the hub stopped"
 
 
 #: A network rule's fields (E2B's SandboxNetworkConfig as the SDK sends it); any other is refused.
@@ -675,6 +683,35 @@ class Sandboxes:
         self.serving = True
         threading.Thread(target=self.reaper_loop, daemon=True, name="e2b-reaper").start()
         return self
+
+    def pause_running(self, within_s: float = SHUTDOWN_PAUSE_S) -> int:
+        """A clean hub stop whose node goes with it: the reaper stops, and every running sandbox (not one
+        being changed) is paused with its memory, all at once, waiting at most ``within_s``. Returns how
+        many were paused; the others are left as they are (the next start ends them ``vm_gone``)."""
+        self.stopped.set()
+        self.serving = False  # the follower is stopping: each change catches the read model up itself
+        with self.lock:
+            busy = set(self.busy)
+        rows = [r for r in e2b_rm.sandbox_rows(self.rm, (RUNNING,)) if r["sandbox_id"] not in busy]
+        done: list = []
+
+        def one(sid: str) -> None:
+            try:
+                self.pause(sid, reason=SHUTDOWN_REASON)
+                done.append(sid)
+            except Exception as e:  # noqa: BLE001 - the others are paused all the same
+                log.warning("e2b: pausing sandbox %s as the hub stops: %s", sid, e)
+
+        threads = [threading.Thread(target=one, args=(r["sandbox_id"],), daemon=True, name="e2b-stop-pause")
+                   for r in rows]
+        for t in threads:
+            t.start()
+        end = time.monotonic() + within_s
+        for t in threads:
+            t.join(max(0.0, end - time.monotonic()))
+        if rows:
+            log.warning("e2b: the hub stops: %d of %d running sandbox(es) paused", len(done), len(rows))
+        return len(done)
 
     def close(self) -> None:
         self.stopped.set()
