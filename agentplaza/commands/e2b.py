@@ -186,5 +186,10 @@ def build_failed(cmds: Commands, ctx: Context, name: str, build_id: str, message
     return _on_template(cmds, name, lambda t: t.failed(ctx, build_id, message, step))
 
 
+def files_uploaded(cmds: Commands, ctx: Context, name: str, files_hash: str, size: int, sha256: str) -> Done[None]:
+    """A COPY step's archive came to the template (its bytes are in the data folder; this, in the log)."""
+    return _on_template(cmds, name, lambda t: t.files_uploaded(ctx, files_hash, size, sha256))
+
+
 def delete_template(cmds: Commands, ctx: Context, name: str) -> Done[list]:
     return _on_template(cmds, name, lambda t: t.delete(ctx))

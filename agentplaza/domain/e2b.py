@@ -12,7 +12,9 @@ model (``projections/e2b.py``) is rebuilt from event 1. The VMs themselves are t
   exactly one snapshot has).
 - ``E2bTemplate``: one per name (a deleted name may be made again, with a new id); its builds in order:
   requested (with tags), started (a CID) or cached (another ready build's snapshot), logged, ready
-  (the tags move to it; an older ready build left with no tags is removed) or failed; deleted.
+  (the tags move to it; an older ready build left with no tags is removed) or failed; deleted; and each
+  archive a COPY step uploaded to it (``FilesUploaded``: the step's files hash, the archive's size and
+  SHA-256; the bytes are kept in the data folder, never in the log), so the log tells a build's inputs.
 
 No secret enters an event: neither the sandbox's environment variables nor its access token (the hub
 derives that from a secret of its own, ``runtime/e2b.py``).
@@ -378,6 +380,14 @@ class E2bTemplate(PlazaAggregate):
         def apply(self, t: E2bTemplate) -> None:
             t.deleted = True
 
+    class FilesUploaded(PlazaAggregate.Event):
+        """A COPY step's archive, uploaded: the step's ``filesHash`` (the SDK's), the bytes' size and SHA-256."""
+
+        template_id: str
+        files_hash: str
+        size: int
+        sha256: str
+
     def __init__(self, template_id: str, name: str):
         self.template_id, self.name = template_id, name
         self.deleted = False
@@ -399,6 +409,11 @@ class E2bTemplate(PlazaAggregate):
     def _live(self) -> None:
         if self.deleted:
             raise Refusal("e2b_template_not_found", f"template '{self.name}' not found")
+
+    def files_uploaded(self, ctx: Context, files_hash: str, size: int, sha256: str) -> None:
+        self._live()
+        self.record(E2bTemplate.FilesUploaded, ctx, template_id=self.template_id, files_hash=files_hash,
+                    size=int(size), sha256=sha256)
 
     def build(self, build_id: str) -> dict:
         self._live()

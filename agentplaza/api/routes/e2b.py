@@ -316,7 +316,7 @@ async def template_upload(request: Request) -> Response:
             if size > ARCHIVE_BYTES_MAX:
                 raise Refusal("body_too_large", f"an archive of a COPY step is at most {ARCHIVE_BYTES_MAX} bytes")
             chunks.append(chunk)
-        await _run(templates.files.save, p["hash"], chunks)
+        await _run(templates.uploaded, p["id"], p["hash"], chunks)
     except Refusal as r:
         return _error(status_of(r), r.message)
     return Response(status_code=200)
