@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"apid: listening on {hub.address}", flush=True)
                 await stop.wait()
                 nursery.cancel_scope.cancel()
+            if args.node == "local" and hub.runtime is not None:  # its node, and every VM, goes with it
+                await trio.to_thread.run_sync(sandboxes.pause_running)  # bounded: SHUTDOWN_PAUSE_S
             await portal.stop(cancel_remaining=True)  # a model turn in flight as the hub stops ends now
 
     try:

@@ -45,7 +45,8 @@ def _note(unit: Unit, ctx: Context, sb: E2bSandbox, text: str) -> None:
 
 
 def create(cmds: Commands, ctx: Context, *, sandbox_id: str, template_id: str, alias: str, client_id: str,
-           metadata: dict, timeout_s: int, auto_pause: bool, network: dict, source: str) -> Done[int]:
+           metadata: dict, timeout_s: int, auto_pause: bool, network: dict, source: str,
+           auto_pause_memory: bool = True) -> Done[int]:
     """A sandbox is asked for (state starting) and given its CID; refused while the plaza is held."""
 
     def decide(unit: Unit) -> int:
@@ -54,7 +55,7 @@ def create(cmds: Commands, ctx: Context, *, sandbox_id: str, template_id: str, a
         cid = allot_in(unit, ctx, f"sandbox:{sandbox_id}")
         sb = E2bSandbox.open(ctx, sandbox_id=sandbox_id, cid=cid, template_id=template_id, alias=alias,
                              client_id=client_id, metadata=metadata, timeout_s=timeout_s, auto_pause=auto_pause,
-                             network=network, source=source)
+                             network=network, source=source, auto_pause_memory=auto_pause_memory)
         _note(unit, ctx, sb, f"created from {alias}" + (f" ({source})" if source else ""))
         return cid
 
@@ -74,8 +75,9 @@ def started(cmds: Commands, ctx: Context, sandbox_id: str, boot_s: float) -> Don
     return _change(cmds, ctx, sandbox_id, lambda sb: sb.started(ctx, boot_s), f"running (booted in {boot_s:.2f} s)")
 
 
-def paused(cmds: Commands, ctx: Context, sandbox_id: str) -> Done[None]:
-    return _change(cmds, ctx, sandbox_id, lambda sb: sb.pause(ctx), "paused")
+def paused(cmds: Commands, ctx: Context, sandbox_id: str, memory: bool = True) -> Done[None]:
+    return _change(cmds, ctx, sandbox_id, lambda sb: sb.pause(ctx, memory),
+                   "paused" + ("" if memory else " (disk only: a resume boots it cold)"))
 
 
 def resumed(cmds: Commands, ctx: Context, sandbox_id: str, timeout_s: int | None,
@@ -182,6 +184,11 @@ def build_ready(cmds: Commands, ctx: Context, name: str, build_id: str, checkpoi
 def build_failed(cmds: Commands, ctx: Context, name: str, build_id: str, message: str,
                  step: str | None) -> Done[list]:
     return _on_template(cmds, name, lambda t: t.failed(ctx, build_id, message, step))
+
+
+def files_uploaded(cmds: Commands, ctx: Context, name: str, files_hash: str, size: int, sha256: str) -> Done[None]:
+    """A COPY step's archive came to the template (its bytes are in the data folder; this, in the log)."""
+    return _on_template(cmds, name, lambda t: t.files_uploaded(ctx, files_hash, size, sha256))
 
 
 def delete_template(cmds: Commands, ctx: Context, name: str) -> Done[list]:

@@ -5,13 +5,16 @@ model (``projections/e2b.py``) is rebuilt from event 1. The VMs themselves are t
 
 - ``E2bCids``: the CIDs given to sandbox and build VMs, from ``FIRST_SANDBOX_CID`` up, one each, never
   twice (a restart goes on from the last one given).
-- ``E2bSandbox``: created (starting), started (running), paused, resumed, its timeout and end time, its
-  network rules, ended with a reason (``END_REASONS``). An ended sandbox is not found.
+- ``E2bSandbox``: created (starting), started (running), paused (with its memory, or cold: the disk only,
+  resumed by a cold boot), resumed, its timeout and end time, its network rules, ended with a reason
+  (``END_REASONS``). An ended sandbox is not found.
 - ``E2bSnapshot``: a checkpoint of a sandbox's VM, with its names (a create names it by id, or by a name
   exactly one snapshot has).
 - ``E2bTemplate``: one per name (a deleted name may be made again, with a new id); its builds in order:
   requested (with tags), started (a CID) or cached (another ready build's snapshot), logged, ready
-  (the tags move to it; an older ready build left with no tags is removed) or failed; deleted.
+  (the tags move to it; an older ready build left with no tags is removed) or failed; deleted; and each
+  archive a COPY step uploaded to it (``FilesUploaded``: the step's files hash, the archive's size and
+  SHA-256; the bytes are kept in the data folder, never in the log), so the log tells a build's inputs.
 
 No secret enters an event: neither the sandbox's environment variables nor its access token (the hub
 derives that from a secret of its own, ``runtime/e2b.py``).
@@ -146,6 +149,8 @@ class E2bSandbox(PlazaAggregate):
         deny_out: list
         #: The snapshot or build it forks ("" for the base image).
         source: str
+        #: Whether an auto-pause keeps the memory (E2B's ``autoPauseMemory``); false: the disk only.
+        auto_pause_memory: bool = True
 
     class Started(PlazaAggregate.Event):
         boot_s: float
@@ -154,15 +159,18 @@ class E2bSandbox(PlazaAggregate):
             s.state = RUNNING
 
     class Paused(PlazaAggregate.Event):
+        #: False: a cold pause, the disk only (the guest flushed first); a resume boots it cold.
+        memory: bool = True
+
         def apply(self, s: E2bSandbox) -> None:
-            s.state = PAUSED
+            s.state, s.cold = PAUSED, not self.memory
 
     class Resumed(PlazaAggregate.Event):
         end_at: str
         auto_pause: bool
 
         def apply(self, s: E2bSandbox) -> None:
-            s.state, s.end_at, s.auto_pause = RUNNING, self.end_at, self.auto_pause
+            s.state, s.end_at, s.auto_pause, s.cold = RUNNING, self.end_at, self.auto_pause, False
 
     class TimeoutSet(PlazaAggregate.Event):
         timeout_s: int
@@ -184,21 +192,23 @@ class E2bSandbox(PlazaAggregate):
             s.state = ENDED
 
     def __init__(self, sandbox_id: str, cid: int, template_id: str, alias: str, client_id: str, metadata: dict,
-                 timeout_s: int, auto_pause: bool, end_at: str, allow_out: list, deny_out: list, source: str):
+                 timeout_s: int, auto_pause: bool, end_at: str, allow_out: list, deny_out: list, source: str,
+                 auto_pause_memory: bool = True):
         self.sandbox_id, self.cid, self.template_id, self.alias = sandbox_id, cid, template_id, alias
         self.timeout_s, self.auto_pause, self.end_at = timeout_s, auto_pause, end_at
-        self.source = source
-        self.state = STARTING
+        self.source, self.auto_pause_memory = source, auto_pause_memory
+        self.state, self.cold = STARTING, False
 
     @classmethod
     def open(cls, ctx: Context, *, sandbox_id: str, cid: int, template_id: str, alias: str, client_id: str,
-             metadata: dict, timeout_s: int, auto_pause: bool, network: dict, source: str) -> E2bSandbox:
+             metadata: dict, timeout_s: int, auto_pause: bool, network: dict, source: str,
+             auto_pause_memory: bool = True) -> E2bSandbox:
         check_timeout(timeout_s)
         return cls.start(ctx, id=sandbox_agg_id(sandbox_id), sandbox_id=sandbox_id, cid=cid,
                          template_id=template_id, alias=alias, client_id=client_id, metadata=dict(metadata),
                          timeout_s=timeout_s, auto_pause=auto_pause, end_at=after(ctx, timeout_s),
                          allow_out=list(network.get("allowOut") or []), deny_out=list(network.get("denyOut") or []),
-                         source=source)
+                         source=source, auto_pause_memory=bool(auto_pause_memory))
 
     def _live(self) -> None:
         if self.state == ENDED:
@@ -210,13 +220,13 @@ class E2bSandbox(PlazaAggregate):
             raise Refusal("e2b_sandbox_running", f"sandbox {self.sandbox_id} was started already")
         self.record(E2bSandbox.Started, ctx, boot_s=float(boot_s))
 
-    def pause(self, ctx: Context) -> None:
+    def pause(self, ctx: Context, memory: bool = True) -> None:
         self._live()
         if self.state == PAUSED:
             raise Refusal("e2b_sandbox_paused", f"sandbox {self.sandbox_id} is already paused")
         if self.state == STARTING:
             raise Refusal("e2b_sandbox_busy", f"sandbox {self.sandbox_id} is being started; try again")
-        self.record(E2bSandbox.Paused, ctx)
+        self.record(E2bSandbox.Paused, ctx, memory=bool(memory))
 
     def resume(self, ctx: Context, timeout_s: int | None, auto_pause: bool | None) -> None:
         self._live()
@@ -370,6 +380,14 @@ class E2bTemplate(PlazaAggregate):
         def apply(self, t: E2bTemplate) -> None:
             t.deleted = True
 
+    class FilesUploaded(PlazaAggregate.Event):
+        """A COPY step's archive, uploaded: the step's ``filesHash`` (the SDK's), the bytes' size and SHA-256."""
+
+        template_id: str
+        files_hash: str
+        size: int
+        sha256: str
+
     def __init__(self, template_id: str, name: str):
         self.template_id, self.name = template_id, name
         self.deleted = False
@@ -391,6 +409,11 @@ class E2bTemplate(PlazaAggregate):
     def _live(self) -> None:
         if self.deleted:
             raise Refusal("e2b_template_not_found", f"template '{self.name}' not found")
+
+    def files_uploaded(self, ctx: Context, files_hash: str, size: int, sha256: str) -> None:
+        self._live()
+        self.record(E2bTemplate.FilesUploaded, ctx, template_id=self.template_id, files_hash=files_hash,
+                    size=int(size), sha256=sha256)
 
     def build(self, build_id: str) -> dict:
         self._live()

@@ -198,6 +198,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "node_cannot_boot",
         # e2b
         "node_unavailable",
+        "e2b_guest_unresponsive",
     ),
     Kind.NOT_BUILT: (
         "not_available",

@@ -23,6 +23,8 @@ sandboxes = sa.Table(
     sa.Column("metadata", sa.JSON, nullable=False),
     sa.Column("timeout_s", sa.Integer, nullable=False),
     sa.Column("auto_pause", sa.Boolean, nullable=False),
+    sa.Column("auto_pause_memory", sa.Boolean, nullable=False),
+    sa.Column("cold", sa.Boolean, nullable=False),  # paused without its memory: a resume boots it cold
     sa.Column("allow_out", sa.JSON, nullable=False),
     sa.Column("deny_out", sa.JSON, nullable=False),
     sa.Column("source", sa.String(140), nullable=False),
@@ -86,7 +88,7 @@ LISTED, LIVE = (RUNNING, PAUSED), (STARTING, RUNNING, PAUSED)
 
 class E2bProjection(Projection):
     name = "e2b"
-    version = 1
+    version = 2
     tables = (sandboxes, snapshots, templates, builds, build_logs)
 
     # -- sandboxes ----------------------------------------------------------------------------------
@@ -95,7 +97,8 @@ class E2bProjection(Projection):
         rows.put("rm_e2b_sandboxes", {
             "id": e.originator_id, "sandbox_id": d["sandbox_id"], "cid": d["cid"], "template_id": d["template_id"], "alias": d["alias"],
             "client_id": d["client_id"], "metadata": d["metadata"], "timeout_s": d["timeout_s"],
-            "auto_pause": d["auto_pause"], "allow_out": d["allow_out"], "deny_out": d["deny_out"],
+            "auto_pause": d["auto_pause"], "auto_pause_memory": d.get("auto_pause_memory", True), "cold": False,
+            "allow_out": d["allow_out"], "deny_out": d["deny_out"],
             "source": d["source"], "state": STARTING, "started_at": e.at, "end_at": d["end_at"],
             "ended_at": None, "ended_reason": None, "ended_message": None, "position": e.position})
 
@@ -103,10 +106,10 @@ class E2bProjection(Projection):
         self._set(rows, e, state=RUNNING)
 
     def on_E2bSandbox_Paused(self, e: EventRecord, rows: Rows) -> None:
-        self._set(rows, e, state=PAUSED)
+        self._set(rows, e, state=PAUSED, cold=e.data.get("memory", True) is False)
 
     def on_E2bSandbox_Resumed(self, e: EventRecord, rows: Rows) -> None:
-        self._set(rows, e, state=RUNNING, end_at=e.data["end_at"], auto_pause=e.data["auto_pause"])
+        self._set(rows, e, state=RUNNING, end_at=e.data["end_at"], auto_pause=e.data["auto_pause"], cold=False)
 
     def on_E2bSandbox_TimeoutSet(self, e: EventRecord, rows: Rows) -> None:
         self._set(rows, e, timeout_s=e.data["timeout_s"], end_at=e.data["end_at"])

@@ -5,12 +5,20 @@ reaper, and STOP ALL's reach over them.
   hub's state folder (mode 0600). The owner's token is not a key.
 - **Sandboxes** (``Sandboxes``): create boots a VM on node n0 with the role ``sandbox`` (no harness; no
   network device, like every plaza VM), then tells its daemon (``vmm/guest/envd.py``) the environment
-  variables. Pause saves it (``sleep``: a memory snapshot, no process left), connect and resume wake it.
+  variables. Pause saves it (``sleep``: a memory snapshot, no process left), connect and resume wake it
+  with its processes. A cold pause (``memory`` false, E2B's filesystem-only pause, or an auto-pause with
+  ``autoPauseMemory`` false) keeps the disk only: the guest is flushed and shut down, and a resume boots
+  it cold with its files and its environment variables (kept on its own disk meanwhile, never in the log)
+  and none of its processes.
 - **In the log**: every sandbox, snapshot, template and build change is an event (``commands/e2b.py``),
   and every read here is the read model's (``projections/e2b.py``), so a hub restart loses none. This
   process keeps only the node link, the sandboxes being changed now and the access tokens' key. At
   start (``reconcile``) a running sandbox whose VM the node no longer runs has ended (``vm_gone``); a
   paused one stays paused, and a connect wakes it from its sleep snapshot on the node's disk.
+- **A clean stop** (``pause_running``): when the hub's own node goes with it, every running sandbox is
+  paused first (with its memory, all at once, for at most ``SHUTDOWN_PAUSE_S``), so the next start finds
+  it paused and a connect wakes it with its files and processes; one not paused in that time ends
+  ``vm_gone`` at the next start, as after a crash.
 - **The reaper** (``reap``): every ``REAP_EVERY_S`` from hub start it ends a running sandbox past its end
   time, or pauses it when it auto-pauses.
 - **STOP ALL**: while the plaza is held every sandbox is ended, and creates, wakes and connects are
@@ -71,6 +79,10 @@ SANDBOX_VCPUS, SANDBOX_MEMORY_MIB, SANDBOX_DISK_MB = 1, 256, 1024
 BOOT_TIMEOUT_S = 180.0
 #: The most sandboxes one fork makes.
 MAX_FORKS = 8
+#: The longest a clean hub stop spends pausing the running sandboxes (all at once), in seconds.
+SHUTDOWN_PAUSE_S = 30.0
+#: Why those sandboxes were paused, in the log.
+SHUTDOWN_REASON = "the hub stopped"
 
 
 #: A network rule's fields (E2B's SandboxNetworkConfig as the SDK sends it); any other is refused.
@@ -229,6 +241,9 @@ class Sandbox:
     network: dict
     alias: str
     access_token: str
+    #: An auto-pause keeps the memory; and, while paused, whether it was paused cold (the disk only).
+    auto_pause_memory: bool = True
+    cold: bool = False
 
     @classmethod
     def of(cls, row: dict, access_token: str) -> Sandbox:
@@ -236,7 +251,7 @@ class Sandbox:
                    metadata=row["metadata"], timeout_s=row["timeout_s"], auto_pause=row["auto_pause"],
                    started_at=row["started_at"], end_at=row["end_at"], state=row["state"],
                    network={"allowOut": row["allow_out"], "denyOut": row["deny_out"]}, alias=row["alias"],
-                   access_token=access_token)
+                   access_token=access_token, auto_pause_memory=row["auto_pause_memory"], cold=row["cold"])
 
     def created(self) -> dict:
         return {"templateID": self.template_id, "sandboxID": self.id, "clientID": self.client_id,
@@ -363,7 +378,7 @@ class Sandboxes:
 
     # -- the API's operations -------------------------------------------------------------------
     def create(self, key_id: str, template: str, timeout: int | None, metadata: dict, env: dict,
-               auto_pause: bool, network: dict, actor: str | None = None) -> Sandbox:
+               auto_pause: bool, network: dict, actor: str | None = None, auto_pause_memory: bool = True) -> Sandbox:
         self._refuse_if_held()
         source = None
         if template not in (BASE_TEMPLATE, BASE_IMAGE):
@@ -381,7 +396,8 @@ class Sandboxes:
             cid = self.wrote(e2b_commands.create(
                 self.hub.commands, ctx, sandbox_id=sid, template_id=source["template_id"] if source else BASE_TEMPLATE,
                 alias=template, client_id=key_id, metadata=metadata, timeout_s=ttl, auto_pause=auto_pause,
-                network=network, source=(source.get("snapshot_id") or source.get("build_id") or "") if source else ""))
+                network=network, source=(source.get("snapshot_id") or source.get("build_id") or "") if source else "",
+                auto_pause_memory=auto_pause_memory))
             try:
                 how = {"fork_of": source["cid"], "checkpoint": source["checkpoint"]} if source else {"wipe": True}
                 answer = link.request("start", timeout=BOOT_TIMEOUT_S, cid=cid, identity=f"sandbox:{sid}",
@@ -467,7 +483,8 @@ class Sandboxes:
         for _ in range(count):
             try:
                 out.append({"sandbox": self.create(key_id, snap["snapshotID"], timeout, dict(sb.metadata), {},
-                                                   sb.auto_pause, dict(sb.network)).created()})
+                                                   sb.auto_pause, dict(sb.network),
+                                                   auto_pause_memory=sb.auto_pause_memory).created()})
             except Refusal as r:
                 out.append({"error": {"code": 409 if r.code == "plaza_held" else 500, "message": r.message}})
         return out
@@ -501,23 +518,56 @@ class Sandboxes:
         with self.lock:
             self.busy.discard(sid)
 
-    def pause(self, sid: str, actor: str = "hub") -> None:
+    def pause(self, sid: str, actor: str = "hub", memory: bool = True, healthy: bool = False,
+              reason: str | None = None) -> None:
+        """Pause a running sandbox. With its memory (``sleep``), a resume finds its processes running; cold
+        (``memory`` false), the disk only: its variables are written to its disk, the guest is flushed and
+        shut down, and a resume boots it cold. ``healthy``: refused (and it runs on) unless its daemon
+        answers first; a cold pause always asks."""
         sb = self.get(sid)
         if sb.state == PAUSED:
             raise Refusal("e2b_sandbox_paused", f"sandbox {sid} is already paused")
         self._claim(sid)
         try:
-            self.link.request("sleep", timeout=BOOT_TIMEOUT_S, cid=sb.cid)
-            self.wrote(e2b_commands.paused(self.hub.commands, self.ctx(actor), sid))
+            if healthy or not memory:
+                self._healthy(sb)
+            if memory:
+                self.link.request("sleep", timeout=BOOT_TIMEOUT_S, cid=sb.cid)
+            else:
+                self._envd(sb.cid, "POST", f"/files?path={COLD_ENV_FILE}", self._envd(sb.cid, "GET", "/envs"),
+                           {"content-type": "application/octet-stream"})
+                self._flush(sb.cid)
+                self.link.request("stop", timeout=BOOT_TIMEOUT_S, cid=sb.cid)  # a clean shutdown: the disk is whole
+            self.wrote(e2b_commands.paused(self.hub.commands, self.ctx(actor, reason), sid, memory))
         finally:
             self._release(sid)
 
+    def _healthy(self, sb: Sandbox) -> None:
+        try:
+            self._envd(sb.cid, "GET", "/health")
+        except Exception as e:  # noqa: BLE001 - any failure to answer is the same answer
+            raise Refusal("e2b_guest_unresponsive",
+                          f"sandbox {sb.id}'s daemon does not answer ({e}); it was not paused") from None
+
+    def _flush(self, cid: int) -> None:
+        """The guest's page cache to its disk (``sync``), before its disk is kept alone."""
+        from .e2btemplates import run_in_sandbox  # noqa: PLC0415
+
+        code, lines = run_in_sandbox(self.link, cid, "sync", {}, None, 60)
+        if code != 0:
+            raise Refusal("e2b_guest_unresponsive", f"the guest did not flush its disk: {' '.join(lines)[:200]}")
+
     def connect(self, sid: str, timeout: int | None, actor: str = "hub",
-                auto_pause: bool | None = None) -> tuple[Sandbox, bool]:
+                auto_pause: bool | None = None, memory: bool = True) -> tuple[Sandbox, bool]:
         """Resume a paused sandbox (or find it running); returns it and whether it was woken. A sandbox
-        paused before the hub restarted is woken from its sleep snapshot on the node's disk."""
+        paused before the hub restarted is woken from its sleep snapshot on the node's disk; one paused
+        cold boots cold from its disk. ``memory`` false (a cold resume) is served for a sandbox that kept no
+        memory (paused cold, or running), and refused for one whose memory a resume would drop."""
         sb = self.get(sid)
         self._refuse_if_held()
+        if not memory and sb.state == PAUSED and not sb.cold:
+            raise Refusal("e2b_field_not_served", f"sandbox {sid} was paused with its memory: a cold resume "
+                                                  "(memory false) of it is not served; resume it as it was")
         self._claim(sid)
         woke = sb.state == PAUSED
         try:
@@ -533,7 +583,11 @@ class Sandboxes:
     def _wake(self, sb: Sandbox) -> None:
         link = self.link
         try:
-            if sb.cid in self._node_cids():
+            if sb.cold:  # its VM was shut down: the same identity boots cold from its disk, files kept
+                link.request("start", timeout=BOOT_TIMEOUT_S, cid=sb.cid, identity=f"sandbox:{sb.id}",
+                             role=SANDBOX_ROLE)
+                self._init(sb.cid, self._cold_env(sb.cid))
+            elif sb.cid in self._node_cids():
                 link.request("wake", timeout=BOOT_TIMEOUT_S, cid=sb.cid)
             else:  # this node has not run it since it started: the same identity boots from its sleep state
                 link.request("start", timeout=BOOT_TIMEOUT_S, cid=sb.cid, identity=f"sandbox:{sb.id}",
@@ -608,7 +662,7 @@ class Sandboxes:
         for r in due:
             try:
                 if r["auto_pause"]:
-                    self.pause(r["sandbox_id"])
+                    self.pause(r["sandbox_id"], memory=r["auto_pause_memory"])
                 else:
                     self.kill(r["sandbox_id"], "timeout")
             except Refusal as e:
@@ -629,6 +683,35 @@ class Sandboxes:
         self.serving = True
         threading.Thread(target=self.reaper_loop, daemon=True, name="e2b-reaper").start()
         return self
+
+    def pause_running(self, within_s: float = SHUTDOWN_PAUSE_S) -> int:
+        """A clean hub stop whose node goes with it: the reaper stops, and every running sandbox (not one
+        being changed) is paused with its memory, all at once, waiting at most ``within_s``. Returns how
+        many were paused; the others are left as they are (the next start ends them ``vm_gone``)."""
+        self.stopped.set()
+        self.serving = False  # the follower is stopping: each change catches the read model up itself
+        with self.lock:
+            busy = set(self.busy)
+        rows = [r for r in e2b_rm.sandbox_rows(self.rm, (RUNNING,)) if r["sandbox_id"] not in busy]
+        done: list = []
+
+        def one(sid: str) -> None:
+            try:
+                self.pause(sid, reason=SHUTDOWN_REASON)
+                done.append(sid)
+            except Exception as e:  # noqa: BLE001 - the others are paused all the same
+                log.warning("e2b: pausing sandbox %s as the hub stops: %s", sid, e)
+
+        threads = [threading.Thread(target=one, args=(r["sandbox_id"],), daemon=True, name="e2b-stop-pause")
+                   for r in rows]
+        for t in threads:
+            t.start()
+        end = time.monotonic() + within_s
+        for t in threads:
+            t.join(max(0.0, end - time.monotonic()))
+        if rows:
+            log.warning("e2b: the hub stops: %d of %d running sandbox(es) paused", len(done), len(rows))
+        return len(done)
 
     def close(self) -> None:
         self.stopped.set()

@@ -2,8 +2,9 @@
 by the step's ``filesHash``) is here, and uploads it when it is not, to a link of the hub's that names the
 template and the hash and carries a capability made with the hub's key (so only who was given the link
 can upload, and only that archive for that template). The archives are a cache of content, like the
-VMs' disks: kept in the data folder (``FILES_DIR``, 0700; each file 0600), never in the log; the build
-that copies them is (its plan holds the hash)."""
+VMs' disks: kept in the data folder (``FILES_DIR``, 0700; each file 0600), never in the log; what is in
+the log is each upload (the hash, the archive's size and SHA-256, ``E2bTemplate.FilesUploaded``) and the
+build that copies them (its plan holds the hash)."""
 
 from __future__ import annotations
 
@@ -49,12 +50,13 @@ class FileStore:
         if not capability or not hmac.compare_digest(capability, self.capability(template_id, files_hash)):
             raise Refusal("e2b_upload_refused", "this upload link is not this hub's for that template and hash")
 
-    def save(self, files_hash: str, chunks: Iterable[bytes]) -> int:
-        """Write the archive (all of it, or nothing: a partial upload leaves no file); its size."""
+    def save(self, files_hash: str, chunks: Iterable[bytes]) -> tuple[int, str]:
+        """Write the archive (all of it, or nothing: a partial upload leaves no file); its size and SHA-256."""
         final = self.path(files_hash)
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = self.dir / f".{files_hash}.{secrets.token_hex(4)}"
         size = 0
+        digest = hashlib.sha256()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -63,11 +65,12 @@ class FileStore:
                     if size > ARCHIVE_BYTES_MAX:
                         raise Refusal("body_too_large", f"an archive of a COPY step is at most {ARCHIVE_BYTES_MAX} bytes")
                     f.write(chunk)
+                    digest.update(chunk)
             os.replace(tmp, final)
         finally:
             if tmp.exists():
                 tmp.unlink()
-        return size
+        return size, digest.hexdigest()
 
     def read(self, files_hash: str) -> bytes:
         return self.path(files_hash).read_bytes()

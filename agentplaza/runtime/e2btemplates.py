@@ -216,6 +216,19 @@ class Templates:
         check_hash(files_hash)
         t = e2b_rm.template_row(self.sbx.rm, tid)
         self.files.check(t["template_id"] if t else tid, files_hash, capability)
+        if t is None:
+            raise Refusal("e2b_template_not_found", f"template '{tid}' not found")
+
+    def uploaded(self, tid: str, files_hash: str, chunks: list) -> None:
+        """Keep a COPY step's archive (checked by ``check_upload``), and say so in the log: the hash, the
+        bytes' size and SHA-256, on the template (who uploaded is the link's holder, as the SDK has no key
+        here: the actor is the hub)."""
+        t = e2b_rm.template_row(self.sbx.rm, tid)
+        if t is None:
+            raise Refusal("e2b_template_not_found", f"template '{tid}' not found")
+        size, sha = self.files.save(files_hash, chunks)
+        self.sbx.wrote(e2b_commands.files_uploaded(self.cmds, self.sbx.ctx("hub", "a COPY step's files"),
+                                                   t["name"], files_hash, size, sha))
 
     def _build(self, tid: str, bid: str) -> tuple[dict, dict]:
         t = self.get(tid)

@@ -180,6 +180,12 @@ def test_copy_files_are_uploaded_once_to_a_link_only_the_hub_gives(hub, folders)
         assert anon.post(path, content=b"tar bytes").status_code == 415  # only the PUT is let past the edge
     stored = folders.data / "e2b-files" / f"{digest}.tar"
     assert stored.read_bytes() == b"tar bytes" and stat.S_IMODE(os.stat(stored).st_mode) == 0o600
+    # the log tells the build's inputs: the upload's hash, size and SHA-256 (the bytes stay in the data folder)
+    events = hub.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
+    ups = [e["data"] for e in events if e["data"]["kind"] == "E2bTemplate.FilesUploaded"]
+    assert [(u["template_id"], u["files_hash"], u["size"], u["sha256"]) for u in ups] == \
+        [(tid, digest, len(b"tar bytes"), hashlib.sha256(b"tar bytes").hexdigest())]
+    assert all("tar bytes" not in json.dumps(e) for e in events)
     with httpx.Client(base_url=hub.url, timeout=30, headers={"X-API-Key": key}) as c:
         assert c.get(f"/e2b/templates/{tid}/files/{digest}").json() == {"present": True}
         step = {"type": "COPY", "args": ["app/", "/workspace/app/"], "filesHash": "b" * 64}

@@ -86,6 +86,29 @@ def test_a_sandboxs_life_is_in_the_log_and_its_read_model(plaza):
     assert "sandbox ia: paused" in texts and "sandbox ia: resumed" in texts
 
 
+def test_a_cold_pause_is_in_the_log_and_a_resume_clears_it(plaza):
+    """autoPauseMemory false is kept with the sandbox; a pause without memory reads as cold until resumed;
+    an old log's events (no such fields) read as pauses with memory."""
+    store, rm, cmds = plaza
+    ctx = cmds.context
+    new_sandbox(cmds, "ic", auto_pause=True, auto_pause_memory=False)
+    new_sandbox(cmds, "iw", auto_pause=True)
+    for sid in ("ic", "iw"):
+        cmd.started(cmds, ctx("hub"), sid, 1.0)
+    cmd.paused(cmds, ctx("token:k1"), "ic", memory=False)
+    cmd.paused(cmds, ctx("token:k1"), "iw")
+    rm.catch_up()
+    rows = {r["sandbox_id"]: r for r in q.sandbox_rows(rm)}
+    assert (rows["ic"]["auto_pause_memory"], rows["ic"]["cold"]) == (False, True)
+    assert (rows["iw"]["auto_pause_memory"], rows["iw"]["cold"]) == (True, False)
+    cmd.resumed(cmds, ctx("token:k1"), "ic", None)
+    rm.catch_up()
+    assert q.sandbox_row(rm, "ic")["cold"] is False
+    texts = [r["text"] for r in rm.rows(transcript_table, transcript_table.c.cid == rows["ic"]["cid"],
+                                        order_by=transcript_table.c.seq)]
+    assert "sandbox ic: paused (disk only: a resume boots it cold)" in texts
+
+
 def test_creates_are_refused_while_the_plaza_is_held_and_nothing_is_written(plaza):
     store, rm, cmds = plaza
     plaza_commands.stop_all(cmds, cmds.context("owner", "e2b"))

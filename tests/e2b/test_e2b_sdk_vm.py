@@ -7,6 +7,7 @@ timeout, list, pause and connect, then killed; a second one is ended by STOP ALL
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -95,6 +96,81 @@ def test_sdk_drives_a_sandbox_vm(plaza):
         sbx.kill()
     assert Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items() == []
     assert sandbox_events(h, sbx.sandbox_id) == ["Created", "Started", "TimeoutSet", "Paused", "Resumed", "Ended"]
+
+
+def test_a_pty_runs_a_shell_that_echoes_resizes_and_is_killed(plaza):
+    """The SDK's ``sandbox.pty``: a shell on a pseudo-terminal of the size asked, its output streamed, its
+    input sent, resized, killed."""
+    import threading
+
+    from e2b import Sandbox
+    from e2b.sandbox.commands.command_handle import PtySize
+
+    sbx = Sandbox.create(timeout=300)
+    try:
+        term = sbx.pty.create(PtySize(rows=24, cols=80))
+        seen: list = []
+        reader = threading.Thread(target=lambda: _drain(term, seen), daemon=True)
+        reader.start()
+
+        def screen() -> str:
+            return b"".join(seen).decode(errors="replace")
+
+        sbx.pty.send_stdin(term.pid, b"echo hi\n")
+        # the terminal echoes the line typed, then the shell's answer on a line of its own
+        until("the shell echoed hi", lambda: re.search(r"[\r\n]hi\r\n", screen()), timeout=60)
+        sbx.pty.send_stdin(term.pid, b"stty size\n")
+        until("the terminal is 24 by 80", lambda: "24 80" in screen(), timeout=60)
+        sbx.pty.resize(term.pid, PtySize(rows=30, cols=100))
+        sbx.pty.send_stdin(term.pid, b"stty size\n")
+        until("the terminal is 30 by 100", lambda: "30 100" in screen(), timeout=60)
+        assert term.pid in [p.pid for p in sbx.commands.list()]
+        assert sbx.pty.kill(term.pid) is True
+        reader.join(60)
+        assert not reader.is_alive()  # the stream ended with the shell
+        assert term.pid not in [p.pid for p in sbx.commands.list()]
+        assert sbx.pty.kill(term.pid) is False  # gone
+    finally:
+        sbx.kill()
+
+
+def test_a_filesystem_pause_keeps_the_files_and_boots_cold(plaza):
+    """The SDK's ``pause(mode="filesystem")`` (``memory: false``): the disk only, the guest flushed first; the
+    connect boots it cold with its files and its variables, and none of its processes."""
+    h, key = plaza
+    from e2b import Sandbox
+
+    sbx = Sandbox.create(timeout=300, envs={"KEPT": "across a cold pause"})
+    try:
+        sbx.files.write("/workspace/cold.txt", "on the disk")
+        sleeper = sbx.commands.run("sleep 900", background=True)
+        assert sbx.pause(mode="filesystem") is True
+        listed = h.client().get("/v1/e2b/sandboxes").json()["sandboxes"]
+        assert [s["state"] for s in listed if s["id"] == sbx.sandbox_id] == ["paused"]
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.files.read("/workspace/cold.txt") == "on the disk"
+        assert sleeper.pid not in [p.pid for p in again.commands.list()]  # a cold boot: no process kept
+        assert again.commands.run("echo $KEPT").stdout.strip() == "across a cold pause"
+        assert not again.files.exists("/workspace/.e2b-snapshot-env.json")
+    finally:
+        sbx.kill()
+    events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
+    agg = _agg(events, sbx.sandbox_id)
+    paused = [e["data"] for e in events if e["data"]["kind"] == "E2bSandbox.Paused" and e["data"]["id"] == agg]
+    assert [p["memory"] for p in paused] == [False]
+
+
+def _agg(events: list, sandbox_id: str) -> str:
+    return next(e["data"]["id"] for e in events if e["data"].get("sandbox_id") == sandbox_id
+                and e["data"]["kind"] == "E2bSandbox.Created")
+
+
+def _drain(handle, seen: list) -> None:
+    """A PTY's output, as the SDK streams it, until it ends (killed: the SDK raises its exit)."""
+    try:
+        handle.wait(on_pty=seen.append)
+    except Exception:  # noqa: BLE001 - a killed shell ends with an exit the SDK raises
+        pass
 
 
 def sandbox_events(h, sandbox_id: str) -> list:
@@ -270,11 +346,11 @@ def test_the_reaper_ends_or_pauses_a_sandbox_past_its_end(plaza):
 
 
 def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza, tmp_path):
-    """Everything is the log's: after apid stops and starts again (its local node, and so every running VM,
+    """Everything is the log's: after apid stops cleanly and starts again (its local node, and so every VM,
     goes with it), the templates, snapshots and paused sandboxes are listed and work; a sandbox that was
-    running has ended (its VM is gone), and says so."""
+    running was paused as the hub stopped, so a connect finds its files and its process."""
     h, key = plaza
-    from e2b import Sandbox, SandboxException, Template
+    from e2b import Sandbox, Template
 
     tag = uuid.uuid4().hex[:6]
     name = "keep-" + tag
@@ -294,6 +370,8 @@ def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza, tmp_path):
     running = Sandbox.create(metadata={"restart": tag}, timeout=900)
     running.files.write("/workspace/r.txt", "in the snapshot")
     snap = running.create_snapshot("snap-" + tag)
+    running.files.write("/workspace/still.txt", "written before the hub stopped")
+    sleeper = running.commands.run("sleep 900", background=True)
 
     def owner_view():
         return ({s["id"]: s["state"] for s in h.client().get("/v1/e2b/sandboxes").json()["sandboxes"]},
@@ -301,19 +379,24 @@ def test_a_hub_restart_keeps_sandboxes_snapshots_and_templates(plaza, tmp_path):
 
     sandboxes, templates = owner_view()
     assert (sandboxes[paused.sandbox_id], sandboxes[running.sandbox_id]) == ("paused", "running")
-    h.stop()
+    h.stop(timeout=120)  # a clean stop (SIGTERM): the running sandbox is paused first
     h.start(timeout=120)
 
     after, templates_after = owner_view()
     assert templates_after == templates and templates[0]["buildStatus"] == "ready"
-    assert after.get(paused.sandbox_id) == "paused" and running.sandbox_id not in after
-    assert ended_cause(h, running.sandbox_id) == "vm_gone"
+    assert after.get(paused.sandbox_id) == "paused" and after.get(running.sandbox_id) == "paused"
+    events = h.client().get("/v1/events", params={"kinds": "e2b", "limit": 1000}).json()["events"]
+    agg = _agg(events, running.sandbox_id)
+    assert [e["data"]["reason"] for e in events if e["data"]["id"] == agg and e["data"]["kind"] == "E2bSandbox.Paused"] \
+        == ["the hub stopped"]
     snaps = httpx.get(f"{h.url}/e2b/snapshots", headers={"X-API-Key": key["key"]}, timeout=30).json()
     assert {"snapshotID": snap.snapshot_id, "names": ["snap-" + tag]} in snaps
-    with pytest.raises(SandboxException):
-        Sandbox.connect(running.sandbox_id)
     made = []
     try:
+        woken = Sandbox.connect(running.sandbox_id)
+        made.append(woken)
+        assert woken.files.read("/workspace/still.txt") == "written before the hub stopped"
+        assert sleeper.pid in [p.pid for p in woken.commands.list()]
         again = Sandbox.connect(paused.sandbox_id)  # woken from its sleep snapshot on the node's disk
         made.append(again)
         assert again.files.read("/workspace/p.txt") == "paused across a restart"

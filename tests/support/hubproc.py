@@ -84,11 +84,11 @@ class HubProcess:
             self.proc.wait()
         _LIVE.discard(self)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
         if self.proc and self.proc.stdout:

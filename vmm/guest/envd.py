@@ -9,7 +9,9 @@ Apache-2.0; this is our own implementation of it):
   accepted and not applied: the gateway checks the caller in its place), ``GET /envs``;
 - ``GET /files?path=`` (a file's bytes) and ``POST /files?path=`` (multipart or octet-stream upload);
 - Connect RPC with the JSON codec: ``process.Process`` (Start and Connect stream the process's events:
-  start, data, end; List, SendInput, SendSignal, CloseStdin, StreamInput) and ``filesystem.Filesystem``
+  start, data, end; List, SendInput, SendSignal, CloseStdin; a Start with ``pty`` runs the process on a
+  pseudo-terminal of that size, its output streamed as ``pty`` data, its input sent as ``pty`` input,
+  and Update resizes it: the SDK's ``sandbox.pty``) and ``filesystem.Filesystem``
   (Stat, MakeDir, Move, ListDir, Remove, WatchDir, CreateWatcher, GetWatcherEvents, RemoveWatcher).
 
 Standard library only. The processes live as long as the guest does, so a paused sandbox woken from its
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import fcntl
 import json
 import os
 import queue
@@ -29,6 +32,7 @@ import socket
 import stat
 import struct
 import subprocess
+import termios
 import threading
 import time
 import urllib.parse
@@ -53,6 +57,8 @@ HEAD_MAX, BODY_MAX = 64 << 10, 256 << 20
 FLAG_COMPRESSED, FLAG_END = 0x01, 0x02
 #: How often a streaming answer sends a keepalive event when nothing else happened, in seconds.
 KEEPALIVE_S = 25.0
+#: The largest pseudo-terminal a PTY may ask for, in rows and in columns.
+PTY_SIDE_MAX = 1000
 
 _env: dict = {}
 _procs: dict = {}
@@ -72,8 +78,45 @@ class RpcError(Exception):
 
 
 # -- processes ------------------------------------------------------------------------------------
+def pty_size(pty: dict) -> tuple:
+    """(rows, cols) of a request's ``pty`` (``{"size": {"rows", "cols"}}``), or RpcError."""
+    size = (pty or {}).get("size") or {}
+    try:
+        rows, cols = int(size.get("rows") or 0), int(size.get("cols") or 0)
+    except (TypeError, ValueError):
+        rows = cols = 0
+    if not (1 <= rows <= PTY_SIDE_MAX and 1 <= cols <= PTY_SIDE_MAX):
+        raise RpcError("invalid_argument", f"a PTY's size is 1 to {PTY_SIDE_MAX} rows and columns")
+    return rows, cols
+
+
+def set_size(fd: int, rows: int, cols: int) -> None:
+    """The terminal's size; the kernel tells its foreground processes (SIGWINCH)."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+_pts_lock = threading.Lock()
+
+
+def ensure_devpts() -> None:
+    """The guest's init mounts no devpts (agents' guests use none): mounted once, at the first PTY."""
+    with _pts_lock:
+        if os.path.ismount("/dev/pts"):
+            return
+        os.makedirs("/dev/pts", exist_ok=True)
+        done = subprocess.run(["mount", "-t", "devpts", "-o", "nosuid,noexec,gid=5,mode=620", "devpts", "/dev/pts"],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RpcError("internal", f"no pseudo-terminals in this guest: {done.stderr.strip()}")
+
+
+def _controlling_tty() -> None:
+    """In the child, after ``setsid``: its terminal (fd 0) becomes its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Proc:
-    def __init__(self, config: dict, tag: str, stdin: bool) -> None:
+    def __init__(self, config: dict, tag: str, stdin: bool, pty: dict | None = None) -> None:
         self.config, self.tag = config, tag
         env = {**DEFAULT_ENV, **_env, **(config.get("envs") or {})}
         cmd = config.get("cmd") or ""
@@ -82,21 +125,57 @@ class Proc:
         cwd = config.get("cwd") or HOME
         if not os.path.isdir(cwd):
             raise RpcError("invalid_argument", f"cwd '{cwd}' does not exist")
+        self.master: int | None = None
+        argv = [cmd, *(config.get("args") or [])]
         try:
-            self.p = subprocess.Popen([cmd, *(config.get("args") or [])], cwd=cwd, env=env,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True)
+            if pty is not None:
+                rows, cols = pty_size(pty)
+                ensure_devpts()
+                self.master, slave = os.openpty()
+                try:
+                    set_size(self.master, rows, cols)
+                    self.p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                              start_new_session=True, preexec_fn=_controlling_tty)
+                finally:
+                    os.close(slave)
+            else:
+                self.p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, start_new_session=True)
         except OSError as e:
+            if self.master is not None:
+                os.close(self.master)
             raise RpcError("invalid_argument", f"cannot start {cmd}: {e}") from None
-        if not stdin:
+        if self.master is None and not stdin:
             self.p.stdin.close()
         self.pid = self.p.pid
         self.subs: list = []
         self.end: dict | None = None
         self.cond = threading.Condition()
-        self.open_pipes = 2
-        for name, pipe in (("stdout", self.p.stdout), ("stderr", self.p.stderr)):
-            threading.Thread(target=self._pump, args=(name, pipe), daemon=True).start()
+        if self.master is not None:
+            self.open_pipes = 1
+            threading.Thread(target=self._pump_pty, daemon=True).start()
+        else:
+            self.open_pipes = 2
+            for name, pipe in (("stdout", self.p.stdout), ("stderr", self.p.stderr)):
+                threading.Thread(target=self._pump, args=(name, pipe), daemon=True).start()
+
+    def write(self, data: bytes, to_pty: bool) -> None:
+        """Input for the process: its PTY's (``to_pty``) or its stdin's."""
+        if to_pty != (self.master is not None):
+            raise RpcError("invalid_argument", f"process {self.pid} {'has no PTY' if to_pty else 'runs on a PTY'}: "
+                                               f"send it {'stdin' if to_pty else 'pty'} input")
+        if self.master is not None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.master, view):]
+        else:
+            self.p.stdin.write(data)
+            self.p.stdin.flush()
+
+    def resize(self, rows: int, cols: int) -> None:
+        if self.master is None:
+            raise RpcError("failed_precondition", f"process {self.pid} has no PTY to resize")
+        set_size(self.master, rows, cols)
 
     def subscribe(self) -> queue.Queue:
         q: queue.Queue = queue.Queue()
@@ -123,11 +202,27 @@ class Proc:
             if not data:
                 break
             self._send({"data": {name: base64.b64encode(data).decode()}})
+        self._pipe_closed()
+
+    def _pump_pty(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 32768)
+            except OSError:  # EIO: every holder of the terminal's other side has closed it
+                data = b""
+            if not data:
+                break
+            self._send({"data": {"pty": base64.b64encode(data).decode()}})
+        self._pipe_closed()
+
+    def _pipe_closed(self) -> None:
         with self.cond:
             self.open_pipes -= 1
             last = self.open_pipes == 0
         if last:
             rc = self.p.wait()
+            if self.master is not None:
+                os.close(self.master)
             end = {"exitCode": rc if rc >= 0 else 128 - rc, "exited": True,
                    "status": f"exit status {rc}" if rc >= 0 else f"signal: {signal.Signals(-rc).name.lower()}"}
             with self.cond:
@@ -156,7 +251,7 @@ def _select(sel: dict | None) -> Proc:
 
 
 def proc_start(req: dict, out) -> None:
-    p = Proc(req.get("process") or {}, req.get("tag") or "", bool(req.get("stdin")))
+    p = Proc(req.get("process") or {}, req.get("tag") or "", bool(req.get("stdin")), req.get("pty"))
     with _lock:
         _procs[p.pid] = p
     q = p.subscribe()
@@ -193,23 +288,25 @@ def proc_list(req: dict) -> dict:
 
 def proc_send_input(req: dict) -> dict:
     p = _select(req.get("process"))
-    data = (req.get("input") or {}).get("stdin")
+    given = req.get("input") or {}
+    to_pty = "pty" in given
+    data = given.get("pty") if to_pty else given.get("stdin")
     if data is None:
-        raise RpcError("invalid_argument", "input.stdin is required (no PTY here)")
+        raise RpcError("invalid_argument", "input.stdin or input.pty is required")
     try:
-        p.p.stdin.write(base64.b64decode(data))
-        p.p.stdin.flush()
+        p.write(base64.b64decode(data), to_pty)
     except (OSError, ValueError) as e:
-        raise RpcError("failed_precondition", f"stdin of process {p.pid} is closed: {e}") from None
+        raise RpcError("failed_precondition", f"the input of process {p.pid} is closed: {e}") from None
     return {}
 
 
 def proc_close_stdin(req: dict) -> dict:
     p = _select(req.get("process"))
-    try:
-        p.p.stdin.close()
-    except OSError:
-        pass
+    if p.master is None:
+        try:
+            p.p.stdin.close()
+        except OSError:
+            pass
     return {}
 
 
@@ -227,7 +324,12 @@ def proc_signal(req: dict) -> dict:
 
 
 def proc_update(req: dict) -> dict:
-    raise RpcError("unimplemented", "no PTY in a plaza sandbox")
+    """Resize a process's PTY (the only thing Update changes)."""
+    p = _select(req.get("process"))
+    if req.get("pty") is None:
+        raise RpcError("invalid_argument", "pty.size is required")
+    p.resize(*pty_size(req["pty"]))
+    return {}
 
 
 # -- filesystem -----------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ CREATE_FIELDS = frozenset({"templateID", "timeout", "autoPause", "autoPauseMemor
 #: The SDK's ``secure`` is always on here (every request to a sandbox carries its access token).
 TIMEOUT_FIELDS, CONNECT_FIELDS = frozenset({"timeout"}), frozenset({"timeout", "memory"})
 REFRESH_FIELDS, RESUME_FIELDS = frozenset({"duration"}), frozenset({"timeout", "autoPause"})
+#: A pause: with the memory (the default) or cold (``memory`` false: the disk only, E2B's filesystem pause).
+PAUSE_FIELDS = frozenset({"memory", "requireHealthyGuest"})
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -98,6 +100,13 @@ def _strings(data: dict, name: str) -> dict:
     return v
 
 
+def _bool(data: dict, name: str, default: bool) -> bool:
+    v = data.get(name, default)
+    if not isinstance(v, bool):
+        raise ApiError("invalid_request", f"{name} is true or false")
+    return v
+
+
 async def _run(fn, *args):
     return await anyio.to_thread.run_sync(fn, *args)
 
@@ -114,11 +123,9 @@ async def create(request: Request, key_id: str) -> Response:
     template = data.get("templateID") or BASE_TEMPLATE
     if not isinstance(template, str):
         raise ApiError("invalid_request", "templateID is a string")
-    if data.get("autoPauseMemory") is False:
-        raise ApiError("e2b_field_not_served", "autoPauseMemory false (a filesystem-only auto-pause) is not served")
     sb = await _run(lambda: sandboxes_of(api_of(request).hub).create(
         key_id, template, _int(data, "timeout"), _strings(data, "metadata"), _strings(data, "envVars"),
-        bool(data.get("autoPause")), _network(data)))
+        bool(data.get("autoPause")), _network(data), auto_pause_memory=_bool(data, "autoPauseMemory", True)))
     return JSONResponse(sb.created(), status_code=201)
 
 
@@ -196,18 +203,19 @@ async def refresh(request: Request, key_id: str) -> Response:
 
 @e2b
 async def pause(request: Request, key_id: str) -> Response:
-    await _body(request, frozenset())
-    await _run(sandboxes_of(api_of(request).hub).pause, request.path_params["id"], _actor(key_id))
+    data = await _body(request, PAUSE_FIELDS)
+    memory, healthy = _bool(data, "memory", True), _bool(data, "requireHealthyGuest", False)
+    await _run(lambda: sandboxes_of(api_of(request).hub).pause(request.path_params["id"], _actor(key_id),
+                                                               memory, healthy))
     return Response(status_code=204)
 
 
 @e2b
 async def connect(request: Request, key_id: str) -> Response:
     data = await _body(request, CONNECT_FIELDS)
-    if data.get("memory") is False:
-        raise ApiError("e2b_field_not_served", "memory false (a cold resume) is not served")
-    sb, woke = await _run(sandboxes_of(api_of(request).hub).connect, request.path_params["id"], _int(data, "timeout"),
-                          _actor(key_id))
+    memory = _bool(data, "memory", True)
+    sb, woke = await _run(lambda: sandboxes_of(api_of(request).hub).connect(
+        request.path_params["id"], _int(data, "timeout"), _actor(key_id), memory=memory))
     return JSONResponse(sb.created(), status_code=201 if woke else 200)
 
 
@@ -308,7 +316,7 @@ async def template_upload(request: Request) -> Response:
             if size > ARCHIVE_BYTES_MAX:
                 raise Refusal("body_too_large", f"an archive of a COPY step is at most {ARCHIVE_BYTES_MAX} bytes")
             chunks.append(chunk)
-        await _run(templates.files.save, p["hash"], chunks)
+        await _run(templates.uploaded, p["id"], p["hash"], chunks)
     except Refusal as r:
         return _error(status_of(r), r.message)
     return Response(status_code=200)
