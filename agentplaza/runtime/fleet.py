@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vmm import trace
 from vmm.channel import Stream
 
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
@@ -412,6 +413,7 @@ class AgentRuntime:
 
     def _spawn(self, fn, cid: int, *args) -> None:
         self.busy.add(cid)
+        trace.mark(cid, f"hub: reconcile {getattr(fn, '__name__', fn)}")
 
         def run() -> None:
             try:
@@ -432,6 +434,7 @@ class AgentRuntime:
         try:
             if running:
                 self.link.request("stop", cid=cid)
+            trace.mark(cid, "hub: start sent")
             answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
         except NodeError as e:
             with self.lock:
@@ -439,6 +442,7 @@ class AgentRuntime:
                 self.applied.pop(cid, None)
             self._entry(cid, "error", f"the VM did not start: {e}", actor=f"node:{LOCAL_NODE}")
             return
+        trace.mark(cid, "hub: start answered")
         with self.lock:
             self.applied[cid] = key
             self.failed.pop(cid, None)
@@ -558,6 +562,7 @@ class AgentRuntime:
             st.reset(f"cid {cid} was not started by the plaza; it has no role")
             return
         if service == "harness":
+            trace.mark(cid, "hub: harness stream")
             HarnessSession(self, cid, st).run()
         elif service == "egress":
             self.egress.handle(cid, st)
