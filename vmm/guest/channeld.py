@@ -25,6 +25,7 @@ Standard library only. ``channel.py`` and ``contract.py`` sit next to this file 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import select
@@ -298,7 +299,6 @@ def refresh(hello: dict) -> bool:
                 # from is the copy that was saved until its next reseed (up to a minute): reseed it
                 # now, so two restored copies never hand out the same bytes (root, PID 1).
                 try:
-                    import fcntl
                     fcntl.ioctl(f.fileno(), RNDRESEEDCRNG)
                 except OSError as e:
                     log(f"random generator not reseeded: {e}")
