@@ -35,9 +35,7 @@ import sys
 import threading
 import time
 
-# What only a tool needs is imported by that tool, on its first call: under TCG the guest's Python
-# took about 2.6 CPU-seconds to import http.client, ssl, hashlib, html.parser, re, subprocess and
-# their kin, all of it before the first hello, in every guest at every start.
+# What only a tool needs, that tool imports (http.client, ssl, re...: ~2.6 CPU-s under TCG before a hello).
 
 if __package__:  # imported from the hub's tree (vmm.guest.harness)
     from . import contract
@@ -357,18 +355,12 @@ def web_get(url: str, timeout: float = None, proxy_port: int = None):
     raise ToolError(f"more than {contract.MAX_REDIRECTS} redirects")
 
 
-_TEXT = []
-
-
-def _text_parser():
-    """The HTML-to-text parser class (html.parser is imported with the first page read)."""
-    if _TEXT:
-        return _TEXT[0]
+def html_text(markup: str) -> tuple:
+    """(title, text) of an HTML page as a reader sees it: no markup, script or style, blank lines dropped."""
     import html.parser
+    import re
 
     class Text(html.parser.HTMLParser):
-        """HTML to readable text: no script, style or markup; a line break at each block."""
-
         SKIP = {"script", "style", "noscript", "template", "svg", "head"}
         BLOCK = {"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer",
                  "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "hr", "dt", "dd", "title", "main", "nav"}
@@ -399,14 +391,7 @@ def _text_parser():
             elif not self.skip:
                 self.parts.append(data)
 
-    _TEXT.append(Text)
-    return Text
-
-
-def html_text(markup: str) -> tuple:
-    """(title, text) of an HTML page: the text a reader sees, whitespace folded, blank lines dropped."""
-    import re
-    p = _text_parser()()
+    p = Text()
     p.feed(markup)
     p.close()
     lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(p.parts).split("\n"))
