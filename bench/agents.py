@@ -1,8 +1,11 @@
 """Time from `agents create` to idle (its harness said hello to the hub), as ratios against the bare
 VM boot of bench/vmm.py (qemu-system-x86_64 on the same image to the guest's HELLO), all in one run.
 
-    python bench/agents.py
+    python bench/agents.py [--timeline]
 
+``--timeline`` also prints, for the four at once, each agent's steps (``vmm.trace``: the hub's reconcile,
+the node's start, the restore's steps, the harness's hello) in seconds after the create, and times four
+template restores at once with no hub (``vmm`` alone: the floor the hub's path stands on).
 One agent cold; a fork of an idle agent (checkpoint taken, copy resumed, idle); one agent from a warm template (the template is made by an earlier spawn, not timed);
 four agents at once from the warm template. In process: a hub's store and runtime, node n0, real guests.
 The last line is the headline.
@@ -22,8 +25,29 @@ sys.path.insert(0, str(ROOT))
 sys.path.append(str(ROOT / "bench"))  # the bench helpers (baseline.py)
 
 
+def print_timeline(marks: list, t0: float, title: str) -> None:
+    """Each agent's marks (``vmm.trace``), in seconds after t0; a machine's name agent-N is cid N."""
+    rows: dict = {}
+    for t, who, what in marks:
+        if t < t0:
+            continue
+        who = who[6:] if who.startswith("agent-") else who
+        rows.setdefault(who, []).append((t - t0, what))
+    print(f"timeline, {title} (s after the create):")
+    for who in sorted(rows):
+        print(f"  {who}: " + "; ".join(f"{dt:.2f} {what}" for dt, what in rows[who]))
+
+
 def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--timeline", action="store_true")
+    a = ap.parse_args()
     import vmm as _vmm  # noqa: F401
+    from vmm import trace
+    if a.timeline:
+        trace.enable()
     from vmm import probe
     from vmm.backend import MachineSpec
     from vmm.image import ensure_image
@@ -74,6 +98,7 @@ def main() -> int:
 
     def spawn_to_idle(rt, n: int) -> float:
         t0 = time.monotonic()
+        trace.take()
         cids = ac.spawn(hub.commands, hub.commands.context("owner"), "builder", n).value
         hub.read_models.catch_up()
         rt.kick()
@@ -84,6 +109,8 @@ def main() -> int:
                 took = time.monotonic() - t0
                 break
             time.sleep(0.05)
+        if a.timeline:
+            print_timeline(trace.take(), t0, f"{n} at once")
         for c in cids:
             ac.delete(hub.commands, hub.commands.context("owner"), c)
         hub.read_models.catch_up()
@@ -123,6 +150,31 @@ def main() -> int:
     results["warm template, 4 at once"] = spawn_to_idle(rt, 4)
     shut(rt, stop, node)
     hub.close()
+    if a.timeline:   # the floor: the same template restored four times at once, vmm alone
+        from vmm.templates import Templates
+        tpl = Templates(f.data / "templates")
+
+        def restore(i: int, out: list) -> None:
+            mm = QemuMachine(MachineSpec(f"floor{i}", image=img, cid=9000 + i), work / "vms-floor", probe(),
+                             templates=tpl)
+            t = time.monotonic()
+            mm.boot()
+            out.append(time.monotonic() - t)
+            assert mm.booted_from.startswith("template:"), mm.booted_from
+            mm.kill()
+        one: list = []
+        restore(0, one)
+        four: list = []
+        trace.take()
+        t0 = time.monotonic()
+        ths = [threading.Thread(target=restore, args=(i + 1, four)) for i in range(4)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        print_timeline(trace.take(), t0, "four template restores at once, vmm alone")
+        print(f"template restore, vmm alone: one {one[0]:.2f} s; four at once, the last {max(four):.2f} s "
+              f"({max(four) / one[0]:.2f}x one)")
 
     print(f"bare VM boot to HELLO (bench/vmm.py baseline, the stock image): {bare:.2f} s; "
           f"the tuned image the agents run: {bare_tuned:.2f} s")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,6 +59,22 @@ def backing_of(layer: Path) -> str | None:
     """The backing file name written in a qcow2 header (None for a raw file)."""
     if layer.name == BASE:
         return None
+    # Read from the header itself (qcow2 spec: magic, version, then the backing file name's offset
+    # (u64) and length (u32), big-endian): no ``qemu-img info`` process at every restore.
+    try:
+        with open(layer, "rb") as f:
+            head = f.read(20)
+            if len(head) == 20 and head[:4] == b"QFI\xfb":
+                offset, size = struct.unpack(">QI", head[8:20])
+                if offset == 0 or size == 0:
+                    return None
+                if size <= 1023:
+                    f.seek(offset)
+                    name = f.read(size)
+                    if len(name) == size:
+                        return name.decode("utf-8", errors="replace")
+    except OSError:
+        pass
     info = json.loads(qemu_img("info", "--output=json", "-U", str(layer)))
     return info.get("backing-filename")
 
@@ -100,6 +117,50 @@ def data_extents(fd: int, size: int) -> Iterable[tuple]:
         end = os.lseek(fd, start, os.SEEK_HOLE)
         yield start, min(end, size)
         off = end
+
+
+def _virtual_size(path: Path, fmt: str) -> int:
+    if fmt == "qcow2":
+        with open(path, "rb") as f:
+            head = f.read(32)
+        if len(head) == 32 and head[:4] == b"QFI\xfb":
+            return struct.unpack(">Q", head[24:32])[0]
+        raise DiskError(f"{path.name} is not a qcow2 file")
+    return os.stat(path).st_size
+
+
+#: (backing format, virtual size, backing name's length) -> (the bytes of an empty qcow2 layer that
+#: qemu-img made once, where the backing name is in it)
+_EMPTY: dict = {}
+
+
+def empty_layer(path: Path, backing: str, fmt: str, backing_path: Path) -> None:
+    """An empty qcow2 layer over ``backing`` (a bare file name in the same folder), as
+    ``qemu-img create -f qcow2 -F fmt -b backing`` writes it. The file qemu-img makes depends only on
+    the backing's format, its size and the name, and layer names are of fixed length: so qemu-img runs
+    once per shape in a process, and each later layer is that file with the name written in (no
+    process at every restore, wake and checkpoint)."""
+    key = (fmt, _virtual_size(backing_path, fmt), len(backing.encode()))
+    if key not in _EMPTY:
+        qemu_img("create", "-q", "-f", "qcow2", "-F", fmt, "-b", backing, str(path))
+        data = path.read_bytes()
+        offset, size = struct.unpack(">QI", data[8:20])
+        if size != key[2] or data[offset:offset + size] != backing.encode():
+            return          # not the layout expected: this layer is qemu-img's own, nothing is kept
+        _EMPTY[key] = (data, offset)
+        return
+    data, offset = _EMPTY[key]
+    name = backing.encode()
+    data = data[:offset] + name + data[offset + len(name):]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        for off in range(0, len(data), 4096):   # its zero blocks stay holes, as qemu-img left them
+            block = data[off:off + 4096]
+            if block.count(0) != len(block):
+                os.pwrite(fd, block, off)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 class Chain:
@@ -172,7 +233,7 @@ class Chain:
         name = layer_name(n)
         path = self.dir / name
         fmt = "raw" if below[-1] == BASE else "qcow2"
-        qemu_img("create", "-q", "-f", "qcow2", "-F", fmt, "-b", below[-1], str(path))
+        empty_layer(path, below[-1], fmt, self.dir / below[-1])
         self._freeze(self.dir / below[-1])
         self.set_owner(path, owner)
         self._write(below + [name], n + 1)

@@ -9,6 +9,7 @@ the console to a log file, QMP on a unix socket, QEMU's seccomp sandbox on.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from . import cgroups as cgroupsmod
 from . import jail as jailmod
-from . import recovery
+from . import recovery, trace
 from . import snapshot as snap
 from .backend import Backend, Machine, MachineBusy, MachineSpec, VMError, machines_dir
 from .channel import Channel
@@ -48,9 +49,11 @@ TCG_TB_MIB = int(os.environ.get("APZ_VMM_TB_MIB", "32"))
 VOLUME_FD_FIRST = 100
 
 
+@functools.cache
 def host_tsc_khz() -> int | None:
     """The host TSC frequency, for the guest's tsc_early_khz= (parallel boots under
-    TCG hang calibrating against the PIT without it)."""
+    TCG hang calibrating against the PIT without it). Worked out once per process: where the CPU's
+    name carries no frequency it runs ``dmesg`` (about 20 ms), and every ``shape()`` asks."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name") and "@" in line and "GHz" in line:
@@ -272,13 +275,16 @@ class QemuMachine(MachineState, Machine):
                 raise VMError(f"machine {self.spec.name} is already running")
             if self.sleeping:
                 return self.wake(timeout)
+            trace.mark(self.spec.name, "boot")
             tmpl = None
             if self.templates is not None and not self.spec.volumes and not self.disks.exists():
                 tmpl = self.templates.find(self)
             if tmpl is not None:
                 key, folder, man = tmpl
                 try:
+                    trace.mark(self.spec.name, "template found")
                     self.templates.copy_workspace(folder, man, self.disks)
+                    trace.mark(self.spec.name, "workspace copied")
                     self._restore_from(folder, man, timeout, new_top_over=man.layers)
                     self.booted_from = f"template:{key}"
                     return self
@@ -327,7 +333,9 @@ class QemuMachine(MachineState, Machine):
             host_paths[f"vol{i}"] = str(Path(v.image).resolve())
         man = snap.read(incoming) if incoming is not None else None
 
+        trace.mark(self.spec.name, "launch: files ready")
         self._setup_cgroup()
+        trace.mark(self.spec.name, "cgroup made")
         use_jail = self.spec.jail
         if use_jail:
             ok, why = jailmod.available()
@@ -340,6 +348,7 @@ class QemuMachine(MachineState, Machine):
         try:
             filling = self._make_ram(host_paths, owner, incoming, man)
             listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
+            trace.mark(self.spec.name, "RAM file made, sockets listening")
             if use_jail:
                 self._spawn_jailed(host_paths, incoming is not None)
             else:
@@ -347,6 +356,7 @@ class QemuMachine(MachineState, Machine):
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              preexec_fn=self._join_cgroup_fn())
+            trace.mark(self.spec.name, "QEMU spawned")
             try:
                 self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
             except (OSError, QMPError) as e:   # QEMU ended while it started: say why
@@ -355,20 +365,27 @@ class QemuMachine(MachineState, Machine):
                 except subprocess.TimeoutExpired:
                     pass
                 raise VMError(f"QEMU did not start ({e}): {self._proc_output()}") from e
+            trace.mark(self.spec.name, "QMP connected")
             self._connect_channel(self._accept(listeners["channel.sock"], "the channel", 10),
                                   hello=incoming is None)
+            trace.mark(self.spec.name, "channel connected")
             if incoming is not None:
                 if filling is not None:
                     filling.join()
                     if filling.error is not None:
                         raise VMError(f"could not load the snapshot's RAM: {filling.error}")
+                    trace.mark(self.spec.name, "RAM filled")
                 self._load_memory(incoming, man, timeout)
+                trace.mark(self.spec.name, "devices loaded")
                 self.qmp.execute("cont")
+                trace.mark(self.spec.name, "cont")
                 self._refresh_guest(max(1.0, timeout - (time.monotonic() - t0)))
+                trace.mark(self.spec.name, "guest refreshed (HELLO)")
                 self.restore_seconds = time.monotonic() - t0
                 self.booted_from = f"snapshot:{man.name}"
             elif wait_ready:
                 self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)))
+                trace.mark(self.spec.name, "guest HELLO")
                 self.boot_seconds = time.monotonic() - t0
         except BaseException:
             self.kill()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from . import snapshot as snap
+from . import trace
 from .backend import VMError
 from .qmp import QMPError
 
@@ -321,6 +322,7 @@ class MachineState:
         try:
             self.disks.check(man.layers)
             self.disks.push(self._owner(), over=new_top_over or man.layers)
+            trace.mark(self.spec.name, "restore: new top layer")
             self._launch(folder if man.memory else None, True, timeout)
         except BaseException:
             self.phase = prev

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vmm import trace
 from vmm.channel import Stream
 
 from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
@@ -533,6 +534,7 @@ class AgentRuntime:
 
     def _spawn(self, fn, cid: int, *args) -> None:
         self.busy.add(cid)
+        trace.mark(cid, f"hub: reconcile {getattr(fn, '__name__', fn)}")
 
         def run() -> None:
             try:
@@ -555,6 +557,7 @@ class AgentRuntime:
             link = self.link_of(name)
             if running:
                 link.request("stop", cid=cid)
+            trace.mark(cid, "hub: start sent")
             vols = volumes_rm.of_agent(self.hub.read_models, agent_id)  # the volumes it was spawned with, in order
             answer = link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}",
                                   **fork, **({"volumes": vols} if vols else {}))
@@ -565,6 +568,7 @@ class AgentRuntime:
             self._entry(cid, "error", f"the VM did not start on node {name}: {getattr(e, 'message', e)}",
                         actor=f"node:{name}")
             return
+        trace.mark(cid, "hub: start answered")
         with self.lock:
             self.applied[cid] = key
             self.where[cid] = name
@@ -717,6 +721,7 @@ class AgentRuntime:
             st.reset(f"cid {cid} was not started by the plaza; it has no role")
             return
         if service == "harness":
+            trace.mark(cid, "hub: harness stream")
             HarnessSession(self, cid, st).run()
         elif service == "egress":
             self.egress.handle(cid, st)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import jhrl
 from jhrl.catalog import high_risk
+from vmm import trace
 from vmm.channel import ChannelClosed, Stream, StreamReset
 from vmm.guest import contract
 from vmm.guest.contract import error
@@ -168,7 +169,9 @@ class HarnessSession:
         # Whatever the guest claims (a role, a name, a cid) is ignored: the plaza's record decides.
         claimed = {k: req[k] for k in ("role", "cid", "tier") if k in req}
         self.said_hello = True
+        trace.mark(self.cid, "hub: harness hello")
         ac.connected(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
+        trace.mark(self.cid, "hub: connected (idle)")
         self.rt.worker_state(self.cid, "available")
         if claimed:
             self.rt._entry(self.cid, "note", "the guest's own claim was ignored", detail={"claimed": claimed},

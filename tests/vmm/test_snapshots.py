@@ -384,3 +384,22 @@ def test_image_profiles_stock_unchanged_tuned_does_the_work_once():
     assert not any("--install" in ln for ln in run)
     with pytest.raises(ValueError):
         build.recipe("fast")
+
+
+def test_an_empty_layer_is_the_one_qemu_img_makes(tmp_path):
+    from vmm.disks import empty_layer
+    c = Chain(tmp_path / "disks")
+    c.create(raw_base, 8)
+    for below in (BASE, "L0001.qcow2"):     # over the raw base and over a qcow2 layer, twice each
+        fmt = "raw" if below == BASE else "qcow2"
+        empty_layer(c.dir / "L0008.qcow2", below, fmt, c.dir / below)
+        empty_layer(c.dir / "L0009.qcow2", below, fmt, c.dir / below)
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", fmt, "-b", below,
+                        str(c.dir / "ref.qcow2")], check=True)
+        ref = (c.dir / "ref.qcow2").read_bytes()
+        assert (c.dir / "L0008.qcow2").read_bytes() == ref == (c.dir / "L0009.qcow2").read_bytes()
+        assert backing_of(c.dir / "L0009.qcow2") == below
+        for f in ("L0008.qcow2", "L0009.qcow2", "ref.qcow2"):
+            os.unlink(c.dir / f)
+    with pytest.raises(FileExistsError):     # never over a file that is there
+        empty_layer(c.top, BASE, "raw", c.dir / BASE)

@@ -25,6 +25,7 @@ Standard library only. ``channel.py`` and ``contract.py`` sit next to this file 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import select
@@ -270,6 +271,9 @@ def find_port() -> str:
     raise RuntimeError(f"no virtio port named {PORT_NAME}")
 
 
+RNDRESEEDCRNG = 0x5207     # _IO('R', 0x07): reseed the kernel's random generator from its pool
+
+
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
@@ -290,6 +294,14 @@ def refresh(hello: dict) -> bool:
         try:
             with open("/dev/urandom", "wb") as f:             # mixed into the pool
                 f.write(bytes.fromhex(hello["entropy"]))
+                f.flush()
+                # A write only mixes the bytes into the input pool; the generator /dev/urandom reads
+                # from is the copy that was saved until its next reseed (up to a minute): reseed it
+                # now, so two restored copies never hand out the same bytes (root, PID 1).
+                try:
+                    fcntl.ioctl(f.fileno(), RNDRESEEDCRNG)
+                except OSError as e:
+                    log(f"random generator not reseeded: {e}")
         except (OSError, ValueError) as e:
             log(f"entropy not mixed: {e}")
             done = False

@@ -28,21 +28,14 @@ limits, the error shape, the services) is ``contract.py``, beside it in the imag
 
 from __future__ import annotations
 
-import base64
-import codecs
-import hashlib
-import html.parser
-import http.client
 import json
 import os
-import re
 import socket
-import ssl
-import subprocess
 import sys
 import threading
 import time
-import urllib.parse
+
+# What only a tool needs, that tool imports (http.client, ssl, re...: ~2.6 CPU-s under TCG before a hello).
 
 if __package__:  # imported from the hub's tree (vmm.guest.harness)
     from . import contract
@@ -149,6 +142,7 @@ def tool_shell(args: dict, workspace: str = None) -> str:
     if not isinstance(timeout, (int, float)) or not 0 < timeout <= SHELL_MAX_TIMEOUT_S:
         raise ToolError(f"timeout is 1 to {SHELL_MAX_TIMEOUT_S} seconds")
     ws = workspace or WORKSPACE
+    import subprocess
     try:
         p = subprocess.run(["/bin/sh", "-c", command], cwd=ws, env=shell_env(), stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
@@ -221,6 +215,7 @@ def tool_share_file(args: dict, workspace: str = None, hub: Hub = None) -> str:
     agents = args.get("agents")
     if agents is not None and (not isinstance(agents, list) or not all(type(a) is int for a in agents)):
         raise ToolError("agents is a list of CIDs")
+    import base64
     r = hub.call("share", path=args["path"], content=base64.b64encode(data).decode(),
                  **({"agents": agents} if agents is not None else {}))
     err = contract.error_of(r)
@@ -233,6 +228,9 @@ def tool_share_file(args: dict, workspace: str = None, hub: Hub = None) -> str:
 def tool_library(tool: str, args: dict, program: dict, workspace: str = None) -> str:
     """Run a library tool's program in this VM: written once under ``TOOLS_DIR`` (checked against the
     digest the hub sent), run in the workspace with ``args`` and ``input``, with vm.shell's limits."""
+    import base64
+    import hashlib
+    import subprocess
     data = base64.b64decode(program.get("content") or "", validate=True)
     digest = hashlib.sha256(data).hexdigest()
     if digest != program.get("sha256"):
@@ -285,9 +283,10 @@ class Refused(ToolError):
     """The hub's egress proxy refused the connection (the blocklist, the laws, the address or port rule)."""
 
 
-def web_url(url) -> urllib.parse.SplitResult:
+def web_url(url):
     if not isinstance(url, str) or not url or len(url) > 2048:
         raise ToolError("a url is needed (http:// or https://, at most 2048 characters)")
+    import urllib.parse
     u = urllib.parse.urlsplit(url)
     if u.scheme not in ("http", "https") or not u.hostname:
         raise ToolError(f"{url} is not an http:// or https:// URL")
@@ -326,6 +325,9 @@ def tunnel(host: str, port: int, timeout: float, proxy_port: int = None) -> sock
 def web_get(url: str, timeout: float = None, proxy_port: int = None):
     """GET through the egress proxy, following up to ``MAX_REDIRECTS`` redirects (each one decided
     anew). Returns (final url, response, connection, started)."""
+    import http.client
+    import ssl
+    import urllib.parse
     timeout = timeout or contract.FETCH_TIMEOUT_S
     t0 = time.monotonic()
     for _ in range(contract.MAX_REDIRECTS + 1):
@@ -353,43 +355,43 @@ def web_get(url: str, timeout: float = None, proxy_port: int = None):
     raise ToolError(f"more than {contract.MAX_REDIRECTS} redirects")
 
 
-class _Text(html.parser.HTMLParser):
-    """HTML to readable text: no script, style or markup; a line break at each block."""
-
-    SKIP = {"script", "style", "noscript", "template", "svg", "head"}
-    BLOCK = {"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer",
-             "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "hr", "dt", "dd", "title", "main", "nav"}
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.parts, self.skip, self.title, self._in_title = [], 0, "", False
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "title":
-            self._in_title = True
-        elif tag in self.SKIP:
-            self.skip += 1
-        if tag in self.BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag):
-        if tag == "title":
-            self._in_title = False
-        elif tag in self.SKIP and self.skip:
-            self.skip -= 1
-        if tag in self.BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
-        elif not self.skip:
-            self.parts.append(data)
-
-
 def html_text(markup: str) -> tuple:
-    """(title, text) of an HTML page: the text a reader sees, whitespace folded, blank lines dropped."""
-    p = _Text()
+    """(title, text) of an HTML page as a reader sees it: no markup, script or style, blank lines dropped."""
+    import html.parser
+    import re
+
+    class Text(html.parser.HTMLParser):
+        SKIP = {"script", "style", "noscript", "template", "svg", "head"}
+        BLOCK = {"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer",
+                 "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "hr", "dt", "dd", "title", "main", "nav"}
+
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.parts, self.skip, self.title, self._in_title = [], 0, "", False
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "title":
+                self._in_title = True
+            elif tag in self.SKIP:
+                self.skip += 1
+            if tag in self.BLOCK:
+                self.parts.append("\n")
+
+        def handle_endtag(self, tag):
+            if tag == "title":
+                self._in_title = False
+            elif tag in self.SKIP and self.skip:
+                self.skip -= 1
+            if tag in self.BLOCK:
+                self.parts.append("\n")
+
+        def handle_data(self, data):
+            if self._in_title:
+                self.title += data
+            elif not self.skip:
+                self.parts.append(data)
+
+    p = Text()
     p.feed(markup)
     p.close()
     lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(p.parts).split("\n"))
@@ -397,6 +399,8 @@ def html_text(markup: str) -> tuple:
 
 
 def _charset(content_type: str) -> str:
+    import codecs
+    import re
     m = re.search(r"charset=([A-Za-z0-9._-]+)", content_type or "")
     if m is None:
         return "utf-8"
@@ -444,6 +448,7 @@ def tool_download(args: dict, workspace: str = None, proxy_port: int = None) -> 
     limit = contract.DOWNLOAD_MAX_BYTES
     final, r, conn, t0 = web_get(args.get("url"), proxy_port=proxy_port)
     tmp = full + ".apz-download"
+    import hashlib
     digest, n = hashlib.sha256(), 0
     try:
         if not 200 <= r.status < 300:
@@ -474,9 +479,6 @@ def tool_download(args: dict, workspace: str = None, proxy_port: int = None) -> 
                   ms=ms, sha256=digest.hexdigest(), path=args["path"])
 
 
-PACKAGE_RE = re.compile(contract.PACKAGE_PATTERN)
-
-
 def packages_of(args: dict) -> list:
     """The packages of a ``vm.install`` call, each checked: a name, never an option."""
     packages = args.get("packages")
@@ -484,8 +486,9 @@ def packages_of(args: dict) -> list:
         packages = packages.replace(",", " ").split()
     if not isinstance(packages, list) or not 0 < len(packages) <= contract.INSTALL_MAX_PACKAGES:
         raise ToolError(f"packages is a list of 1 to {contract.INSTALL_MAX_PACKAGES} names")
+    import re
     for p in packages:
-        if not isinstance(p, str) or not PACKAGE_RE.fullmatch(p):
+        if not isinstance(p, str) or not re.fullmatch(contract.PACKAGE_PATTERN, p):
             raise ToolError(f"{p!r} is not a package name (like requests or requests==2.32.3)")
     return packages
 
@@ -516,6 +519,7 @@ def tool_install(args: dict, workspace: str = None) -> Out:
     argv = install_command(args)
     t0 = time.monotonic()
     env = dict(shell_env(), DEBIAN_FRONTEND="noninteractive", PIP_NO_CACHE_DIR="1")
+    import subprocess
     try:
         p = subprocess.run(argv, cwd=workspace or WORKSPACE, env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=contract.INSTALL_TIMEOUT_S,
@@ -602,6 +606,7 @@ def as_connect(conn: socket.socket, up: socket.socket) -> bool:
         return True
     first, _, rest = head.partition(b"\r\n")
     parts = first.decode("latin-1").split(" ")
+    import urllib.parse
     u = urllib.parse.urlsplit(parts[1]) if len(parts) == 3 else None
     if u is None or u.scheme != "http" or not u.hostname:
         conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\nthe proxy takes CONNECT or "

@@ -45,6 +45,7 @@ from vmm import (
     VMError,
     Volume,
     probe,
+    trace,
 )
 from vmm import volumes as volumesmod
 from vmm.guest.contract import SERVICES, error
@@ -127,7 +128,9 @@ class Run:
     def start(self) -> None:
         self._tail_console()
         self.machine.boot(timeout=BOOT_TIMEOUT_S)
+        trace.mark(self.cid, "node: machine up")
         self._attach()
+        trace.mark(self.cid, "node: harness started")
 
     def _tail_console(self) -> None:
         """The serial console's lines to the hub, for ``agentplaza events --all`` (one tail per run)."""
@@ -212,6 +215,7 @@ class Run:
         if hub is None or hub.closed:
             guest.reset("the hub is not connected")
             return
+        trace.mark(self.cid, f"node: guest opened {service}")
         try:
             up = hub.open(service, cid=self.cid)  # the CID is the node's word, not the guest's
         except ChannelClosed:
@@ -420,6 +424,7 @@ class Node:
         are made new (a wipe, or a CID that names a new agent), or, for a fork (``fork_of`` and
         ``checkpoint``), copied from that machine's checkpoint. ``wipe`` makes them new regardless."""
         cid = int(meta["cid"])
+        trace.mark(cid, "node: start asked")
         with self.lock:
             old = self.runs.get(cid)
         if old is not None and old.machine.running():
@@ -434,6 +439,7 @@ class Node:
         if meta.get("wipe") or changed:
             m.wipe()
         self._set_identity(cid, identity)
+        trace.mark(cid, "node: machine made")
         run = Run(self, cid, m)
         run.sandbox = meta.get("role") == SANDBOX_ROLE
         with self.lock:
