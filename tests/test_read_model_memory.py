@@ -152,3 +152,17 @@ def test_the_overview_counts_tasks_by_state_from_a_row_a_state_equal_to_counting
     assert len(plaza.rm.rows(task_counts)) <= len(tasks_overview(plaza.rm))  # a row a state, never a row a task
     plaza.rm.rebuild()
     assert tasks_overview(plaza.rm) == counted()
+
+
+def test_a_catch_up_without_most_hands_back_only_the_newest_records_and_folds_them_all(plaza, monkeypatch):
+    from agentplaza.projections import runner
+
+    monkeypatch.setattr(runner, "SEEN_MAX", 5)
+    plaza.rm.catch_up()
+    plaza.entries(12)  # more events than SEEN_MAX
+    last = list(plaza.store.read(0, 100_000))[-1].position
+    seen = plaza.rm.catch_up()
+    assert len(seen) == 5 and seen[-1].position == last  # the newest, in order
+    assert [r.position for r in seen] == sorted(r.position for r in seen)
+    assert plaza.rm.position() == last  # every one folded
+    assert len(plaza.rm.catch_up(most=1_000)) == 0  # nothing left behind

@@ -63,6 +63,10 @@ def make_engine(url: str) -> sa.Engine:
 
 #: Rows a single executemany of ``insert_many`` sends.
 INSERT_BATCH = 5_000
+#: The most records a catch-up without ``most`` hands back (the newest): such a caller (a route that
+#: wants the read models current, the price fetch) rarely reads them, and a long way behind it must
+#: not hold the whole log's records while it folds. A caller that needs every record pages with ``most``.
+SEEN_MAX = 50_000
 
 
 class _InsertPlan:
@@ -258,7 +262,8 @@ class ReadModels:
         return min((s.position for s in self.states.values()), default=0)
 
     def catch_up(self, most: int | None = None) -> list[EventRecord]:
-        """Fold every new event into every read model; returns the new (readable) events in order.
+        """Fold every new event into every read model; returns the new (readable) events in order (at
+        most the newest ``SEEN_MAX`` of them without ``most``).
         With ``most``, it stops after the batch that reaches that many events (the hub's follower
         catching up a long way hands each batch to the bus, instead of holding the whole log).
 
@@ -297,6 +302,8 @@ class ReadModels:
                     if not saved:
                         self._load(st)  # another hub moved it first: take its work
                 seen.extend(r for r in recs if isinstance(r, EventRecord))
+                if most is None and len(seen) > SEEN_MAX:
+                    del seen[:-SEEN_MAX]
                 if failed or len(raw) < page or (most is not None and len(seen) >= most):
                     break
                 page = REBUILD_PAGE  # far behind (a first start): bigger batches, fewer writes
