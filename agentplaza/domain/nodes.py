@@ -31,7 +31,7 @@ import hmac
 import re
 import uuid
 
-from .agents import CID_RANGE_SIZE, JOINED_CID_FIRST
+from .agents import CID_RANGE_SIZE, JOINED_CID_FIRST, LOCAL_CID_FIRST, LOCAL_NODE
 from .base import Context, PlazaAggregate, Refusal, fixed_id
 
 #: The guide: valid "for 15 minutes by default, and for at most 60".
@@ -212,3 +212,15 @@ class NodeRegistry(PlazaAggregate):
         self.record(self.NodeJoined, ctx, name=name, label=label, cid_first=first, cid_last=last,
                     public_key=check_public_key(public_key), code_id=code_id, address=address[:100])
         return name, first, last
+
+
+def range_node(cid: int) -> str:
+    """The machine whose CID range holds ``cid`` (the guide, "CID ranges"): n0 for the hub's own range,
+    n1 for 1000-1099, n2 for 1100-1199 ...  A CID in no range names no machine ("")."""
+    if type(cid) is not int:
+        return ""
+    if LOCAL_CID_FIRST <= cid < LOCAL_CID_FIRST + CID_RANGE_SIZE:
+        return LOCAL_NODE
+    if cid >= JOINED_CID_FIRST:
+        return f"n{(cid - JOINED_CID_FIRST) // CID_RANGE_SIZE + 1}"
+    return ""

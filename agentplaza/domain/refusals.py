@@ -62,6 +62,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "empty_document", "invalid_vote",
         # hosting and join codes
         "invalid_ttl", "invalid_public_key",
+        "same_node",  # moves
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -98,6 +99,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "e2b_upload_refused",
         # the file store
         "not_shared_with_you",
+        "node_revoked",  # moves (a revoked node takes no agents)
     ),
     Kind.NOT_FOUND: (
         "law_not_found", "no_account", "no_approval", "no_escrow", "no_gateway_token", "no_payment",
@@ -161,6 +163,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "outreach_off", "agent_not_idle", "not_idle_long_enough", "outreach_not_due",  # outreach
         # the tool library
         "too_many_versions",
+        "node_draining", "node_offline", "volume_missing",  # moves
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -181,6 +184,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "git_failed",
         # e2b
         "sandbox_failed",
+        "move_failed",  # moves
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",

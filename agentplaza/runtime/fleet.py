@@ -32,7 +32,7 @@ from ..adapters.kvm.link import NodeError, NodeLink, start_local_node, wait_gone
 from ..commands import agents as ac
 from ..commands import models as model_commands
 from ..commands import tasks as tasks_commands
-from ..domain.agents import LOCAL_NODE, check_count, node_id
+from ..domain.agents import LOCAL_NODE, check_count
 from ..domain.base import Refusal
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
@@ -87,7 +87,9 @@ class AgentRuntime:
         self.mode = node
         self.images_dir = images_dir
         self.proc = None
-        self.link: NodeLink | None = None
+        self.link: NodeLink | None = None        # node n0's
+        self.links: dict[str, NodeLink] = {}     # every node's link by name (n0's is ``link``)
+        self.on_node: dict[int, str] = {}        # cid -> the node its machine was last started or moved to
         self.applied: dict[int, tuple] = {}      # cid -> (agent_id, generation, wipes) running now
         self.failed: dict[int, tuple] = {}       # cid -> (key, when) of a failed boot
         self.busy: set[int] = set()              # cids with a node request in flight
@@ -113,6 +115,7 @@ class AgentRuntime:
         else:
             sock = Path(self.mode)
         self.link = NodeLink(sock, self._on_stream).connect()
+        self.links[LOCAL_NODE] = self.link
         self.facts = self.link.request("facts", timeout=30)["facts"]
         threading.Thread(target=self._events, daemon=True, name="node-events").start()
         self._reconcile_thread = threading.Thread(target=self._reconcile_loop, daemon=True, name="reconcile")
@@ -175,6 +178,41 @@ class AgentRuntime:
     def kick(self) -> None:
         self._kick.set()
 
+    # -- nodes ------------------------------------------------------------------------------------
+    def attach_node(self, name: str, link: NodeLink) -> NodeLink:
+        """Another node's link (a joined node's; a test's second local noded): its guests' streams are
+        its own, checked against the CIDs the plaza placed there, and its events are followed."""
+        link.on_stream = lambda service, cid, st: self._on_stream(service, cid, st, node=name)
+        self.links[name] = link
+        threading.Thread(target=self._events, args=(link, name), daemon=True, name=f"node-events-{name}").start()
+        return link
+
+    def link_of(self, name: str) -> NodeLink:
+        """The link of node ``name``; refused when the hub has none (unknown) or it is down (offline)."""
+        link = self.links.get(name)
+        if link is None:
+            raise Refusal("unknown_node", f"no node {name!r} is connected to this hub (see nodes list)")
+        if not link.up:
+            raise Refusal("node_offline", f"node {name} is offline")
+        return link
+
+    def node_of(self, cid: int) -> str:
+        """The node that holds ``cid`` in the plaza's records (the one its agent was placed on or moved to)."""
+        return ac.holder(self.cmds.store.get, cid).name
+
+    def _link_for(self, cid: int) -> NodeLink:
+        """The link to the node of ``cid``'s machine: where the records place it, else where it last ran."""
+        try:
+            name = self.node_of(cid)
+        except Refusal:
+            name = self.on_node.get(cid, LOCAL_NODE)
+        return self.links.get(name) or self.link
+
+    def move(self, cid: int, target: str, ctx) -> dict:
+        """``agents move CID NODE``: the guide's five steps (``runtime.moves``)."""
+        from . import moves
+        return moves.move(self, cid, target, ctx)
+
     def boot_blockers(self) -> list[str]:
         """Why node n0 cannot boot a microVM now (empty: it can), asked of the node afresh: the owner may
         have installed QEMU or built the guest image since the hub started."""
@@ -235,7 +273,7 @@ class AgentRuntime:
                 raise Refusal("agent_busy", f"agent {cid}'s machine is busy with another request; try again")
             self.busy.add(cid)
         try:
-            return self.link.request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
+            return self._link_for(cid).request(op, timeout=300, cid=cid, **{k: v for k, v in meta.items() if v is not None})
         except NodeError as e:
             raise Refusal("node_error", str(e)) from None
         finally:
@@ -430,9 +468,10 @@ class AgentRuntime:
         fork = {"fork_of": row["forked_from"], "checkpoint": row["fork_checkpoint"]} \
             if row.get("forked_from") is not None and not wipes else {}
         try:
+            link = self._link_for(cid)
             if running:
-                self.link.request("stop", cid=cid)
-            answer = self.link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
+                link.request("stop", cid=cid)
+            answer = link.request("start", timeout=180, cid=cid, identity=f"{agent_id}:{wipes}", **fork)
         except NodeError as e:
             with self.lock:
                 self.failed[cid] = (key, time.monotonic())
@@ -442,12 +481,13 @@ class AgentRuntime:
         with self.lock:
             self.applied[cid] = key
             self.failed.pop(cid, None)
+            self.on_node[cid] = self.node_of(cid)
         self._entry(cid, "note", f"VM booted in {answer.get('boot_s')} s", actor=f"node:{LOCAL_NODE}",
                     detail={"boot_s": answer.get("boot_s"), "jailed": answer.get("jailed")})
 
     def _sleep_wake(self, cid: int, how: str) -> None:
         try:
-            answer = self.link.request(how, cid=cid)
+            answer = self._link_for(cid).request(how, cid=cid)
         except NodeError as e:
             self._entry(cid, "error", f"{how} failed: {e}", actor=f"node:{LOCAL_NODE}")
             return
@@ -458,7 +498,7 @@ class AgentRuntime:
 
     def _halt(self, cid: int, how: str) -> None:
         try:
-            self.link.request(how, cid=cid)
+            (self.links.get(self.on_node.get(cid, LOCAL_NODE)) or self.link).request(how, cid=cid)
         except NodeError as e:
             log.warning("node %s of cid %s failed: %s", how, cid, e)
         with self.lock:
@@ -467,9 +507,11 @@ class AgentRuntime:
         if how == "stop":
             self._safely(ac.disconnected, self.ctx_node(), cid, "stopped")
 
-    def _events(self) -> None:
-        for ev in self.link.events():
+    def _events(self, link: NodeLink | None = None, name: str = LOCAL_NODE) -> None:
+        for ev in (link or self.link).events():
             cid = ev.get("cid")
+            if not isinstance(cid, int) or self.on_node.get(cid, LOCAL_NODE) != name:
+                continue  # a node speaks only of the machines the hub runs there
             if ev.get("event") == "exited":
                 with self.lock:
                     key = self.applied.pop(cid, None)
@@ -516,8 +558,9 @@ class AgentRuntime:
 
     def agent_of(self, cid: int):
         """The plaza's own record of the agent with this CID, or None: a CID never given out."""
-        n = self.cmds.store.get(node_id(LOCAL_NODE))
-        if n is None or not n.holds(cid):
+        try:
+            n = ac.holder(self.cmds.store.get, cid)
+        except Refusal:
             return None
         a = self.cmds.store.get(n.agent_of(cid))
         return None if a is None or a.deleted else a
@@ -547,7 +590,11 @@ class AgentRuntime:
         return plaza_held(self.cmds.store.get)
 
     # -- streams from guests ----------------------------------------------------------------------
-    def _on_stream(self, service: str, cid: int, st: Stream) -> None:
+    def _on_stream(self, service: str, cid: int, st: Stream, node: str = LOCAL_NODE) -> None:
+        placed = self.agent_of(cid) is not None
+        if (placed and self.node_of(cid) != node) or (not placed and node != LOCAL_NODE):
+            st.reset(f"cid {cid} is not placed on node {node}")  # a node speaks only for its own guests
+            return
         if self._sandbox(cid) is not None:  # an E2B sandbox: its own party; egress only (runtime/e2b.py)
             if service == "egress":
                 self.egress.handle(cid, st)
