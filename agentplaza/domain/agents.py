@@ -218,7 +218,7 @@ class Node(PlazaAggregate):
         return str(cid) in self.cids
 
     def release(self, ctx: Context, cid: int) -> None:
-        if str(cid) in self.cids:
+        if str(cid) in self.cids or str(cid) in getattr(self, "away", {}):
             self.record(self.CidReleased, ctx, cid=cid)
 
     def agent_of(self, cid: int) -> uuid.UUID:
