@@ -103,7 +103,7 @@ def _move(rt: Any, cid: int, source: str, target: str, ctx) -> dict:
     if ac.agent(rt.cmds, cid).status != "asleep":
         ac.sleep(rt.cmds, ctx, cid)
         slept = True
-    exp = imp = None
+    exp = imp = reader = writer = None
     try:
         if cid not in rt.asleep:  # 1. sleep
             src.request("sleep", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid)
@@ -125,6 +125,12 @@ def _move(rt: Any, cid: int, source: str, target: str, ctx) -> dict:
                     memory_mib=exp["memory_mib"], body={"manifest": figures["manifest"]}, **{"import": imp["import"]})
         imp = None
     except Exception as e:  # noqa: BLE001 - any failure before the finish: drop the import, wake where it was
+        for st in (reader, writer):  # neither end waits on a stream the hub gave up
+            if st is not None:
+                try:
+                    st.reset("the move failed")
+                except Exception:  # noqa: BLE001 - a gone channel
+                    pass
         _undo(rt, cid, src, dst, exp, imp, ctx, e, target, slept)
         raise Refusal("move_failed", f"the move of agent {cid} to node {target} failed ({e}); "
                                      f"it is back on node {source}") from None

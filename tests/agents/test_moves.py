@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agentplaza.adapters.kvm.link import NodeError, NodeLink
-from agentplaza.adapters.kvm.nodemoves import PIECE_HEADER, check_files
 from agentplaza.adapters.kvm.noded import Node
+from agentplaza.adapters.kvm.nodemoves import PIECE_HEADER, check_files
 from agentplaza.commands import agents as ac
 from agentplaza.commands import nodes as node_commands
 from agentplaza.commands import plaza as plaza_commands
@@ -29,6 +29,7 @@ from agentplaza.projections.registry import all_projections
 from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 from agentplaza.runtime import moves
 from tests.support.deadline import until
+from vmm.channel import StreamReset
 from vmm.move import EXPORT_TTL_S, PIECE, Export, MoveError
 
 T0 = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
@@ -214,7 +215,7 @@ def test_pieces_stream_out_of_an_export_and_into_an_import_without_the_zeros(two
     # an export is read once; a dropped import leaves nothing behind
     again = slink.stream("export_read", export="e1")
     again.close()
-    with pytest.raises(Exception):
+    with pytest.raises(StreamReset, match="read once"):
         again.read_all(10)
     assert dlink.request("import_abort", **{"import": opened["import"]}) == {"dropped": True}
     assert not stage.exists() and not any((tmp_path / "n1" / "vms").iterdir())
@@ -227,7 +228,8 @@ def test_an_import_refuses_a_piece_past_its_file_and_a_cid_the_node_runs(two_nod
     w = dlink.stream("import_write", **{"import": opened["import"]})
     w.write(PIECE_HEADER.pack(0, 8, 4) + b"abcd")
     w.close()
-    assert "past the end" in json.loads(w.read_all(30))["error"]["message"]
+    with pytest.raises(StreamReset, match="past the end"):
+        w.read_all(30)
     with pytest.raises(NodeError, match="already"):
         dlink.request("import_open", cid=8, body={"files": []})
     with pytest.raises(NodeError, match="expired, finished or was dropped"):
