@@ -90,6 +90,7 @@ def move(rt: Any, cid: int, target: str, ctx) -> dict:
     try:
         return _move(rt, cid, source, target, ctx)
     finally:
+        rt.hub.read_models.catch_up()  # reconcile reads the roster: it must see the wake before it looks again
         with rt.lock:
             rt.busy.discard(cid)
         rt.kick()
@@ -103,40 +104,25 @@ def _move(rt: Any, cid: int, source: str, target: str, ctx) -> dict:
     if ac.agent(rt.cmds, cid).status != "asleep":
         ac.sleep(rt.cmds, ctx, cid)
         slept = True
-    exp = imp = reader = writer = None
+    held: dict = {}
     try:
         if cid not in rt.asleep:  # 1. sleep
             src.request("sleep", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid)
             with rt.lock:
                 rt.asleep.add(cid)
-        exp = src.request("export_open", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid)  # 2. export
-        imp = dst.request("import_open", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid, body={"files": exp["files"]})
-        t_copy = time.monotonic()  # 3. copy
-        reader = src.stream("export_read", export=exp["export"])
-        reader.close()  # the hub sends the source nothing on it
-        writer = dst.stream("import_write", **{"import": imp["import"]})
-        wire_bytes = relay(reader, writer)
-        wrote = json.loads(writer.read_all(RELAY_TIMEOUT_S) or b"{}")
-        if "error" in wrote:
-            raise NodeError(wrote["error"].get("message") or "the import failed", "node_failed")
-        figures = src.request("export_manifest", timeout=MOVE_REQUEST_TIMEOUT_S, export=exp["export"])
-        copy_s = time.monotonic() - t_copy
-        dst.request("import_finish", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid, vcpus=exp["vcpus"],  # 4. finish
-                    memory_mib=exp["memory_mib"], body={"manifest": figures["manifest"]}, **{"import": imp["import"]})
-        imp = None
+        copied = copy_machine(src, dst, cid, held)  # 2. export, 3. copy, 4. finish
     except Exception as e:  # noqa: BLE001 - any failure before the finish: drop the import, wake where it was
-        for st in (reader, writer):  # neither end waits on a stream the hub gave up
+        for st in (held.get("reader"), held.get("writer")):  # neither end waits on a stream the hub gave up
             if st is not None:
                 try:
                     st.reset("the move failed")
                 except Exception:  # noqa: BLE001 - a gone channel
                     pass
-        _undo(rt, cid, src, dst, exp, imp, ctx, e, target, slept)
+        _undo(rt, cid, src, dst, held.get("export"), held.get("import"), ctx, e, target, slept)
         raise Refusal("move_failed", f"the move of agent {cid} to node {target} failed ({e}); "
                                      f"it is back on node {source}") from None
-    out = {"cid": cid, "from": source, "to": target, "bytes_moved": figures["bytes_sent"],
-           "wire_bytes": wire_bytes, "apparent_bytes": figures["apparent_bytes"],
-           "copy_seconds": round(copy_s, 3), "seconds": round(time.monotonic() - t0, 3)}
+    exp = held["export"]
+    out = {"cid": cid, "from": source, "to": target, **copied, "seconds": round(time.monotonic() - t0, 3)}
     ac.moved(rt.cmds, ctx, cid, target, out)
     with rt.lock:
         rt.on_node[cid] = target
@@ -153,6 +139,30 @@ def _move(rt: Any, cid: int, source: str, target: str, ctx) -> dict:
     _release(rt, cid, src, exp, actor)  # 5. release
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
+
+
+def copy_machine(src, dst, cid: int, held: dict) -> dict:
+    """Steps 2 to 4 between two node links: the source's export, the pieces relayed into the target's
+    import, the target's finish into a sleeping run. ``held`` names what is open (for an undo). The
+    figures: data bytes moved, bytes on the wire (with each piece's header), the files' size, seconds."""
+    exp = held["export"] = src.request("export_open", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid)
+    imp = held["import"] = dst.request("import_open", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid,
+                                       body={"files": exp["files"]})
+    t0 = time.monotonic()
+    reader = held["reader"] = src.stream("export_read", export=exp["export"])
+    reader.close()  # the hub sends the source nothing on it
+    writer = held["writer"] = dst.stream("import_write", **{"import": imp["import"]})
+    wire_bytes = relay(reader, writer)
+    wrote = json.loads(writer.read_all(RELAY_TIMEOUT_S) or b"{}")
+    if "error" in wrote:
+        raise NodeError(wrote["error"].get("message") or "the import failed", "node_failed")
+    figures = src.request("export_manifest", timeout=MOVE_REQUEST_TIMEOUT_S, export=exp["export"])
+    copy_s = time.monotonic() - t0
+    dst.request("import_finish", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid, vcpus=exp["vcpus"],
+                memory_mib=exp["memory_mib"], body={"manifest": figures["manifest"]}, **{"import": imp["import"]})
+    held["import"] = None  # finished: nothing to drop
+    return {"bytes_moved": figures["bytes_sent"], "wire_bytes": wire_bytes,
+            "apparent_bytes": figures["apparent_bytes"], "copy_seconds": round(copy_s, 3)}
 
 
 def _undo(rt: Any, cid: int, src, dst, exp, imp, ctx, why: Exception, target: str, slept: bool) -> None:
