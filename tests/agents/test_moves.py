@@ -246,3 +246,53 @@ def test_exports_and_imports_expire(two_nodes, tmp_path):
     imp.created -= EXPORT_TTL_S + 1
     until("the sweep", lambda: not src.moves.exports and not dst.moves.imports)  # noded's accept loop sweeps
     assert not imp.stage.exists() and exp._fds == []
+
+
+def test_agents_move_is_a_route_and_a_cli_action_that_refuse_in_one_line(folders):
+    """``POST /v1/agents/{cid}/move`` checks its body; on a hub with no node it is refused ``no_node``
+    and ``agents move`` prints that one line on stderr, exit 1 (the moves themselves: test_moves_vm.py)."""
+    from support.hubproc import HubProcess, cli
+
+    h = HubProcess(folders)
+    h.env.update(APZ_NODE="off")
+    h.start(timeout=120)
+    try:
+        with h.client() as c:
+            cid = c.post("/v1/agents", json={"role": "builder"}).json()["agents"][0]["cid"]
+            bad = c.post(f"/v1/agents/{cid}/move", json={"node": 1})
+            assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+            r = c.post(f"/v1/agents/{cid}/move", json={"node": "n1"})
+            assert r.json()["error"]["code"] == "no_node"
+            assert c.get(f"/v1/agents/{cid}").json()["agent"]["node"] == "n0"
+        r = cli(h, "agents", "move", str(cid), "n1")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "(no_node)" in r.stderr
+    finally:
+        h.stop()
+
+
+def test_a_node_speaks_only_for_the_agents_placed_on_it(folders):
+    """A guest stream from node n1 for an agent the records place on n0 (or for a CID never given out)
+    is reset at the hub: a node cannot act for an agent that moved away from it or was never there."""
+    import socket
+
+    from agentplaza.api.hub import Hub
+    from agentplaza.runtime.fleet import AgentRuntime
+    from vmm.channel import Channel
+
+    hub = Hub.open(folders)
+    try:
+        rt = AgentRuntime(hub)
+        cid = ac.spawn(hub.commands, hub.commands.context("owner"), "builder").value[0]
+        for claimed in (cid, 1050):
+            x, y = socket.socketpair()
+            guest_end = Channel.over_socket(x, role="guest").start()
+            hub_end = Channel.over_socket(y, role="host", on_open=lambda st, c=claimed: rt._on_stream(
+                "harness", c, st, node="n1")).start()
+            st = guest_end.open("harness")
+            st.write(b'{"op": "hello"}\n')
+            with pytest.raises(StreamReset, match="not placed on node n1"):
+                st.read(timeout=10)
+            guest_end.close()
+            hub_end.close()
+    finally:
+        hub.close()
