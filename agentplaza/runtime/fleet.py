@@ -213,6 +213,11 @@ class AgentRuntime:
         from . import moves
         return moves.move(self, cid, target, ctx)
 
+    def drain(self, name: str, ctx) -> dict:
+        """Every agent off node ``name``, one at a time (``runtime.moves.drain``; ``nodes drain`` calls it)."""
+        from . import moves
+        return moves.drain(self, name, ctx)
+
     def boot_blockers(self) -> list[str]:
         """Why node n0 cannot boot a microVM now (empty: it can), asked of the node afresh: the owner may
         have installed QEMU or built the guest image since the hub started."""
