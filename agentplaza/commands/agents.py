@@ -25,6 +25,7 @@ from ..domain.base import Context, Refusal
 from ..domain.conduct import Conduct, conduct_id, mode_of
 from ..domain.floor import FLOOR_ID, Floor
 from ..domain.nodes import REGISTRY_ID, range_node
+from ..domain.plaza import require_running
 from . import volumes as cv
 from .unit import Commands, Done, Unit
 
@@ -36,16 +37,19 @@ def node(cmds: Commands, name: str = LOCAL_NODE) -> Node:
     return found
 
 
-def registry_of(cmds: Commands, cid: int) -> Node:
-    """The machine whose CID range holds ``cid``: the registry of which agent that CID names."""
-    found = cmds.store.get(node_id(range_node(cid) or LOCAL_NODE))
+def holder(get: Callable, cid: int) -> Node:
+    """The node that holds ``cid`` now: the one whose range holds it, or the one its agent moved to
+    (the range's node remembers where, ``Node.placed_at``)."""
+    home = get(node_id(range_node(cid) or LOCAL_NODE))
+    where = home.placed_at(cid) if home is not None else None
+    found = home if where == (home.name if home is not None else None) else (get(node_id(where)) if where else None)
     if found is None:
-        raise Refusal("unknown_agent", f"no agent with cid {cid}")
+        raise Refusal("unknown_agent", "no agent has been started yet" if home is None else f"no agent with cid {cid}")
     return found
 
 
 def agent(cmds: Commands, cid: int) -> Agent:
-    return cmds.store.get(registry_of(cmds, cid).agent_of(cid))
+    return cmds.store.get(holder(cmds.store.get, cid).agent_of(cid))
 
 
 def transcript_of(cmds: Commands, a: Agent) -> Transcript:
@@ -53,16 +57,8 @@ def transcript_of(cmds: Commands, a: Agent) -> Transcript:
 
 
 # -- in a unit ----------------------------------------------------------------------------------------
-def node_in(unit: Unit, cid: int | None = None) -> Node:
-    """The CID registry of the machine whose range holds ``cid`` (n0's without one)."""
-    found = unit.get(node_id((range_node(cid) if cid is not None else "") or LOCAL_NODE))
-    if found is None:
-        raise Refusal("unknown_agent", "no agent has been started yet" if cid is None else f"no agent with cid {cid}")
-    return found
-
-
 def agent_in(unit: Unit, cid: int) -> Agent:
-    return unit.get(node_in(unit, cid).agent_of(cid))
+    return unit.get(holder(unit.get, cid).agent_of(cid))
 
 
 def registries_in(unit: Unit) -> list[Node]:
@@ -256,11 +252,15 @@ retire = _lifecycle("retire")
 
 def delete(cmds: Commands, ctx: Context, cid: int) -> Done[None]:
     def decide(unit: Unit) -> None:
-        n = node_in(unit, cid)
+        n = holder(unit.get, cid)
         a = unit.get(n.agent_of(cid))
         a.delete(ctx)
         n.release(ctx, cid)
         unit.add(a, n)
+        home = unit.get(node_id(range_node(cid) or LOCAL_NODE))
+        if home is not None and home is not n:  # deleted while away: its range's node frees the CID too
+            home.release(ctx, cid)
+            unit.add(home)
 
     return cmds.run(decide)
 
@@ -328,3 +328,60 @@ def add_entry_in(unit: Unit, ctx: Context, cid: int, kind: str, text: str | None
 def add_entry(cmds: Commands, ctx: Context, cid: int, kind: str, text: str | None = None,
               tool: str | None = None, detail: dict | None = None) -> Done[None]:
     return cmds.run(lambda unit: add_entry_in(unit, ctx, cid, kind, text, tool, detail))
+
+
+# -- moves (the guide's "Placement and moves"; the runtime copies the machine, ``runtime.moves``) ------
+def _move_target_in(unit: Unit, target: str) -> Node:
+    """The node an agent may move to, on fresh state: a node the plaza has, not revoked, not draining."""
+    found = unit.get(node_id(target)) if isinstance(target, str) else None
+    reg = unit.get(REGISTRY_ID)
+    joined = reg.joined.get(target, {}) if reg is not None else {}
+    if found is None or (target != LOCAL_NODE and not joined):
+        raise Refusal("unknown_node", f"no node {target!r} (see nodes list)")
+    if joined.get("revoked"):
+        raise Refusal("node_revoked", f"node {target} is revoked; it takes no agents")
+    if joined.get("draining"):
+        raise Refusal("node_draining", f"node {target} is draining; it takes no agents")
+    return found
+
+
+def movable_in(unit: Unit, cid: int, target: str) -> tuple[Agent, Node, Node]:
+    """Every refusal of a move that the records decide, before anything moves: the plaza held, an
+    unknown agent or node, the same node, a node revoked or draining, an agent that cannot move now."""
+    require_running(unit.get)
+    source = holder(unit.get, cid)
+    a = unit.get(source.agent_of(cid))
+    dest = _move_target_in(unit, target)
+    a.check_movable(dest.name)
+    return a, source, dest
+
+
+def check_move(cmds: Commands, cid: int, target: str) -> dict:
+    """The refusals of a move of ``cid`` to ``target`` as the records stand (nothing is written)."""
+    return cmds.run(lambda unit: {"source": movable_in(unit, cid, target)[1].name}).value
+
+
+def moved(cmds: Commands, ctx: Context, cid: int, target: str, figures: dict) -> Done[str]:
+    """The move's finish, in one commit: the agent's node is the target; its CID leaves the source's
+    registry for the target's, and the node whose range holds it remembers where it is; a transcript
+    entry says what moved. Returns the source's name."""
+
+    def decide(unit: Unit) -> str:
+        require_running(unit.get)
+        source = holder(unit.get, cid)
+        a = unit.get(source.agent_of(cid))
+        dest = _move_target_in(unit, target)
+        a.moved(ctx, dest.name, int(figures["bytes_moved"]), float(figures["seconds"]))
+        source.move_out(ctx, cid, dest.name)
+        dest.move_in(ctx, cid, a.id.hex, source.name)
+        home = unit.get(node_id(range_node(cid) or LOCAL_NODE))
+        home.place(ctx, cid, dest.name)
+        tr = transcript_in(unit, a)
+        mb = figures["bytes_moved"] / 1e6
+        tr.add(ctx, "note", text=f"moved from node {source.name} to node {dest.name}: {mb:.1f} MB in "
+                                 f"{figures['seconds']:.1f} s", detail={"action": "move", "from": source.name,
+                                                                       "to": dest.name, **figures})
+        unit.add(a, source, dest, home, tr)
+        return source.name
+
+    return cmds.run(decide)

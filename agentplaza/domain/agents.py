@@ -130,12 +130,43 @@ class Node(PlazaAggregate):
 
         def apply(self, node: Node) -> None:
             node.cids.pop(str(self.cid), None)
+            node.away.pop(str(self.cid), None)  # a CID of this range deleted while away is free again
+
+    class CidMovedOut(PlazaAggregate.Event):
+        """A move: the agent with this CID left for node ``to`` (its CID goes with it)."""
+        cid: int
+        to: str
+
+        def apply(self, node: Node) -> None:
+            node.cids.pop(str(self.cid), None)
+
+    class CidMovedIn(PlazaAggregate.Event):
+        """A move: the agent with this CID arrived from node ``source``."""
+        cid: int
+        agent_id: str
+        source: str
+
+        def apply(self, node: Node) -> None:
+            node.cids[str(self.cid)] = self.agent_id
+
+    class CidPlaced(PlazaAggregate.Event):
+        """On the node whose range holds the CID: where the agent with it is now (``node``; itself when home)."""
+        cid: int
+        node: str
+
+        def apply(self, node: Node) -> None:
+            if self.node == node.name:
+                node.away.pop(str(self.cid), None)
+            else:
+                node.away[str(self.cid)] = self.node
 
     def __init__(self, name: str, cid_first: int, cid_last: int):
         self.name = name
         self.cid_first = cid_first
         self.cid_last = cid_last
         self.cids: dict[str, str] = {}  # str(cid) -> agent id (str keys: snapshots are JSON)
+        #: CIDs of this range whose agents moved to another node: str(cid) -> that node. Not free.
+        self.away: dict[str, str] = {}
 
     @classmethod
     def found_local(cls, ctx: Context) -> Node:
@@ -143,7 +174,33 @@ class Node(PlazaAggregate):
                          cid_last=LOCAL_CID_FIRST + CID_RANGE_SIZE - 1)
 
     def free_cids(self) -> list[int]:
-        return [c for c in range(self.cid_first, self.cid_last + 1) if str(c) not in self.cids]
+        away = getattr(self, "away", {})  # a snapshot from before moves has none
+        return [c for c in range(self.cid_first, self.cid_last + 1) if str(c) not in self.cids and str(c) not in away]
+
+    def in_range(self, cid: int) -> bool:
+        return self.cid_first <= cid <= self.cid_last
+
+    def placed_at(self, cid: int) -> str | None:
+        """Where the agent with a CID of this range is: this node, the node it moved to, or None."""
+        if str(cid) in self.cids:
+            return self.name
+        return getattr(self, "away", {}).get(str(cid))
+
+    def move_out(self, ctx: Context, cid: int, to: str) -> None:
+        if str(cid) not in self.cids:
+            raise Refusal("unknown_agent", f"node {self.name} has no agent with cid {cid}")
+        self.record(self.CidMovedOut, ctx, cid=cid, to=to)
+
+    def move_in(self, ctx: Context, cid: int, agent_id: str, source: str) -> None:
+        if str(cid) in self.cids:
+            raise Refusal("agent_busy", f"node {self.name} holds cid {cid} already")
+        self.record(self.CidMovedIn, ctx, cid=cid, agent_id=agent_id, source=source)
+
+    def place(self, ctx: Context, cid: int, node: str) -> None:
+        """This node's range holds ``cid``: remember where its agent is now."""
+        if not self.in_range(cid):
+            raise ValueError(f"cid {cid} is not in node {self.name}'s range")
+        self.record(self.CidPlaced, ctx, cid=cid, node=node)
 
     def assign(self, ctx: Context, agent_ids: list[str]) -> list[int]:
         """The lowest free CIDs, one per agent; refused whole if the range cannot hold them all."""
@@ -161,7 +218,7 @@ class Node(PlazaAggregate):
         return str(cid) in self.cids
 
     def release(self, ctx: Context, cid: int) -> None:
-        if str(cid) in self.cids:
+        if str(cid) in self.cids or str(cid) in getattr(self, "away", {}):
             self.record(self.CidReleased, ctx, cid=cid)
 
     def agent_of(self, cid: int) -> uuid.UUID:
@@ -279,6 +336,17 @@ class Agent(PlazaAggregate):
 
         def apply(self, a: Agent) -> None:
             a.status = "idle"
+
+    class Moved(PlazaAggregate.Event):
+        """Its machine was copied to another node, asleep, and that node runs it from now on (the guide's
+        "records the new placement"); its CID is kept."""
+        source: str
+        target: str
+        bytes_moved: int
+        seconds: float
+
+        def apply(self, a: Agent) -> None:
+            a.node = self.target
 
     class Stopped(PlazaAggregate.Event):
         def apply(self, a: Agent) -> None:
@@ -433,6 +501,29 @@ class Agent(PlazaAggregate):
         if self.status != "asleep":
             raise Refusal("agent_awake", f"agent {self.cid} is not asleep")
         self.record(self.Woke, ctx)
+
+    def check_movable(self, target: str) -> None:
+        """The guide's move starts with a sleep: only a running agent that is idle (or asleep already) with
+        nothing queued moves, and never to the node it is on."""
+        self._not_retired("move")
+        if target == self.node:
+            raise Refusal("same_node", f"agent {self.cid} is on node {target} already")
+        if self.run != "running":
+            raise Refusal("agent_stopped", f"agent {self.cid} is stopped; start it before moving it")
+        if self.status == "offline":
+            raise Refusal("agent_offline", f"agent {self.cid} is not running; it moves once its machine is up")
+        if self.working is not None or self.queue:
+            raise Refusal("agent_busy", f"agent {self.cid} has work; it moves only when its queue is empty")
+
+    def moved(self, ctx: Context, target: str, bytes_moved: int, seconds: float) -> None:
+        """The move's finish: the new placement. The machine slept first (it is asleep now)."""
+        self._not_retired("move")
+        if self.status != "asleep":
+            raise Refusal("agent_awake", f"agent {self.cid} must be asleep while its machine moves")
+        if target == self.node:
+            raise Refusal("same_node", f"agent {self.cid} is on node {target} already")
+        self.record(self.Moved, ctx, source=self.node, target=target, bytes_moved=bytes_moved,
+                    seconds=round(seconds, 3))
 
     def stop(self, ctx: Context) -> None:
         self._not_retired("stop")

@@ -64,6 +64,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "invalid_ttl", "invalid_public_key",
         # volumes
         "invalid_volume_name", "invalid_source", "invalid_volume_list", "too_many_volumes",
+        "same_node",  # moves
     ),
     Kind.MALFORMED: (
         "bad_json", "invalid_idempotency_key",
@@ -169,6 +170,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "node_draining", "node_not_draining", "node_offline",  # joined nodes
         # volumes
         "volume_exists", "volume_in_use", "volume_missing_on_target",
+        "volume_missing",  # moves (the agent's volume is not on the target)
     ),
     Kind.LOCKED: (
         "vault_sealed", "vault_tampered",
@@ -191,6 +193,7 @@ _BY_KIND: dict[Kind, tuple[str, ...]] = {
         "sandbox_failed",
         # volumes
         "volume_build_failed",
+        "move_failed",  # moves
     ),
     Kind.UNAVAILABLE: (
         "not_anchored", "vault_absent", "calls_not_settled",

@@ -194,6 +194,9 @@ class AgentsProjection(Projection):
     def on_Agent_Woke(self, e: EventRecord, rows: Rows) -> None:
         self._put(rows, self._row(e, rows), status="idle")
 
+    def on_Agent_Moved(self, e: EventRecord, rows: Rows) -> None:
+        self._put(rows, self._row(e, rows), node=e.data["target"])
+
     def on_Agent_Stopped(self, e: EventRecord, rows: Rows) -> None:
         self._put(rows, self._row(e, rows), run="stopped", status="offline", working_on=None)
 

@@ -96,7 +96,8 @@ class AgentRuntime:
         #: Every node the hub reaches now: n0 (its own noded), and each joined node while it is connected.
         self.links: dict[str, NodeLink] = {}
         self.joined = JoinedNodes(self)
-        self.where: dict[int, str] = {}          # cid -> the node its machine was last started on
+        self.where: dict[int, str] = {}          # cid -> the node its machine was last started on or moved to
+        self.attached: set[str] = set()          # other local nodes attached by name (``attach_node``)
         self.applied: dict[int, tuple] = {}      # cid -> (agent_id, generation, wipes) running now
         self.failed: dict[int, tuple] = {}       # cid -> (key, when) of a failed boot
         self.busy: set[int] = set()              # cids with a node request in flight
@@ -197,7 +198,8 @@ class AgentRuntime:
     def link_of(self, name: str) -> NodeLink:
         """The link to node ``name``; refused when the hub knows no such node, or it is not connected now."""
         link = self.links.get(name)
-        if link is None or not link.up or (name != LOCAL_NODE and not self.joined.online(name)):
+        if link is None or not link.up or (name != LOCAL_NODE and name not in self.attached
+                                           and not self.joined.online(name)):
             if name != LOCAL_NODE and name not in self.joined.revoked_names and self._joined(name):
                 raise Refusal("node_offline", f"node {name} is offline (not connected to the hub)")
             if name in self.joined.revoked_names:
@@ -234,10 +236,19 @@ class AgentRuntime:
         self.kick()
 
     def drain_started(self, name: str) -> None:
-        """HOOK for the moves loop (branch ``moves``): node ``name`` was drained, so each agent on it is to
-        be moved off, one at a time ("Draining and revoking"). Placement already sends it no new agents;
-        until the moves loop fills this in, its agents stay where they are."""
-        log.info("node %s drained: it takes no new agents", name)
+        """Node ``name`` was drained: placement sends it no new agents, and each agent on it is moved off,
+        one at a time ("Draining and revoking"), in a thread of its own (``runtime.moves.drain``)."""
+        log.info("node %s drained: it takes no new agents; its agents are moved off", name)
+        ctx = self.cmds.context("hub", f"node {name} is draining")
+
+        def run() -> None:
+            try:
+                report = self.drain(name, ctx)
+                log.info("drain of node %s: %s", name, report)
+            except Exception as e:  # noqa: BLE001 - a drain that fails leaves the agents where they are
+                log.warning("drain of node %s failed: %s", name, getattr(e, "message", e))
+
+        threading.Thread(target=run, daemon=True, name=f"drain-{name}").start()
 
     def kill(self, cid: int) -> None:
         """``machines kill``: the run's VM stopped on its machine now, its harness stream reset."""
@@ -293,6 +304,27 @@ class AgentRuntime:
                                  online=online, draining=bool(entry.get("draining")),
                                  revoked=bool(entry.get("revoked")), warm=warm))
         return place(out, memory_mib)
+
+    def attach_node(self, name: str, link: NodeLink) -> NodeLink:
+        """Another local node's link (a test's or a bench's second noded in its own folders): its guests'
+        streams are checked against the CIDs the plaza placed there, and its events are followed. A joined
+        node's link comes through ``JoinedNodes.attach`` instead."""
+        link.on_stream = lambda service, cid, st: self.on_stream_from(name, service, cid, st)
+        self.links[name] = link
+        self.attached.add(name)
+        threading.Thread(target=self.follow_node_events, args=(name, link), daemon=True,
+                         name=f"node-events-{name}").start()
+        return link
+
+    def move(self, cid: int, target: str, ctx) -> dict:
+        """``agents move CID NODE``: the guide's five steps (``runtime.moves``)."""
+        from . import moves
+        return moves.move(self, cid, target, ctx)
+
+    def drain(self, name: str, ctx) -> dict:
+        """Every agent off node ``name``, one at a time (``runtime.moves.drain``)."""
+        from . import moves
+        return moves.drain(self, name, ctx)
 
     def boot_blockers(self) -> list[str]:
         """Why node n0 cannot boot a microVM now (empty: it can), asked of the node afresh: the owner may
@@ -662,8 +694,13 @@ class AgentRuntime:
 
     def agent_of(self, cid: int):
         """The plaza's own record of the agent with this CID, or None: a CID never given out."""
-        n = self.cmds.store.get(node_id(range_node(cid) or LOCAL_NODE)) if type(cid) is int else None
-        if n is None or not n.holds(cid):
+        if type(cid) is not int:
+            return None
+        try:
+            n = ac.holder(self.cmds.store.get, cid)  # the range's node, or the one its agent moved to
+        except Refusal:
+            return None
+        if not n.holds(cid):
             return None
         a = self.cmds.store.get(n.agent_of(cid))
         return None if a is None or a.deleted else a

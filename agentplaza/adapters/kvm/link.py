@@ -72,11 +72,15 @@ class NodeLink:
             return
         self.on_stream(service, cid, st)
 
-    def request(self, op: str, timeout: float = 120.0, **meta) -> dict:
+    def request(self, op: str, timeout: float = 120.0, body: dict | None = None, **meta) -> dict:
+        """One op: its answer. ``body`` (JSON) goes in the stream, for what is too long for the open's
+        meta (a move's file list and manifest)."""
         if not self.up:
             raise NodeError("the node is not connected")
         try:
             st = self.channel.open(op, **meta)
+            if body is not None:
+                st.write(json.dumps(body).encode(), timeout=timeout)
             st.close()
             raw = st.read_all(timeout)
         except (ChannelClosed, StreamReset, TimeoutError) as e:
@@ -86,6 +90,15 @@ class NodeLink:
         if err is not None:
             raise NodeError(err["message"] or f"node request {op} failed", err["code"])
         return answer
+
+    def stream(self, op: str, **meta) -> Stream:
+        """A raw stream of an op that carries bytes (a move's pieces: ``export_read``, ``import_write``)."""
+        if not self.up:
+            raise NodeError("the node is not connected")
+        try:
+            return self.channel.open(op, **meta)
+        except ChannelClosed as e:
+            raise NodeError(f"node stream {op} failed: {e}") from None
 
     def events(self) -> Iterator[dict]:
         st = self.channel.open("events")
@@ -113,11 +126,14 @@ class NodeLink:
 NODED_UMASK = 0o022
 
 
-def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = None) -> tuple[subprocess.Popen, Path]:
-    """Start noded as the hub's child (node n0); its machines stop when the hub goes."""
+def start_local_node(state_dir: Path, data_dir: Path, images_dir: str | None = None,
+                     name: str = "n0") -> tuple[subprocess.Popen, Path]:
+    """Start noded as the hub's child (node n0, or another local node in its own folders: a test's
+    second node); its machines stop when the hub goes."""
     sock = Path(state_dir) / "node.sock"
-    argv = [sys.executable, "-m", "agentplaza.adapters.kvm.noded", "--socket", str(sock),
-            "--vms", str(Path(data_dir) / "vms"), "--volumes", str(Path(data_dir) / "volumes"), "--exit-with-parent"]
+    argv = [sys.executable, "-m", "agentplaza.adapters.kvm.noded", "--socket", str(sock), "--name", name,
+            "--vms", str(Path(data_dir) / "vms"), "--templates", str(Path(data_dir) / "templates"),
+            "--volumes", str(Path(data_dir) / "volumes"), "--exit-with-parent"]
     if images_dir:
         argv += ["--images", images_dir]
     log = os.fdopen(os.open(Path(state_dir) / "noded.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")

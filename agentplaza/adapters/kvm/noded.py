@@ -53,6 +53,7 @@ from vmm.image.build import Image, ensure_image
 from vmm.readiness import blockers
 
 from .console import ConsoleTail
+from .nodemoves import Moves
 
 log = logging.getLogger("noded")
 
@@ -284,6 +285,9 @@ def splice_streams(a, b) -> None:
 
 
 class Node:
+    machine_name = staticmethod(machine_name)
+    default_vcpus, default_memory_mib = DEFAULT_VCPUS, DEFAULT_MEMORY_MIB
+
     def __init__(self, name: str, vms_dir: Path, image: Image | None = None, images_dir: str | None = None,
                  templates_dir: Path | None = None, recover: bool = True,
                  volumes_dir: Path | None = None) -> None:
@@ -305,6 +309,7 @@ class Node:
         self._events: list = []
         self._events_cond = threading.Condition()
         self._event_streams: list = []
+        self.moves = Moves(self)  # exports and imports of sleeping machines (adapters/kvm/nodemoves.py)
 
     def image(self) -> Image:
         if self._image is None:
@@ -336,8 +341,12 @@ class Node:
             if op == "envd":
                 self.op_envd(st)
                 return
-            st.read_all(timeout=30)
-            result = getattr(self, f"op_{op}")(st.meta) if op in OPS else error(UNKNOWN_OP, f"no op {op!r}")
+            if op in STREAM_OPS:  # a move's pieces, streamed out of an export or into an import
+                getattr(self.moves, op)(st)
+                return
+            raw = st.read_all(timeout=30)
+            meta = dict(st.meta, body=json.loads(raw)) if raw else st.meta
+            result = getattr(self, f"op_{op}")(meta) if op in OPS else error(UNKNOWN_OP, f"no op {op!r}")
         except Exception as e:  # noqa: BLE001 - every request gets an answer that says why
             result = error(NODE_FAILED, f"{type(e).__name__}: {e}")
         try:
@@ -548,6 +557,33 @@ class Node:
             return {"removed": False}
         return {"removed": t.remove(str(meta.get("key") or ""))}
 
+    # -- moves (adapters/kvm/nodemoves.py) ------------------------------------------------------------
+    def op_export_open(self, meta: dict) -> dict:
+        return self.moves.export_open(meta)
+
+    def op_export_manifest(self, meta: dict) -> dict:
+        return self.moves.export_manifest(meta)
+
+    def op_export_close(self, meta: dict) -> dict:
+        return self.moves.export_close(meta)
+
+    def op_import_open(self, meta: dict) -> dict:
+        return self.moves.import_open(meta)
+
+    def op_import_finish(self, meta: dict) -> dict:
+        return self.moves.import_finish(meta)
+
+    def op_import_abort(self, meta: dict) -> dict:
+        return self.moves.import_abort(meta)
+
+    def adopt(self, cid: int, machine) -> Run:
+        """A machine that arrived asleep (a move's import): a run the hub wakes next."""
+        run = Run(self, cid, machine)
+        run.sleeping = True
+        with self.lock:
+            self.runs[cid] = run
+        return run
+
     def stop_all(self) -> None:
         with self.lock:
             cids = list(self.runs)
@@ -578,6 +614,7 @@ class Node:
             try:
                 conn, _ = srv.accept()
             except TimeoutError:
+                self.moves.sweep()  # exports and imports past their time are dropped
                 continue
             if self.hub is not None and not self.hub.closed:
                 self.hub.close()  # the newest hub connection wins
@@ -587,7 +624,10 @@ class Node:
 
 
 OPS = ("facts", "list", "start", "stop", "wipe", "delete", "sleep", "wake", "checkpoint", "checkpoints", "rollback",
-       "checkpoint_delete", "templates", "template_rm", "volumes")
+       "checkpoint_delete", "templates", "template_rm", "volumes",
+       "export_open", "export_manifest", "export_close", "import_open", "import_finish", "import_abort")
+#: The ops whose stream carries a move's pieces rather than one request and one answer.
+STREAM_OPS = ("export_read", "import_write")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -640,6 +680,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             node.serve(Path(args.socket), stop)
     finally:
+        node.moves.close_all()
         node.stop_all()
     return 0
 

@@ -47,6 +47,10 @@ class RollbackBody(Body):
     name: str
 
 
+class MoveBody(Body):
+    node: str
+
+
 class ForkBody(Body):
     n: int = 1
     checkpoint: str | None = None
@@ -292,8 +296,24 @@ async def fork(request: Request) -> dict:
             "forks": [rm.agent_of(hub.read_models, c) for c in done["forks"]]}
 
 
+@endpoint
+async def move(request: Request) -> dict:
+    """Move the agent's machine to another node (the guide's five steps); the bytes moved and the time."""
+    api = api_of(request)
+    hub = api.hub
+    cid = cid_of(request)
+    body = await read_body(request, MoveBody)
+    if hub.runtime is None:
+        raise ApiError("no_node", "this hub runs without a node; agents have no machines to move")
+    ctx = api.context(request, f"move agent {cid} to {body.node}")
+    done = await anyio.to_thread.run_sync(lambda: hub.runtime.move(cid, body.node, ctx))
+    hub.read_models.catch_up()
+    return {"move": done, "agent": rm.agent_of(hub.read_models, cid)}
+
+
 ROUTES = [
     Route("/v1/agents/{cid}/fork", fork, methods=["POST"]),
+    Route("/v1/agents/{cid}/move", move, methods=["POST"]),
     Route("/v1/agents/{cid}/cancel", cancel, methods=["POST"]),
     Route("/v1/agents/{cid}/checkpoint", checkpoint, methods=["POST"]),
     Route("/v1/agents/{cid}/checkpoints", checkpoints, methods=["GET"]),

@@ -1,7 +1,8 @@
 """agentplaza agents create --role R [--count N] [--model M] | list [--role R] | show CID | tell CID --text T
 | stop CID | restart CID | wipe CID | retire CID | delete CID | model CID M|default | mode CID MODE
 | rename CID NAME | logs CID | sleep CID | wake CID | checkpoint CID [--name N] [--label L] | checkpoints CID
-| rollback CID NAME | checkpoint-delete CID NAME | fork CID [--n N] [--checkpoint NAME] | cancel CID [--reason R].
+| rollback CID NAME | checkpoint-delete CID NAME | fork CID [--n N] [--checkpoint NAME] | cancel CID [--reason R]
+| move CID NODE.
 Stop, restart, wipe, retire, delete, rollback and checkpoint-delete ask first unless --yes."""
 
 from __future__ import annotations
@@ -97,6 +98,12 @@ def napping(name: str, text: str) -> Action:
                   render=lambda d: f"agent {d['agent']['cid']}: {d['agent']['status']}")
 
 
+def render_move(d: dict) -> str:
+    m = d["move"]
+    return (f"agent {m['cid']} moved from {m['from']} to {m['to']}: {m['bytes_moved'] / 1e6:.1f} MB moved "
+            f"(of {m['apparent_bytes'] / 1e6:.1f} MB of files) in {m['seconds']:.1f} s; now {d['agent']['status']}")
+
+
 def render_memory(d: dict) -> str:
     if "notes" in d:
         return table([{**n, "links": ", ".join(n["links"]), "backlinks": ", ".join(n["backlinks"])}
@@ -152,6 +159,9 @@ AREA = Area("agents", "spawn, list and drive agents", (
                  arg("--checkpoint", help="the checkpoint to start from; default: one taken now")),
            body=lambda a: {"n": a.n, **({"checkpoint": a.checkpoint} if a.checkpoint else {})},
            render=lambda d: f"agent {d['source']} forked at {d['checkpoint']}:\n" + table(d["forks"], ROSTER)),
+    Action("move", "move the agent's machine to another node (it sleeps, is copied, and wakes there)", "POST",
+           "/v1/agents/{cid}/move", args=(CID_ARG, arg("node", help="the node to move it to (see nodes list)")),
+           body=lambda a: {"node": a.node}, render=render_move),
     Action("model", "set the agent's model, or `default` to use its role's", "PATCH", "/v1/agents/{cid}",
            args=(CID_ARG, arg("model")), body=lambda a: {"model": None if a.model == "default" else a.model},
            render=render_page),
