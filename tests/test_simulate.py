@@ -201,3 +201,96 @@ def test_a_secret_value_logged_is_found(monkeypatch):
             break
     assert r.failure is not None and r.failure.invariant == "no_secret_value_anywhere", r.failure
     assert "logged line" in r.failure.message and "sk-sim-" in r.failure.message
+
+
+# -- guests that answer garbage, too much or nothing (sim/guests.py: the hub's real harness session) --------
+
+def _world_with_agents(n: int = 2):
+    from agentplaza.sim.workload import setup
+    from agentplaza.sim.world import World
+
+    w = World(7)
+    return w, setup(w, n)
+
+
+def _agent(w, cid):
+    from agentplaza.commands import agents as ac
+
+    return ac.agent(w.cmds, cid)
+
+
+@pytest.mark.parametrize("behaviour", ["garbage", "bad_frames", "line_too_long", "too_much", "well"])
+def test_a_guest_that_misbehaves_is_answered_and_its_item_ends_cleanly(behaviour):
+    from agentplaza.sim import guests
+    from agentplaza.sim.invariants import Look
+
+    w, m = _world_with_agents()
+    try:
+        cid = m.agents[0][0]
+        before = w.store.max_position()
+        text = guests.play(w, w.guests, cid, behaviour, 4)
+        assert "took w-" in text
+        a = _agent(w, cid)
+        if behaviour in ("bad_frames", "line_too_long"):  # the stream is reset: the item ends cancelled
+            assert cid not in w.guests and a.working is None and a.status == "offline"
+        else:  # every line was answered with one JSON object (play checks it); the guest said done
+            assert a.working is None and cid in w.guests
+        if behaviour == "garbage":
+            assert "bad_request" in text
+        if behaviour == "too_much":  # the gate refused the 2 MiB string, the file store the big file
+            assert "too_large" in text and ("invalid_value" in text or "out_of_bounds" in text or "bad_request" in text)
+            w.rm.catch_up()
+            from agentplaza.domain.agents import MAX_ENTRY_CHARS
+            from agentplaza.projections.agents import transcript_table
+
+            texts = [r["text"] or "" for r in w.rm.rows(transcript_table) if r["cid"] == cid]
+            assert texts and max(map(len, texts)) <= MAX_ENTRY_CHARS
+        assert w.store.max_position() > before
+        for f in INVARIANTS.values():
+            f(Look(w, m))
+    finally:
+        w.close()
+
+
+def test_a_silent_guest_holds_its_item_until_its_channel_closes_and_a_crash_under_it_frees_the_agent():
+    from agentplaza.commands import agents as ac
+    from agentplaza.sim import guests
+    from agentplaza.sim.invariants import Look
+
+    w, m = _world_with_agents()
+    try:
+        cid = m.agents[0][0]
+        assert "went silent" in guests.play(w, w.guests, cid, "silent", 1)
+        item = _agent(w, cid).working
+        assert item is not None and w.guests[cid].session.taken == item
+        INVARIANTS["a_work_item_ends_cleanly"](Look(w, m))
+        ac.tell(w.cmds, w.cmds.context("owner"), cid, "the next thing")
+        w.crash()  # the hub dies under the silent guest; the guest reconnects to the new hub
+        a = _agent(w, cid)
+        assert a.working is not None and a.working != item  # the old item ended; the next was taken
+        w.rm.catch_up()
+        ended = [e for e in w.store.read() if e.kind == "Agent.WorkFinished" and e.data["item"] == item]
+        assert [e.data["outcome"] for e in ended] == ["cancelled"]
+        for f in INVARIANTS.values():
+            f(Look(w, m))
+        w.guests.pop(cid).close()  # the channel closes: the item it held ends cancelled too
+        assert _agent(w, cid).working is None and _agent(w, cid).status == "offline"
+        INVARIANTS["a_work_item_ends_cleanly"](Look(w, m))
+    finally:
+        w.close()
+
+
+def test_a_running_item_no_session_holds_breaks_the_invariant():
+    import types
+
+    from agentplaza.sim.invariants import Look
+    from agentplaza.sim.workload import Memory
+
+    records = [_record(1, "Agent.WorkStarted", of="a", item="w-1")]
+    look = Look(types.SimpleNamespace(guests={}), Memory(), _records=records)  # type: ignore[arg-type]
+    with pytest.raises(Broken) as e:
+        INVARIANTS["a_work_item_ends_cleanly"](look)
+    assert "no harness session holds it" in e.value.message
+    twice = records + [_record(2, "Agent.WorkStarted", of="a", item="w-2")]
+    with pytest.raises(Broken):
+        INVARIANTS["a_work_item_ends_cleanly"](Look(types.SimpleNamespace(guests={}), Memory(), _records=twice))  # type: ignore[arg-type]

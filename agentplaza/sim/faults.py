@@ -12,6 +12,7 @@ from collections.abc import Callable
 from ..commands import agents as agent_commands
 from ..commands import tasks as tk
 from ..commands import treasury as tc
+from . import guests
 from .invariants import Broken
 from .workload import Memory, pick
 from .world import World
@@ -88,12 +89,31 @@ def guest_lost(w: World, m: Memory, a: tuple) -> str:
     return f"agent {cid}'s channel dropped and came back"
 
 
+def guest_misbehaves(w: World, m: Memory, a: tuple) -> str:
+    """An agent's guest connects, takes its work item and answers garbage, too much or nothing
+    (``guests.BEHAVIOURS``), through the hub's real harness session."""
+    cid, _role = pick(m.agents, a[0])
+    behaviour = guests.BEHAVIOURS[a[1] % len(guests.BEHAVIOURS)]
+    return guests.play(w, w.guests, cid, behaviour, a[2])
+
+
+def silence_ends(w: World, m: Memory, a: tuple) -> str:
+    """A silent guest's channel closes (its VM exited): the session reads the end and the item it held
+    ends cancelled.  (The runtime has no timeout of its own for a harness that says nothing.)"""
+    cid = pick(sorted(w.guests), a[0])
+    if cid is None:
+        return "no guest is connected"
+    w.guests.pop(cid).close()
+    return f"agent {cid}'s channel closed"
+
+
 Fault = Callable[[World, Memory, tuple], str]
 #: Every fault and its weight among the steps (the actions' weights sum to about a hundred).
 FAULTS: dict[str, tuple[Fault, int]] = {
     "crash": (crash, 3), "write_fails": (write_fails, 2), "second_writer": (second_writer, 2),
     "model_fails": (model_fails, 2), "model_malformed": (model_malformed, 1), "vault_sealed": (vault_sealed, 1),
-    "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1),
+    "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1), "guest_misbehaves": (guest_misbehaves, 3),
+    "silence_ends": (silence_ends, 1),
 }
 
 

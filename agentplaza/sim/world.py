@@ -34,6 +34,7 @@ from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
 from ..vault import crypto as vault_crypto
+from . import guests
 
 #: Where every simulated plaza's clock starts (a Monday morning, UTC).
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
@@ -113,10 +114,13 @@ class World:
             self.database_url, self._drop_database = _fresh_database(admin_url)
         self.crashes = 0
         self.other: Commands | None = None
+        #: The guests connected now (``sim.guests``): their sessions live in the hub's process.
+        self.guests: dict[int, Any] = {}
         self._open()
         plaza_commands.ensure_founded(self.cmds)
         self.vault = self._open_vault()
         self.vault.add_passphrase(self.cmds.context("owner"), SIM_PASSPHRASE)
+        self.runtime = guests.runtime_of(self)
 
     # -- ids and process state -----------------------------------------------------------------
 
@@ -134,6 +138,8 @@ class World:
         return VaultService.open(self.folders, self.cmds, passphrase_n=SIM_SCRYPT_N, recovery_n=SIM_SCRYPT_N)
 
     def _close_process(self) -> None:
+        for g in self.guests.values():  # the sessions die with the process; the guests stay
+            g.abandon()
         self.vault.close()
         self.store.close()
         self.rm.engine.dispose()
@@ -149,6 +155,19 @@ class World:
         self._open()
         self.rm.catch_up()
         self.vault = self._open_vault()
+        self.runtime = guests.runtime_of(self)
+        self.reconnect()
+
+    def reconnect(self) -> None:
+        """Every guest that was connected reconnects to the hub that runs now (hello, then asks for work)."""
+        for cid in sorted(self.guests):
+            g = guests.Guest(self.runtime, cid)
+            self.guests[cid] = g
+            g.ask({"op": "hello"})
+            if not g.ended:
+                g.ask({"op": "next", "wait": 0})
+            if g.ended:
+                del self.guests[cid]
 
     def second_writer(self) -> Commands:
         """Another hub's ``Commands`` on the same store (opened once, kept until the next crash)."""
