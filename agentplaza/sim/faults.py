@@ -107,13 +107,21 @@ def silence_ends(w: World, m: Memory, a: tuple) -> str:
     return f"agent {cid}'s channel closed"
 
 
+def node_lost(w: World, m: Memory, a: tuple) -> str:
+    """Node n0 and every guest on it go at once, and come back (``guests.node_lost``)."""
+    try:
+        return guests.node_lost(w, a[0])
+    except AssertionError as e:
+        raise Broken("the_node_runs_what_the_plaza_says", str(e)) from None
+
+
 Fault = Callable[[World, Memory, tuple], str]
 #: Every fault and its weight among the steps (the actions' weights sum to about a hundred).
 FAULTS: dict[str, tuple[Fault, int]] = {
     "crash": (crash, 3), "write_fails": (write_fails, 2), "second_writer": (second_writer, 2),
     "model_fails": (model_fails, 2), "model_malformed": (model_malformed, 1), "vault_sealed": (vault_sealed, 1),
     "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1), "guest_misbehaves": (guest_misbehaves, 3),
-    "silence_ends": (silence_ends, 1),
+    "silence_ends": (silence_ends, 1), "node_lost": (node_lost, 1),
 }
 
 

@@ -28,6 +28,7 @@ from vmm.guest import contract
 
 from ..commands import agents as agent_commands
 from ..events.bus import Bus
+from ..projections.agents import agents_table
 from ..runtime.fleet import AgentRuntime
 from ..runtime.session import HarnessSession
 
@@ -189,9 +190,91 @@ class Guest:
         self.thread.join(STUCK_S)
 
 
+class SimNode:
+    """Node n0 as the runtime's link sees it (``NodeLink.request`` and ``events``): every request is
+    answered at once, and the events it reports are the ones the simulator queues."""
+
+    def __init__(self) -> None:
+        self.queued: list[dict] = []
+        self.requests: list[tuple[str, int | None]] = []
+        self.running: set[int] = set()
+
+    def request(self, op: str, timeout: float | None = None, **kw: Any) -> dict:
+        cid = kw.get("cid")
+        self.requests.append((op, cid))
+        if op == "start":
+            self.running.add(cid)
+            return {"boot_s": 1.5, "jailed": True}
+        if op in ("stop", "delete", "sleep"):
+            self.running.discard(cid)
+        if op == "wake":
+            self.running.add(cid)
+            return {"wake_s": 0.2}
+        return {}
+
+    def events(self):
+        while self.queued:
+            yield self.queued.pop(0)
+
+    def close(self) -> None:
+        pass
+
+
 def runtime_of(w: World) -> AgentRuntime:
-    """The hub's runtime without a node (its guests are the simulator's), made anew after a crash."""
-    return AgentRuntime(SimHub(w.cmds, w.rm, w.folders, w.vault), node="off")
+    """The hub's runtime on a simulated node n0 (its guests are the simulator's), made anew after a
+    crash.  Its node requests run in the step that makes them, not on threads of their own, so their
+    commits fall in the same order in every run."""
+    rt = AgentRuntime(SimHub(w.cmds, w.rm, w.folders, w.vault), node="off")
+    rt.link = SimNode()  # type: ignore[assignment]
+    pending: list[tuple] = []
+    rt.sim_pending = pending  # type: ignore[attr-defined]
+
+    def spawn_later(fn, cid: int, *args) -> None:  # reconcile spawns under its lock: run after it
+        rt.busy.add(cid)
+        pending.append((fn, cid, args))
+
+    rt._spawn = spawn_later  # type: ignore[method-assign]
+    return rt
+
+
+def reconcile(rt: AgentRuntime) -> None:
+    """One pass of the runtime's reconcile, and the node requests it made, in the order it made them
+    (on read models that follow the log, as the hub's follower keeps them)."""
+    rt.hub.read_models.catch_up()
+    rt.reconcile()
+    pending = rt.sim_pending  # type: ignore[attr-defined]
+    while pending:
+        fn, cid, args = pending.pop(0)
+        try:
+            fn(cid, *args)
+        finally:
+            rt.busy.discard(cid)
+
+
+def node_lost(w: World, n: int) -> str:
+    """Node n0 disappears with every guest on it at once and comes back: each guest's channel closes,
+    the node reports each VM exited, then the runtime's reconcile boots every agent the plaza runs
+    again and the guests that were connected reconnect.  Afterwards the node runs exactly the agents
+    the plaza says run (raises ``AssertionError`` when not)."""
+    rt = w.runtime
+    reconcile(rt)  # what the node ran before it went
+    was = sorted(w.guests)
+    for cid in was:
+        w.guests.pop(cid).close()
+    node: SimNode = rt.link  # type: ignore[assignment]
+    node.queued = [{"event": "exited", "cid": cid, "exit": (137, 0)[n % 2]} for cid in sorted(rt.applied)]
+    lost = len(node.queued)
+    node.running.clear()
+    rt._events()
+    reconcile(rt)  # the node is back: the runtime boots what the plaza runs
+    w.guests.update({cid: None for cid in was})  # type: ignore[misc]
+    w.reconnect()
+    w.rm.catch_up()
+    running = {r["cid"] for r in w.rm.rows(agents_table) if r["run"] == "running"}
+    if set(rt.applied) != running or node.running != running:
+        raise AssertionError(f"after the node came back it runs {sorted(node.running)}; the plaza runs "
+                             f"{sorted(running)}")
+    return f"node n0 lost {lost} VMs and {len(was)} guests; it runs {len(running)} again, {len(w.guests)} reconnected"
 
 
 def bad_frames() -> bytes:

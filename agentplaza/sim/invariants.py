@@ -307,7 +307,7 @@ INVARIANTS: dict[str, Invariant] = {f.__name__: f for f in (
 )}
 #: Checked by the runner around a step rather than on a look: a refusal wrote nothing; a crash lost
 #: nothing (the log, its head and every read model the same before and after the restart).
-STEP_INVARIANTS = ("a_refusal_changes_nothing", "the_same_after_a_crash")
+STEP_INVARIANTS = ("a_refusal_changes_nothing", "the_same_after_a_crash", "the_node_runs_what_the_plaza_says")
 
 
 def check_all(world: World, memory: Memory) -> None:

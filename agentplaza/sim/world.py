@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
+from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
+from ..commands import models as model_commands
 from ..commands import plaza as plaza_commands
 from ..commands.unit import Commands
 from ..config import Folders
@@ -118,6 +120,7 @@ class World:
         self.guests: dict[int, Any] = {}
         self._open()
         plaza_commands.ensure_founded(self.cmds)
+        model_commands.ensure_models(self.cmds, [config_from_preset(p) for p in STARTING_PROVIDERS])  # as a hub's start
         self.vault = self._open_vault()
         self.vault.add_passphrase(self.cmds.context("owner"), SIM_PASSPHRASE)
         self.runtime = guests.runtime_of(self)
