@@ -319,3 +319,26 @@ def test_a_node_that_disappears_and_comes_back_ends_its_guests_items_and_runs_wh
             f(Look(w, m))
     finally:
         w.close()
+
+
+def test_the_vault_takes_its_random_source_and_the_default_stays_the_systems(tmp_path):
+    """The vault's keys, salts, nonces and recovery codes come from the source it is given (the
+    simulator's seed); without one, from the system (two vaults never share a key)."""
+    import random
+
+    from agentplaza.commands.unit import Commands
+    from agentplaza.config import Folders
+    from agentplaza.events.store import EventStore
+    from agentplaza.vault import VaultService
+
+    def key_file(name, source):
+        f = Folders(tmp_path / name / "s", tmp_path / name / "c", tmp_path / name / "d").make()
+        store = EventStore.open(state_dir=f.state)
+        v = VaultService.open(f, Commands(store), passphrase_n=2**8, recovery_n=2**8, random_source=source)
+        v.close()
+        store.close()
+        return json.loads((f.config / "vault.key").read_text())["key"]  # (its vault id is the commands')
+
+    seeded = [key_file(n, random.Random("s").randbytes) for n in ("a", "b")]
+    assert seeded[0] == seeded[1]
+    assert key_file("c", None) != key_file("d", None) != seeded[0]

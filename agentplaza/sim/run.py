@@ -24,7 +24,7 @@ from ..domain.base import Refusal
 from . import faults as fault_table
 from .invariants import INVARIANTS, Broken, Look
 from .workload import ACTIONS, Memory, Step, plan, setup
-from .world import World, seeded_vault_bytes
+from .world import World
 
 #: Steps of a run when ``--steps`` is not given.
 DEFAULT_STEPS = 200
@@ -174,7 +174,7 @@ def execute(o: Options, steps: Sequence[Step], *, keep_lines: bool = True) -> Re
     failure: tuple[int, str, str] | None = None
     lines: list[str] = []
     checks = [INVARIANTS[o.only_invariant]] if o.only_invariant in INVARIANTS else list(INVARIANTS.values())
-    with seeded_vault_bytes(random.Random(f"{o.seed}:vault")), contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         w = World(o.seed, o.store, o.admin_url)
         try:
             m = setup(w, o.agents)

@@ -4,7 +4,7 @@ differ between two runs injected from the seed.
 - the clock (``SimClock``): starts at ``T0`` and moves only when the workload or a fault moves it;
 - the ids (``World.new_id``): every correlation id, agent id, work item and tool-call id the
   commands make comes from ``Commands.new_id``, drawn here from the seed;
-- the random bytes of the vault's cryptography (``seeded_vault_bytes``): keys, salts and nonces;
+- the random bytes of the vault's cryptography (the vault's ``random_source``): keys, salts and nonces;
 - the store: a fresh SQLite state folder, or a fresh PostgreSQL database on the server
   ``APZ_DATABASE_URL`` names (dropped at the end).
 
@@ -16,12 +16,11 @@ the state folder, as a hub does at its next start.  A second writer is another s
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -35,7 +34,6 @@ from ..events.store import EventStore
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
-from ..vault import crypto as vault_crypto
 from . import guests
 
 #: Where every simulated plaza's clock starts (a Monday morning, UTC).
@@ -59,18 +57,6 @@ class SimClock:
 
     def advance(self, seconds: float) -> None:
         self.at += dt.timedelta(seconds=seconds)
-
-
-@contextlib.contextmanager
-def seeded_vault_bytes(rng: random.Random) -> Iterator[None]:
-    """The vault's random bytes drawn from ``rng`` for the length of the run (the only module-level
-    source of randomness the plaza's writers use: ``vault.crypto.random_bytes``)."""
-    real = vault_crypto.random_bytes
-    vault_crypto.random_bytes = lambda n: rng.randbytes(n)
-    try:
-        yield
-    finally:
-        vault_crypto.random_bytes = real
 
 
 class NoPostgres(Exception):
@@ -103,6 +89,8 @@ class World:
         if store not in STORES:
             raise ValueError(f"a store is one of {', '.join(STORES)}")
         self.seed = seed
+        #: The vault's random bytes (keys, salts, nonces, recovery codes), given to it as its source.
+        self._vault_rng = random.Random(f"{seed}:vault")
         self.clock = SimClock()
         self._ids = random.Random(f"{seed}:ids")
         self.dir = Path(tempfile.mkdtemp(prefix="apz-sim."))
@@ -138,7 +126,8 @@ class World:
         self.cmds = Commands(self.store, self.clock, self.new_id)
 
     def _open_vault(self) -> VaultService:
-        return VaultService.open(self.folders, self.cmds, passphrase_n=SIM_SCRYPT_N, recovery_n=SIM_SCRYPT_N)
+        return VaultService.open(self.folders, self.cmds, passphrase_n=SIM_SCRYPT_N, recovery_n=SIM_SCRYPT_N,
+                                 random_source=self._vault_rng.randbytes)
 
     def _close_process(self) -> None:
         for g in self.guests.values():  # the sessions die with the process; the guests stay

@@ -62,8 +62,9 @@ def line_of(rec: EventRecord) -> dict:
 
 
 class AuditLog:
-    def __init__(self, path: Path, key_path: Path):
+    def __init__(self, path: Path, key_path: Path, random_source: crypto.RandomSource | None = None):
         self.path = path
+        self.random = random_source
         self.key_path = key_path
         self._lock = threading.Lock()
         self._key: bytes | None = None
@@ -91,7 +92,7 @@ class AuditLog:
             return base64.b64decode(found["key"])
         if not create:
             raise ValueError(f"the vault audit key {self.key_path} is missing, so {self.path} cannot be checked")
-        key = crypto.new_key()
+        key = crypto.new_key(self.random)
         write_json(self.key_path, {"format": "apz-vault-audit-key/1", "key": base64.b64encode(key).decode()})
         return key
 
