@@ -78,14 +78,23 @@ def test_an_injected_bug_is_found_within_a_few_seeds_and_reported_shrunk_with_th
     assert f.reproduce == f"agentplaza simulate --seed {seed} --steps 40 --agents 9 --faults all --store sqlite"
     text = report(r)
     assert f"seed {seed} FAILED at step {f.step}: credits_conserved" in text
-    assert f.reproduce + " --only " + ",".join(map(str, f.only)) in text
+    from agentplaza.sim.run import only_text
+    from agentplaza.sim.workload import Step
+
+    assert f.reproduce + " --only " + only_text(f.only, f.numbers) in text
     # the shrunk history alone fails the same way, and every step of it is needed
-    again = simulate(Options(seed, steps=40), only=f.only, shrinking=False)
+    again = simulate(Options(seed, steps=40), only=f.only, shrinking=False, numbers=f.numbers)
     assert again.failure is not None and again.failure.invariant == "credits_conserved"
+    plan = dict(enumerate(the_plan(Options(seed, steps=40)), 1))
+    assert f.numbers, report(r)  # the kept steps' numbers were shrunk too, each no bigger than the plan's
+    assert all(new <= old for n, ns in f.numbers.items() for new, old in zip(ns, plan[n].args, strict=True))
+    assert any(v <= 3 for ns in f.numbers.values() for v in ns)
+    code, out, _ = _cli("simulate", "--seed", str(seed), "--steps", "40", "--only", only_text(f.only, f.numbers))
+    assert code == 1 and "credits_conserved" in out
+    shrunk = {n: Step(plan[n].name, tuple(f.numbers[n])) if n in f.numbers else plan[n] for n in f.only}
     for left_out in f.only:
         kept = [n for n in f.only if n != left_out]
-        plan = dict(enumerate(the_plan(Options(seed, steps=40)), 1))
-        rerun = execute(Options(seed, steps=40, only_invariant="credits_conserved"), [plan[n] for n in kept])
+        rerun = execute(Options(seed, steps=40, only_invariant="credits_conserved"), [shrunk[n] for n in kept])
         assert rerun.failure is None or rerun.failure.invariant != "credits_conserved"
 
 
@@ -126,6 +135,7 @@ def test_the_command_line_runs_a_seed_and_says_the_head(folders):
     (["--steps", "-1"], "--steps is 0 to"),
     (["--agents", "0"], "--agents is 1 to"),
     (["--only", "1,x"], "--only takes the plan's step numbers"),
+    (["--only", "1=2.3"], "--only takes the plan's step numbers"),
 ])
 def test_the_command_line_refuses_what_it_cannot_run(folders, words, says):
     code, _, err = _cli("simulate", "--seed", "1", *words)
