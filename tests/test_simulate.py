@@ -352,3 +352,47 @@ def test_the_vault_takes_its_random_source_and_the_default_stays_the_systems(tmp
     seeded = [key_file(n, random.Random("s").randbytes) for n in ("a", "b")]
     assert seeded[0] == seeded[1]
     assert key_file("c", None) != key_file("d", None) != seeded[0]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_a_file_torn_by_a_crash_leaves_the_vault_whole_and_its_audit_log_verifying(which):
+    """A crash in the middle of the vault's audit append leaves half a line (cut back at the next
+    start, so the next line does not join it); a half-written temp file beside the vault's document or
+    key file never replaces it."""
+    from agentplaza.sim.invariants import Look
+    from agentplaza.sim.workload import set_secret, use_secret
+
+    w, m = _world_with_agents()
+    try:
+        set_secret(w, m, (0, 1, 2, 3))
+        assert "crashed writing" in faults.torn_file(w, m, (which, 5, 0, 0))
+        set_secret(w, m, (1, 5, 6, 7))
+        assert use_secret(w, m, (0, 0, 0, 0)) == "ALPHA_KEY used"
+        assert w.vault.audit_verify()["intact"]
+        for f in INVARIANTS.values():
+            f(Look(w, m))
+    finally:
+        w.close()
+
+
+def test_a_torn_audit_line_left_in_place_breaks_the_chain():
+    """What the cut-back prevents: without it, the invariant names the line."""
+    from agentplaza.sim.invariants import Look
+    from agentplaza.sim.workload import set_secret
+    from agentplaza.vault.audit import AuditLog
+
+    w, m = _world_with_agents()
+    try:
+        set_secret(w, m, (0, 1, 2, 3))
+        real = AuditLog._drop_torn_tail
+        AuditLog._drop_torn_tail = lambda self: None
+        try:
+            faults.torn_file(w, m, (0, 0, 0, 0))
+            set_secret(w, m, (1, 5, 6, 7))
+        finally:
+            AuditLog._drop_torn_tail = real
+        with pytest.raises(Broken) as e:
+            INVARIANTS["the_vault_audit_log_verifies"](Look(w, m))
+        assert "not a JSON object" in e.value.message
+    finally:
+        w.close()

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from ..commands import agents as agent_commands
 from ..commands import tasks as tk
 from ..commands import treasury as tc
+from ..vault.audit import AUDIT_FILE
+from ..vault.service import KEY_FILE, VAULT_DOCUMENT
 from . import guests
 from .invariants import Broken
 from .workload import Memory, pick
@@ -115,6 +117,24 @@ def node_lost(w: World, m: Memory, a: tuple) -> str:
         raise Broken("the_node_runs_what_the_plaza_says", str(e)) from None
 
 
+def torn_file(w: World, m: Memory, a: tuple) -> str:
+    """The hub dies in the middle of writing a file of its own outside the store: the vault's audit
+    log with half a line appended (what a crash inside its append leaves), or a half-written temp file
+    beside the vault's document or key file (what a crash before the rename leaves); it starts again."""
+    which = a[0] % 3
+    if which == 0:
+        with open(w.folders.state / AUDIT_FILE, "ab") as f:
+            f.write(b'{"at":"2026-03-02T09:00:00+00:00","kind":"Vault.Secret')
+        what = "the vault audit log's last line"
+    else:
+        target = (w.folders.state / VAULT_DOCUMENT, w.folders.config / KEY_FILE)[which - 1]
+        whole = target.read_bytes() if target.exists() else b"{}"
+        (target.parent / f".{target.name}.{1 + a[1] % 30000}.tmp").write_bytes(whole[: len(whole) // 2])
+        what = f"a temp file beside {target.name}"
+    w.crash()
+    return f"the hub crashed writing {what}"
+
+
 Fault = Callable[[World, Memory, tuple], str]
 #: Every fault and its weight among the steps (the actions' weights sum to about a hundred).
 FAULTS: dict[str, tuple[Fault, int]] = {
@@ -122,6 +142,7 @@ FAULTS: dict[str, tuple[Fault, int]] = {
     "model_fails": (model_fails, 2), "model_malformed": (model_malformed, 1), "vault_sealed": (vault_sealed, 1),
     "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1), "guest_misbehaves": (guest_misbehaves, 3),
     "silence_ends": (silence_ends, 1), "node_lost": (node_lost, 1),
+    "torn_file": (torn_file, 1),
 }
 
 

@@ -297,13 +297,24 @@ def a_work_item_ends_cleanly(look: Look) -> None:
                                                      "it: the agent can take no more work")
 
 
+def the_vault_audit_log_verifies(look: Look) -> None:
+    """The vault's own audit log (a file outside the store, a MAC chain) verifies line by line, and
+    it has a line for every vault event the store holds."""
+    v = look.world.vault.audit_verify()
+    if not v["intact"]:
+        raise Broken("the_vault_audit_log_verifies", v["problem"])
+    events = sum(1 for e in look.records if e.family == "vault")
+    if v["lines"] != events:
+        raise Broken("the_vault_audit_log_verifies", f"the audit log has {v['lines']} lines for {events} vault events")
+
+
 Invariant = Callable[[Look], None]
 #: Every invariant, in the order they are checked.
 INVARIANTS: dict[str, Invariant] = {f.__name__: f for f in (
     journal_entries_sum_to_zero, no_wallet_or_escrow_below_zero, credits_conserved, task_states_along_the_edges,
     nothing_runs_while_held, an_approved_call_runs_once, reputation_in_range, council_decides_by_the_table,
     no_secret_value_anywhere, read_models_equal_a_fold_from_event_one, audit_verify_intact,
-    a_work_item_ends_cleanly,
+    a_work_item_ends_cleanly, the_vault_audit_log_verifies,
 )}
 #: Checked by the runner around a step rather than on a look: a refusal wrote nothing; a crash lost
 #: nothing (the log, its head and every read model the same before and after the restart).
