@@ -43,6 +43,31 @@ def write_fails(w: World, m: Memory, a: tuple) -> str:
     return "the next write will fail"
 
 
+def crash_mid_step(w: World, m: Memory, a: tuple) -> str:
+    """The hub will die inside the next step, right after its first, second or third commit: a step
+    that makes more commits (a guest's session, a channel that drops, a node that goes) is cut in the
+    middle.  Whatever the process would do after that commit never happens (``guests.HubDied``)."""
+    after = 1 + a[0] % 3
+    committer = w.store.committer
+    real = committer.submit
+    made = 0
+
+    def dying(events):
+        nonlocal made
+        if w.dying:
+            raise guests.HubDied
+        positions = real(events)
+        made += 1
+        if made >= after:
+            w.dying = True
+            committer.submit = real
+            raise guests.HubDied
+        return positions
+
+    committer.submit = dying
+    return f"the hub will die after the next step's commit number {after}"
+
+
 def second_writer(w: World, m: Memory, a: tuple) -> str:
     """A second hub on the same store moves the budget; this hub's next funding finds its copy stale,
     loses the race and decides again on fresh state."""
@@ -142,7 +167,7 @@ FAULTS: dict[str, tuple[Fault, int]] = {
     "model_fails": (model_fails, 2), "model_malformed": (model_malformed, 1), "vault_sealed": (vault_sealed, 1),
     "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1), "guest_misbehaves": (guest_misbehaves, 3),
     "silence_ends": (silence_ends, 1), "node_lost": (node_lost, 1),
-    "torn_file": (torn_file, 1),
+    "torn_file": (torn_file, 1), "crash_mid_step": (crash_mid_step, 2),
 }
 
 

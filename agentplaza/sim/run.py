@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..domain.base import Refusal
 from . import faults as fault_table
+from .guests import HubDied
 from .invariants import INVARIANTS, Broken, Look
 from .workload import ACTIONS, Memory, Step, plan, setup
 from .world import World
@@ -127,6 +128,21 @@ def _same_after_a_crash(w: World, position: int, head: bytes, shown: dict) -> No
             raise Broken("the_same_after_a_crash", f"the read model {name} as of {position} differs after the restart")
 
 
+def _died_mid_step(w: World, m: Memory, step: Step, before: int) -> str:
+    """The hub died inside ``step``: it starts again from the store, which must hold what was committed
+    up to the death and show it as the dead hub did (``the_same_after_a_crash``).  An approval the step
+    used before the hub died is used and its call never ran: the people remember that."""
+    for g in list(w.guests.values()):  # stop the sessions first: the dead process runs nothing more
+        g.abandon()
+    w.dying = False  # (reading is not writing: the snapshot of what the dead hub showed)
+    (position, head), shown = w.store.chain_head(), w.read()
+    m.unrun_uses += sum(1 for e in w.store.read(after=before) if e.kind == "Approval.Used")
+    w.dying = True
+    w.crash()
+    _same_after_a_crash(w, position, head, shown)
+    return f"the hub died inside {step.name}, after {position - before} events of it; it started again"
+
+
 def _one_step(w: World, m: Memory, step: Step) -> str:
     """Run one step; what it did.  Raises ``Broken`` for the invariants checked around a step."""
     before = w.store.max_position()
@@ -141,7 +157,12 @@ def _one_step(w: World, m: Memory, step: Step) -> str:
     else:
         act = ACTIONS[step.name][0]
     try:
-        return act(w, m, step.args)
+        text = act(w, m, step.args)
+        if not w.dying:
+            return text
+        raise HubDied  # the process died in a thread of its own (a guest's session)
+    except HubDied:  # inside the step, after some of its commits: the rest never happens
+        return _died_mid_step(w, m, step, before)
     except Refusal as r:
         if w.store.max_position() != before:
             raise Broken("a_refusal_changes_nothing", f"{step.name} was refused ({r.code}) and the log moved from "

@@ -103,6 +103,8 @@ class World:
                                  "database on")
             self.database_url, self._drop_database = _fresh_database(admin_url)
         self.crashes = 0
+        #: The process died inside a step (``faults.crash_mid_step``): it runs nothing more until ``crash``.
+        self.dying = False
         self.other: Commands | None = None
         #: The guests connected now (``sim.guests``): their sessions live in the hub's process.
         self.guests: dict[int, Any] = {}
@@ -143,6 +145,7 @@ class World:
         """The hub dies between two commits: everything in memory is lost; the next start opens the
         store, loads the read models from their tables and catches them up, and finds the vault sealed."""
         self._close_process()
+        self.dying = False
         self.crashes += 1
         self._open()
         self.rm.catch_up()
