@@ -50,6 +50,8 @@ ARGS_SHOWN, RESULT_SHOWN = 500, 2000
 META_SHOWN = 300
 #: The guest tools that reach a URL (the egress rules decide the target before the call runs).
 WEB_TOOLS = ("vm.fetch", "vm.download")
+#: Why an item still running when its agent's harness says hello again ends cancelled: no session holds it.
+RECONNECTED = "the harness connected again; the item it was running when its last connection ended is cancelled"
 
 log = logging.getLogger("apid.runtime")
 
@@ -170,6 +172,10 @@ class HarnessSession:
         claimed = {k: req[k] for k in ("role", "cid", "tier") if k in req}
         self.said_hello = True
         trace.mark(self.cid, "hub: harness hello")
+        if agent.working is not None and self.taken is None:  # a new connection: the item the last one ran
+            # (the hub restarted under it, or its channel dropped with no one to see it) is over
+            self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, agent.working, "cancelled",
+                            RECONNECTED)
         ac.connected(self.rt.cmds, self.rt.ctx_agent(self.cid), self.cid)
         trace.mark(self.cid, "hub: connected (idle)")
         self.rt.worker_state(self.cid, "available")

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from ..commands import agents as agent_commands
 from ..commands import tasks as tk
 from ..commands import treasury as tc
+from ..vault.audit import AUDIT_FILE
+from ..vault.service import KEY_FILE, VAULT_DOCUMENT
+from . import guests
 from .invariants import Broken
 from .workload import Memory, pick
 from .world import World
@@ -38,6 +41,31 @@ def write_fails(w: World, m: Memory, a: tuple) -> str:
 
     committer.submit = failing
     return "the next write will fail"
+
+
+def crash_mid_step(w: World, m: Memory, a: tuple) -> str:
+    """The hub will die inside the next step, right after its first, second or third commit: a step
+    that makes more commits (a guest's session, a channel that drops, a node that goes) is cut in the
+    middle.  Whatever the process would do after that commit never happens (``guests.HubDied``)."""
+    after = 1 + a[0] % 3
+    committer = w.store.committer
+    real = committer.submit
+    made = 0
+
+    def dying(events):
+        nonlocal made
+        if w.dying:
+            raise guests.HubDied
+        positions = real(events)
+        made += 1
+        if made >= after:
+            w.dying = True
+            committer.submit = real
+            raise guests.HubDied
+        return positions
+
+    committer.submit = dying
+    return f"the hub will die after the next step's commit number {after}"
 
 
 def second_writer(w: World, m: Memory, a: tuple) -> str:
@@ -88,12 +116,58 @@ def guest_lost(w: World, m: Memory, a: tuple) -> str:
     return f"agent {cid}'s channel dropped and came back"
 
 
+def guest_misbehaves(w: World, m: Memory, a: tuple) -> str:
+    """An agent's guest connects, takes its work item and answers garbage, too much or nothing
+    (``guests.BEHAVIOURS``), through the hub's real harness session."""
+    cid, _role = pick(m.agents, a[0])
+    behaviour = guests.BEHAVIOURS[a[1] % len(guests.BEHAVIOURS)]
+    return guests.play(w, w.guests, cid, behaviour, a[2])
+
+
+def silence_ends(w: World, m: Memory, a: tuple) -> str:
+    """A silent guest's channel closes (its VM exited): the session reads the end and the item it held
+    ends cancelled.  (The runtime has no timeout of its own for a harness that says nothing.)"""
+    cid = pick(sorted(w.guests), a[0])
+    if cid is None:
+        return "no guest is connected"
+    w.guests.pop(cid).close()
+    return f"agent {cid}'s channel closed"
+
+
+def node_lost(w: World, m: Memory, a: tuple) -> str:
+    """Node n0 and every guest on it go at once, and come back (``guests.node_lost``)."""
+    try:
+        return guests.node_lost(w, a[0])
+    except AssertionError as e:
+        raise Broken("the_node_runs_what_the_plaza_says", str(e)) from None
+
+
+def torn_file(w: World, m: Memory, a: tuple) -> str:
+    """The hub dies in the middle of writing a file of its own outside the store: the vault's audit
+    log with half a line appended (what a crash inside its append leaves), or a half-written temp file
+    beside the vault's document or key file (what a crash before the rename leaves); it starts again."""
+    which = a[0] % 3
+    if which == 0:
+        with open(w.folders.state / AUDIT_FILE, "ab") as f:
+            f.write(b'{"at":"2026-03-02T09:00:00+00:00","kind":"Vault.Secret')
+        what = "the vault audit log's last line"
+    else:
+        target = (w.folders.state / VAULT_DOCUMENT, w.folders.config / KEY_FILE)[which - 1]
+        whole = target.read_bytes() if target.exists() else b"{}"
+        (target.parent / f".{target.name}.{1 + a[1] % 30000}.tmp").write_bytes(whole[: len(whole) // 2])
+        what = f"a temp file beside {target.name}"
+    w.crash()
+    return f"the hub crashed writing {what}"
+
+
 Fault = Callable[[World, Memory, tuple], str]
 #: Every fault and its weight among the steps (the actions' weights sum to about a hundred).
 FAULTS: dict[str, tuple[Fault, int]] = {
     "crash": (crash, 3), "write_fails": (write_fails, 2), "second_writer": (second_writer, 2),
     "model_fails": (model_fails, 2), "model_malformed": (model_malformed, 1), "vault_sealed": (vault_sealed, 1),
-    "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1),
+    "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1), "guest_misbehaves": (guest_misbehaves, 3),
+    "silence_ends": (silence_ends, 1), "node_lost": (node_lost, 1),
+    "torn_file": (torn_file, 1), "crash_mid_step": (crash_mid_step, 2),
 }
 
 

@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 
 from ..domain.base import Refusal
 from . import faults as fault_table
+from .guests import HubDied
 from .invariants import INVARIANTS, Broken, Look
 from .workload import ACTIONS, Memory, Step, plan, setup
-from .world import World, seeded_vault_bytes
+from .world import World
 
 #: Steps of a run when ``--steps`` is not given.
 DEFAULT_STEPS = 200
@@ -44,6 +45,8 @@ class Failure:
     only: list[int]  # the plan's step numbers the shrunk history keeps
     reproduce: str
     shrink_runs: int = 0
+    #: the kept steps whose numbers were shrunk too: plan step -> its numbers in the shrunk history
+    numbers: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,12 +80,19 @@ class Options:
     #: Check only this invariant (a shrink looks for one failure; the step invariants are always checked).
     only_invariant: str | None = None
 
-    def command(self, only: Sequence[int] | None = None) -> str:
+    def command(self, only: Sequence[int] | None = None, numbers: dict[int, Sequence[int]] | None = None) -> str:
         words = ["agentplaza", "simulate", "--seed", str(self.seed), "--steps", str(self.steps), "--agents",
                  str(self.agents), "--faults", self.faults, "--store", self.store]
         if only is not None:
-            words += ["--only", ",".join(map(str, only))]
+            words += ["--only", only_text(only, numbers)]
         return shlex.join(words)
+
+
+def only_text(only: Sequence[int], numbers: dict[int, Sequence[int]] | None = None) -> str:
+    """``--only``'s words: the plan's step numbers, each with its own numbers where they were shrunk
+    (``27=0.1.0.5``)."""
+    numbers = numbers or {}
+    return ",".join(f"{n}={'.'.join(map(str, numbers[n]))}" if n in numbers else str(n) for n in only)
 
 
 def the_plan(o: Options) -> list[Step]:
@@ -118,6 +128,21 @@ def _same_after_a_crash(w: World, position: int, head: bytes, shown: dict) -> No
             raise Broken("the_same_after_a_crash", f"the read model {name} as of {position} differs after the restart")
 
 
+def _died_mid_step(w: World, m: Memory, step: Step, before: int) -> str:
+    """The hub died inside ``step``: it starts again from the store, which must hold what was committed
+    up to the death and show it as the dead hub did (``the_same_after_a_crash``).  An approval the step
+    used before the hub died is used and its call never ran: the people remember that."""
+    for g in list(w.guests.values()):  # stop the sessions first: the dead process runs nothing more
+        g.abandon()
+    w.dying = False  # (reading is not writing: the snapshot of what the dead hub showed)
+    (position, head), shown = w.store.chain_head(), w.read()
+    m.unrun_uses += sum(1 for e in w.store.read(after=before) if e.kind == "Approval.Used")
+    w.dying = True
+    w.crash()
+    _same_after_a_crash(w, position, head, shown)
+    return f"the hub died inside {step.name}, after {position - before} events of it; it started again"
+
+
 def _one_step(w: World, m: Memory, step: Step) -> str:
     """Run one step; what it did.  Raises ``Broken`` for the invariants checked around a step."""
     before = w.store.max_position()
@@ -132,7 +157,12 @@ def _one_step(w: World, m: Memory, step: Step) -> str:
     else:
         act = ACTIONS[step.name][0]
     try:
-        return act(w, m, step.args)
+        text = act(w, m, step.args)
+        if not w.dying:
+            return text
+        raise HubDied  # the process died in a thread of its own (a guest's session)
+    except HubDied:  # inside the step, after some of its commits: the rest never happens
+        return _died_mid_step(w, m, step, before)
     except Refusal as r:
         if w.store.max_position() != before:
             raise Broken("a_refusal_changes_nothing", f"{step.name} was refused ({r.code}) and the log moved from "
@@ -174,7 +204,7 @@ def execute(o: Options, steps: Sequence[Step], *, keep_lines: bool = True) -> Re
     failure: tuple[int, str, str] | None = None
     lines: list[str] = []
     checks = [INVARIANTS[o.only_invariant]] if o.only_invariant in INVARIANTS else list(INVARIANTS.values())
-    with seeded_vault_bytes(random.Random(f"{o.seed}:vault")), contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         w = World(o.seed, o.store, o.admin_url)
         try:
             m = setup(w, o.agents)
@@ -211,7 +241,8 @@ def execute(o: Options, steps: Sequence[Step], *, keep_lines: bool = True) -> Re
 
 def shrink(o: Options, steps: list[tuple[int, Step]], invariant: str) -> tuple[list[tuple[int, Step]], int]:
     """The shortest history found that still breaks ``invariant`` (chunks, then single steps, left
-    out while it still fails, as delta debugging does); and how many runs it took."""
+    out while it still fails, as delta debugging does), then each kept step's numbers made as small
+    as still fails (0, 1, 2, 3 or half, as hypothesis shrinks an integer); and how many runs it took."""
     runs = 0
     o = dataclasses.replace(o, only_invariant=invariant)
 
@@ -232,13 +263,29 @@ def shrink(o: Options, steps: list[tuple[int, Step]], invariant: str) -> tuple[l
                 i += chunk
         if not changed:
             chunk //= 2
+    for k in range(len(steps)):  # the numbers of each step that is left
+        for i in range(4):
+            n, step = steps[k]
+            v = step.args[i]
+            for smaller in sorted({0, 1, 2, 3, v // 2} - {v}):
+                if smaller >= v or runs >= MAX_SHRINK_RUNS:
+                    break
+                args = step.args[:i] + (smaller,) + step.args[i + 1:]
+                cand = steps[:k] + [(n, Step(step.name, args))] + steps[k + 1:]  # type: ignore[arg-type]
+                if fails(cand):
+                    steps = cand
+                    break
     return steps, runs
 
 
-def simulate(o: Options, only: Sequence[int] | None = None, *, shrinking: bool = True) -> Result:
-    """Run the seed's plan (or only the plan's steps numbered in ``only``); shrink a failure."""
+def simulate(o: Options, only: Sequence[int] | None = None, *, shrinking: bool = True,
+             numbers: dict[int, Sequence[int]] | None = None) -> Result:
+    """Run the seed's plan (or only the plan's steps numbered in ``only``, with the numbers given in
+    ``numbers`` in place of the plan's); shrink a failure."""
     full = list(enumerate(the_plan(o), 1))
-    chosen = [(n, s) for n, s in full if only is None or n in set(only)]
+    numbers = numbers or {}
+    chosen = [(n, Step(s.name, tuple(numbers[n])) if n in numbers else s)  # type: ignore[arg-type]
+              for n, s in full if only is None or n in set(only)]
     result = execute(o, [s for _, s in chosen])
     f = result.failure
     if f is None:
@@ -249,6 +296,8 @@ def simulate(o: Options, only: Sequence[int] | None = None, *, shrinking: bool =
     if again.failure is None or again.failure.invariant != f.invariant:  # cannot happen: the runs are deterministic
         kept, again = failing, execute(o, [s for _, s in failing])
     f.only = [n for n, _ in kept]
+    plan = dict(full)
+    f.numbers = {n: list(s.args) for n, s in kept if s.args != plan[n].args}
     f.history = [f"{n:>4}{line[4:]}" for n, line in zip(f.only, again.lines, strict=True)]  # the plan's numbers
     f.step = failing[-1][0]  # the plan's own step number (what --only names)
     f.message = again.failure.message if again.failure else f.message
@@ -275,7 +324,7 @@ def report(r: Result) -> str:
         return (f"seed {r.seed}: {r.steps} steps, {r.events} events, {r.refused} refused, {r.crashes} crashes; "
                 f"every invariant held\nchain head {r.head}\nlog sha256 {r.log_digest}")
     f = r.failure
-    only = Options(f.seed).command(f.only).split(" --only ", 1)[1]
+    only = only_text(f.only, f.numbers)
     lines = [f"seed {f.seed} FAILED at step {f.step}: {f.invariant}", f"  {f.message}", "",
              f"shrunk history ({len(f.only)} of {f.step} steps, {f.shrink_runs} runs to shrink it):",
              *f.history, "", "reproduce:", f"  {f.reproduce}", "only the shrunk history:",

@@ -90,6 +90,8 @@ class Memory:
     #: the next model call's answer, set by a fault: "fail", "malformed", "timeout" or None
     model_fault: str | None = None
     fail_next_write: bool = False
+    #: approvals used by a step the hub died inside, before the call they let through could run
+    unrun_uses: int = 0
     model_calls: dict[str, int] = field(default_factory=dict)  # how each model call ended
     modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
     contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
@@ -439,7 +441,8 @@ def unseal(w: World, m: Memory, a: tuple) -> str:
 def time_passes(w: World, m: Memory, a: tuple) -> str:
     seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600)[a[0] % 4]
     w.clock.advance(seconds)
-    return f"{seconds}s passed"
+    flushed = w.vault.flush_uses()  # the hub's vault watch records the uses whose minute has ended
+    return f"{seconds}s passed" + (f"; {flushed} use groups recorded" if flushed else "")
 
 
 Action = Callable[[World, Memory, tuple], str]

@@ -4,7 +4,7 @@ differ between two runs injected from the seed.
 - the clock (``SimClock``): starts at ``T0`` and moves only when the workload or a fault moves it;
 - the ids (``World.new_id``): every correlation id, agent id, work item and tool-call id the
   commands make comes from ``Commands.new_id``, drawn here from the seed;
-- the random bytes of the vault's cryptography (``seeded_vault_bytes``): keys, salts and nonces;
+- the random bytes of the vault's cryptography (the vault's ``random_source``): keys, salts and nonces;
 - the store: a fresh SQLite state folder, or a fresh PostgreSQL database on the server
   ``APZ_DATABASE_URL`` names (dropped at the end).
 
@@ -16,16 +16,17 @@ the state folder, as a hub does at its next start.  A second writer is another s
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
+from ..adapters.providers.presets import STARTING_PROVIDERS, config_from_preset
+from ..commands import models as model_commands
 from ..commands import plaza as plaza_commands
 from ..commands.unit import Commands
 from ..config import Folders
@@ -33,7 +34,7 @@ from ..events.store import EventStore
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
 from ..vault import VaultService
-from ..vault import crypto as vault_crypto
+from . import guests
 
 #: Where every simulated plaza's clock starts (a Monday morning, UTC).
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
@@ -56,18 +57,6 @@ class SimClock:
 
     def advance(self, seconds: float) -> None:
         self.at += dt.timedelta(seconds=seconds)
-
-
-@contextlib.contextmanager
-def seeded_vault_bytes(rng: random.Random) -> Iterator[None]:
-    """The vault's random bytes drawn from ``rng`` for the length of the run (the only module-level
-    source of randomness the plaza's writers use: ``vault.crypto.random_bytes``)."""
-    real = vault_crypto.random_bytes
-    vault_crypto.random_bytes = lambda n: rng.randbytes(n)
-    try:
-        yield
-    finally:
-        vault_crypto.random_bytes = real
 
 
 class NoPostgres(Exception):
@@ -100,6 +89,8 @@ class World:
         if store not in STORES:
             raise ValueError(f"a store is one of {', '.join(STORES)}")
         self.seed = seed
+        #: The vault's random bytes (keys, salts, nonces, recovery codes), given to it as its source.
+        self._vault_rng = random.Random(f"{seed}:vault")
         self.clock = SimClock()
         self._ids = random.Random(f"{seed}:ids")
         self.dir = Path(tempfile.mkdtemp(prefix="apz-sim."))
@@ -112,11 +103,17 @@ class World:
                                  "database on")
             self.database_url, self._drop_database = _fresh_database(admin_url)
         self.crashes = 0
+        #: The process died inside a step (``faults.crash_mid_step``): it runs nothing more until ``crash``.
+        self.dying = False
         self.other: Commands | None = None
+        #: The guests connected now (``sim.guests``): their sessions live in the hub's process.
+        self.guests: dict[int, Any] = {}
         self._open()
         plaza_commands.ensure_founded(self.cmds)
+        model_commands.ensure_models(self.cmds, [config_from_preset(p) for p in STARTING_PROVIDERS])  # as a hub's start
         self.vault = self._open_vault()
         self.vault.add_passphrase(self.cmds.context("owner"), SIM_PASSPHRASE)
+        self.runtime = guests.runtime_of(self)
 
     # -- ids and process state -----------------------------------------------------------------
 
@@ -131,9 +128,12 @@ class World:
         self.cmds = Commands(self.store, self.clock, self.new_id)
 
     def _open_vault(self) -> VaultService:
-        return VaultService.open(self.folders, self.cmds, passphrase_n=SIM_SCRYPT_N, recovery_n=SIM_SCRYPT_N)
+        return VaultService.open(self.folders, self.cmds, passphrase_n=SIM_SCRYPT_N, recovery_n=SIM_SCRYPT_N,
+                                 random_source=self._vault_rng.randbytes)
 
     def _close_process(self) -> None:
+        for g in self.guests.values():  # the sessions die with the process; the guests stay
+            g.abandon()
         self.vault.close()
         self.store.close()
         self.rm.engine.dispose()
@@ -145,10 +145,24 @@ class World:
         """The hub dies between two commits: everything in memory is lost; the next start opens the
         store, loads the read models from their tables and catches them up, and finds the vault sealed."""
         self._close_process()
+        self.dying = False
         self.crashes += 1
         self._open()
         self.rm.catch_up()
         self.vault = self._open_vault()
+        self.runtime = guests.runtime_of(self)
+        self.reconnect()
+
+    def reconnect(self) -> None:
+        """Every guest that was connected reconnects to the hub that runs now (hello, then asks for work)."""
+        for cid in sorted(self.guests):
+            g = guests.Guest(self.runtime, cid)
+            self.guests[cid] = g
+            g.ask({"op": "hello"})
+            if not g.ended:
+                g.ask({"op": "next", "wait": 0})
+            if g.ended:
+                del self.guests[cid]
 
     def second_writer(self) -> Commands:
         """Another hub's ``Commands`` on the same store (opened once, kept until the next crash)."""

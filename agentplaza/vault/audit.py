@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -61,9 +62,13 @@ def line_of(rec: EventRecord) -> dict:
     return line
 
 
+log = logging.getLogger(__name__)
+
+
 class AuditLog:
-    def __init__(self, path: Path, key_path: Path):
+    def __init__(self, path: Path, key_path: Path, random_source: crypto.RandomSource | None = None):
         self.path = path
+        self.random = random_source
         self.key_path = key_path
         self._lock = threading.Lock()
         self._key: bytes | None = None
@@ -74,6 +79,7 @@ class AuditLog:
     def open(self) -> AuditLog:
         self._key = self._load_key()
         self._count, self._last_mac, self.last_pos = 0, "", 0
+        self._drop_torn_tail()
         if self.path.exists():
             for raw in self.path.read_bytes().splitlines():
                 try:
@@ -85,13 +91,34 @@ class AuditLog:
                     continue
         return self
 
+    def _drop_torn_tail(self) -> None:
+        """A last line with no newline was being appended when the hub died: it was never written
+        whole (nor its MAC), and its event is still in the store, so the next append writes it again.
+        Left there, the next append would join it and the chain would break at that line for good."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size == 0:
+            return
+        with open(self.path, "r+b") as f:
+            f.seek(max(size - 1, 0))
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)
+            whole = f.read().rfind(b"\n") + 1
+            f.truncate(whole)
+            f.flush()
+            os.fsync(f.fileno())
+        log.warning("the vault audit log ended in a torn line (a crash mid-append); it was cut back to %s bytes", whole)
+
     def _load_key(self, create: bool = True) -> bytes:
         found = read_json(self.key_path)
         if found:
             return base64.b64decode(found["key"])
         if not create:
             raise ValueError(f"the vault audit key {self.key_path} is missing, so {self.path} cannot be checked")
-        key = crypto.new_key()
+        key = crypto.new_key(self.random)
         write_json(self.key_path, {"format": "apz-vault-audit-key/1", "key": base64.b64encode(key).decode()})
         return key
 

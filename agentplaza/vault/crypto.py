@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac as _hmac
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -39,12 +40,16 @@ def random_bytes(n: int) -> bytes:
     return os.urandom(n)
 
 
-def new_key() -> bytes:
-    return random_bytes(KEY_BYTES)
+#: Where random bytes come from: ``n`` -> ``n`` bytes (``random_bytes`` unless a caller injects one).
+RandomSource = Callable[[int], bytes]
 
 
-def encrypt(key: bytes, plaintext: bytes, aad: bytes) -> tuple[bytes, bytes]:
-    nonce = random_bytes(NONCE_BYTES)
+def new_key(source: RandomSource | None = None) -> bytes:
+    return (source or random_bytes)(KEY_BYTES)
+
+
+def encrypt(key: bytes, plaintext: bytes, aad: bytes, source: RandomSource | None = None) -> tuple[bytes, bytes]:
+    nonce = (source or random_bytes)(NONCE_BYTES)
     return nonce, AESGCM(bytes(key)).encrypt(nonce, plaintext, aad)
 
 

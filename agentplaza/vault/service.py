@@ -86,13 +86,17 @@ def unb64(text: str) -> bytes:
 
 class VaultService:
     def __init__(self, folders: Folders, commands: Commands, *, passphrase_n: int = crypto.PASSPHRASE_SCRYPT_N,
-                 recovery_n: int = crypto.RECOVERY_SCRYPT_N, scrubber: Scrubber | None = None):
+                 recovery_n: int = crypto.RECOVERY_SCRYPT_N, scrubber: Scrubber | None = None,
+                 random_source: crypto.RandomSource | None = None):
         self.folders = folders
+        #: Where the vault's keys, salts, nonces and recovery codes come from: the system's random bytes
+        #: (``crypto.random_bytes``) unless a caller injects another (the simulator draws them from its seed).
+        self.random: crypto.RandomSource = random_source or (lambda n: crypto.random_bytes(n))
         self.cmds = commands
         self.store = commands.store
         self.doc_path = folders.state / VAULT_DOCUMENT
         self.key_path = folders.config / KEY_FILE
-        self.audit = AuditLog(folders.state / AUDIT_FILE, folders.config / AUDIT_KEY_FILE)
+        self.audit = AuditLog(folders.state / AUDIT_FILE, folders.config / AUDIT_KEY_FILE, self.random)
         self.passphrase_n = passphrase_n
         self.recovery_n = recovery_n
         self._lock = threading.RLock()
@@ -137,10 +141,10 @@ class VaultService:
         return svc
 
     def _create(self) -> None:
-        mk = bytearray(crypto.new_key())
+        mk = bytearray(crypto.new_key(self.random))
         vault_id = self.cmds.new_id()
         slot_id = "slot_" + self.cmds.new_id()[:16]
-        kek = crypto.new_key()
+        kek = crypto.new_key(self.random)
         doc = {"format": DOCUMENT_FORMAT, "vault_id": vault_id, "slots": {}, "material": {}, "next": None,
                "head": {"generation": 1, "slots": {slot_id: "keyfile"}, "index": {}}}
         doc["slots"][slot_id] = self._wrap_slot(vault_id, slot_id, "keyfile", kek, bytes(mk))
@@ -218,12 +222,12 @@ class VaultService:
         return crypto.canonical({"use": "slot", "vault_id": vault_id, "slot_id": slot_id, "kind": kind})
 
     def _wrap_slot(self, vault_id: str, slot_id: str, kind: str, kek: bytes, mk: bytes, kdf: dict | None = None) -> dict:
-        nonce, wrapped = crypto.encrypt(kek, mk, self._slot_aad(vault_id, slot_id, kind))
+        nonce, wrapped = crypto.encrypt(kek, mk, self._slot_aad(vault_id, slot_id, kind), self.random)
         return {"kind": kind, **(kdf or {}), "nonce": b64(nonce), "wrapped": b64(wrapped)}
 
     def _kdf_slot(self, vault_id: str, slot_id: str, kind: str, secret: str, mk: bytes) -> dict:
         n = self.passphrase_n if kind == "passphrase" else self.recovery_n
-        salt = crypto.random_bytes(crypto.SALT_BYTES)
+        salt = self.random(crypto.SALT_BYTES)
         kek = crypto.stretch(secret, salt, n)
         kdf = {"kdf": "scrypt", "salt": b64(salt), "n": n, "r": crypto.SCRYPT_R, "p": crypto.SCRYPT_P}
         return self._wrap_slot(vault_id, slot_id, kind, kek, mk, kdf)
@@ -253,9 +257,9 @@ class VaultService:
 
     def _seal_value(self, mk: bytes, e: Entry, v: int, value: str) -> dict:
         vault_id = self._doc["vault_id"]
-        dk = crypto.new_key()
-        nonce, ct = crypto.encrypt(dk, value.encode("utf-8"), self._value_aad(vault_id, e, v))
-        dk_nonce, dk_ct = crypto.encrypt(mk, dk, self._dk_aad(vault_id, e.id, v))
+        dk = crypto.new_key(self.random)
+        nonce, ct = crypto.encrypt(dk, value.encode("utf-8"), self._value_aad(vault_id, e, v), self.random)
+        dk_nonce, dk_ct = crypto.encrypt(mk, dk, self._dk_aad(vault_id, e.id, v), self.random)
         return {"dk_nonce": b64(dk_nonce), "dk": b64(dk_ct), "nonce": b64(nonce), "ct": b64(ct)}
 
     def _material(self, secret_id: str, v: int) -> dict | None:
@@ -561,7 +565,7 @@ class VaultService:
 
     def new_recovery_code(self, ctx: Context) -> dict:
         """A new recovery code; it replaces the old one.  Returned once, kept nowhere."""
-        raw = crypto.random_bytes(RECOVERY_CODE_CHARS)
+        raw = self.random(RECOVERY_CODE_CHARS)
         symbols = "".join(RECOVERY_ALPHABET[b % len(RECOVERY_ALPHABET)] for b in raw)  # 256 % 32 == 0: unbiased
         code = format_recovery_code(symbols)
         vid = self._doc["vault_id"] if self._doc else ""
@@ -571,7 +575,7 @@ class VaultService:
     def add_keyfile(self, ctx: Context) -> dict:
         """A new key-file slot, which writes a new key file."""
         vid = self._doc["vault_id"] if self._doc else ""
-        kek = crypto.new_key()
+        kek = crypto.new_key(self.random)
         backup = self._backup_key_file()
         try:
             slot_id = self._slot_change(ctx, "keyfile", lambda sid, mk: self._wrap_slot(vid, sid, "keyfile", kek, mk))
@@ -638,8 +642,8 @@ class VaultService:
                 if opened is None or opened != old_mk:
                     what = "passphrase" if kind == "passphrase" else "recovery code"
                     raise Refusal("rekey_wrong_secret", f"the {what} given does not open its slot; nothing was changed")
-            new_mk = crypto.new_key()
-            new_kek = crypto.new_key()
+            new_mk = crypto.new_key(self.random)
+            new_kek = crypto.new_key(self.random)
             slots = {}
             for sid, slot in doc["slots"].items():
                 kind = slot["kind"]
@@ -651,7 +655,7 @@ class VaultService:
             for sid, versions in doc["material"].items():
                 for v, rec in versions.items():
                     dk = crypto.decrypt(old_mk, unb64(rec["dk_nonce"]), unb64(rec["dk"]), self._dk_aad(vid, sid, int(v)))
-                    n2, c2 = crypto.encrypt(new_mk, dk, self._dk_aad(vid, sid, int(v)))
+                    n2, c2 = crypto.encrypt(new_mk, dk, self._dk_aad(vid, sid, int(v)), self.random)
                     material.setdefault(sid, {})[v] = dict(rec, dk_nonce=b64(n2), dk=b64(c2))
             vault.rekeyed(ctx)
             head = self._head(vault)

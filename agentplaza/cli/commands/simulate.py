@@ -20,13 +20,26 @@ MAX_STEPS = 100_000
 MAX_AGENTS = 64
 
 
-def _only(text: str | None) -> list[int] | None:
+def _only(text: str | None) -> tuple[list[int] | None, dict[int, list[int]]]:
+    """``--only 8,27=0.1.0.5``: the plan's steps to run, and the numbers a shrink gave some of them."""
     if text is None:
-        return None
+        return None, {}
+    steps, numbers = set(), {}
     try:
-        return sorted({int(x) for x in text.split(",") if x.strip()})
+        for word in (x.strip() for x in text.split(",")):
+            if not word:
+                continue
+            n, _, given = word.partition("=")
+            steps.add(int(n))
+            if given:
+                args = [int(v) for v in given.split(".")]
+                if len(args) != 4 or any(not 0 <= v < 2**31 for v in args):
+                    raise ValueError
+                numbers[int(n)] = args
     except ValueError:
-        raise ValueError("--only takes the plan's step numbers, separated by commas (as a failure report gives them)") from None
+        raise ValueError("--only takes the plan's step numbers, separated by commas, each maybe with its four "
+                         "numbers (27=0.1.0.5), as a failure report gives them") from None
+    return sorted(steps), numbers
 
 
 def run(env: Env) -> int:
@@ -36,7 +49,7 @@ def run(env: Env) -> int:
     if not 1 <= a.agents <= MAX_AGENTS:
         return refuse(f"--agents is 1 to {MAX_AGENTS}", "invalid_request")
     try:
-        only = _only(a.only)
+        only, numbers = _only(a.only)
     except ValueError as e:
         return refuse(str(e), "invalid_request")
     from ...sim import faults, world
@@ -56,7 +69,7 @@ def run(env: Env) -> int:
                         print(report(r))
                     return 1
             return 0
-        r = simulate(o, only)
+        r = simulate(o, only, numbers=numbers)
     except world.NoPostgres as e:
         return refuse(str(e), "invalid_request")
     print(as_json(r) if a.json else report(r))
