@@ -27,6 +27,7 @@ from vmm.channel import HEADER, FrameDecoder, ProtocolError, StreamReset, encode
 from vmm.guest import contract
 
 from ..commands import agents as agent_commands
+from ..domain.agents import LOCAL_NODE
 from ..events.bus import Bus
 from ..projections.agents import agents_table
 from ..runtime.fleet import AgentRuntime
@@ -198,6 +199,7 @@ class SimNode:
         self.queued: list[dict] = []
         self.requests: list[tuple[str, int | None]] = []
         self.running: set[int] = set()
+        self.up = True  # connected, as the fleet's link_of asks
 
     def request(self, op: str, timeout: float | None = None, **kw: Any) -> dict:
         cid = kw.get("cid")
@@ -225,7 +227,7 @@ def runtime_of(w: World) -> AgentRuntime:
     crash.  Its node requests run in the step that makes them, not on threads of their own, so their
     commits fall in the same order in every run."""
     rt = AgentRuntime(SimHub(w.cmds, w.rm, w.folders, w.vault), node="off")
-    rt.link = SimNode()  # type: ignore[assignment]
+    rt.links[LOCAL_NODE] = SimNode()  # type: ignore[assignment]
     pending: list[tuple] = []
     rt.sim_pending = pending  # type: ignore[attr-defined]
 
@@ -261,11 +263,11 @@ def node_lost(w: World, n: int) -> str:
     was = sorted(w.guests)
     for cid in was:
         w.guests.pop(cid).close()
-    node: SimNode = rt.link  # type: ignore[assignment]
+    node: SimNode = rt.links[LOCAL_NODE]  # type: ignore[assignment]
     node.queued = [{"event": "exited", "cid": cid, "exit": (137, 0)[n % 2]} for cid in sorted(rt.applied)]
     lost = len(node.queued)
     node.running.clear()
-    rt._events()
+    rt.follow_node_events(LOCAL_NODE, node)
     reconcile(rt)  # the node is back: the runtime boots what the plaza runs
     w.guests.update({cid: None for cid in was})  # type: ignore[misc]
     w.reconnect()
