@@ -34,15 +34,14 @@ from ..commands import agents as ac
 from ..commands import models as model_commands
 from ..commands import nodes as node_commands
 from ..commands import tasks as tasks_commands
-from ..domain.agents import LOCAL_NODE, check_count, node_id
+from ..domain.agents import LOCAL_NODE, check_count
 from ..domain.base import Refusal
 from ..domain.nodes import range_node
-from ..domain.placement import Candidate, place
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
 from ..projections import volumes as volumes_rm
 from ..projections import work as work_rm
-from ..projections.agents import agents_on, agents_table
+from ..projections.agents import agents_table
 from . import e2b as e2b_rules
 from . import gitdoor, outreach, tooldecide, tools
 from .egress import EgressPolicy, EgressProxy, Refused
@@ -276,34 +275,9 @@ class AgentRuntime:
         return dict(self.facts) if name == LOCAL_NODE else dict(self.joined.facts.get(name) or {})
 
     def place(self, role: str, count: int = 1, memory_mib: int = 256, vcpus: int = 1) -> str:
-        """Where new agents go (``domain.placement``): the eligible joined node with the highest score,
-        else n0 (whose noded says whether it fits: ``boot_blockers``). Each candidate's free memory and
-        warm templates are asked of its noded now. An agent whose role mounts volumes goes to n0: "A volume
-        is an ext4 image that lives on the hub's machine" (a joined node has none of them)."""
-        if volumes_rm.role_list(self.hub.read_models, role):
-            return LOCAL_NODE
-        reg = node_commands.registry(self.cmds)
-        out = []
-        for name, entry in (reg.joined.items() if reg is not None else ()):
-            online = self.online(name)
-            free_mib, warm = 0, False
-            if online:
-                try:
-                    link = self.link_of(name)
-                    facts = link.request("facts", timeout=NODE_QUERY_TIMEOUT_S)["facts"]
-                    self.joined.facts[name] = facts
-                    free_mib = int(facts.get("memory_free_mib") or 0)
-                    temps = link.request("templates", timeout=NODE_QUERY_TIMEOUT_S).get("templates") or []
-                    warm = any(t.get("vcpus") == vcpus and t.get("memory_mib") == memory_mib for t in temps)
-                except (NodeError, Refusal, KeyError, TypeError, ValueError):
-                    online = False
-            node = self.cmds.store.get(node_id(name))
-            free_cids = len(node.free_cids()) if node is not None else 0
-            out.append(Candidate(name, free_mib=free_mib // max(1, count) if count > 1 else free_mib,
-                                 agents=agents_on(self.hub.read_models, name), free_cids=free_cids - (count - 1),
-                                 online=online, draining=bool(entry.get("draining")),
-                                 revoked=bool(entry.get("revoked")), warm=warm))
-        return place(out, memory_mib)
+        """Where new agents go (``runtime.placing``, ``domain.placement``)."""
+        from . import placing
+        return placing.place(self, role, count, memory_mib, vcpus)
 
     def attach_node(self, name: str, link: NodeLink) -> NodeLink:
         """Another local node's link (a test's or a bench's second noded in its own folders): its guests'

@@ -283,11 +283,12 @@ def test_a_node_speaks_only_for_the_agents_placed_on_it(folders):
     try:
         rt = AgentRuntime(hub)
         cid = ac.spawn(hub.commands, hub.commands.context("owner"), "builder").value[0]
+        rt.links["n1"] = object()  # n1 is connected (its link is never used here)
         for claimed in (cid, 1050):
             x, y = socket.socketpair()
             guest_end = Channel.over_socket(x, role="guest").start()
-            hub_end = Channel.over_socket(y, role="host", on_open=lambda st, c=claimed: rt._on_stream(
-                "harness", c, st, node="n1")).start()
+            hub_end = Channel.over_socket(y, role="host", on_open=lambda st, c=claimed: rt.on_stream_from(
+                "n1", "harness", c, st)).start()
             st = guest_end.open("harness")
             st.write(b'{"op": "hello"}\n')
             with pytest.raises(StreamReset, match="not placed on node n1"):
