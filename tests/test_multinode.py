@@ -132,8 +132,28 @@ def test_a_node_in_its_own_namespace_joins_runs_an_agent_is_drained_and_revoked(
     assert any(e["kind"] == "note" and "booted" in (e["text"] or "") and e.get("actor", f"node:{name}") == f"node:{name}"
                for e in log())
 
-    # MOVE BACK TO n0 (the moves helper's, branch `moves`): `agents move {cid} n0`, the workspace intact and the
-    # bytes moved reported, goes here.
+    def step(text: str) -> str:
+        """Tell the agent a mock directive, wait until that item is done; the tool's last result."""
+        def count(kind):
+            return sum(e["kind"] == kind for e in log())
+        told = count("told")
+        ok(c.post(f"/v1/agents/{cid}/tell", json={"text": text}))
+        until("the item done", lambda: count("told") > told and count("done") == count("told"), timeout=300)
+        return [e for e in log() if e["kind"] == "tool_result"][-1]["text"]
+
+    # Moved back to n0: it sleeps on the node, its files cross the node's connection, it wakes on n0.
+    path = "/workspace/moved.txt"
+    step(f"[mock:tool vm__write_file {json.dumps({'path': path, 'content': f'made on {name}'})}]")
+    r = subprocess.run([sys.executable, "-m", "agentplaza.cli.main", "--hub", hub.url, "--pin", hub.pin, "--token",
+                        hub.token, "agents", "move", str(cid), "n0", "--json"], env=hub.env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    moved = json.loads(r.stdout)["move"]
+    assert (moved["from"], moved["to"], moved["cid"]) == (name, "n0", cid)
+    assert 0 < moved["bytes_moved"] < moved["apparent_bytes"] and moved["seconds"] > 0  # the data, not the image
+    until("the agent awake on n0", lambda: (lambda a: a["node"] == "n0" and a["status"] == "idle")(
+        ok(c.get(f"/v1/agents/{cid}"))["agent"]), timeout=300)
+    assert step(f"[mock:tool vm__read_file {json.dumps({'path': path})}]").strip().endswith(f"made on {name}")
 
     r = subprocess.run([sys.executable, "-m", "agentplaza.cli.main", "--hub", hub.url, "--pin", hub.pin, "--token",
                         hub.token, "nodes", "drain", name], env=hub.env, capture_output=True, text=True)

@@ -331,9 +331,12 @@ def add_entry(cmds: Commands, ctx: Context, cid: int, kind: str, text: str | Non
 
 
 # -- moves (the guide's "Placement and moves"; the runtime copies the machine, ``runtime.moves``) ------
-def _move_target_in(unit: Unit, target: str) -> Node:
-    """The node an agent may move to, on fresh state: a node the plaza has, not revoked, not draining."""
+def _move_target_in(unit: Unit, ctx: Context, target: str) -> Node:
+    """The node an agent may move to, on fresh state: a node the plaza has, not revoked, not draining
+    (n0 is the hub's own machine: its registry is made by the first agent placed there, or by this move)."""
     found = unit.get(node_id(target)) if isinstance(target, str) else None
+    if found is None and target == LOCAL_NODE:
+        found = Node.found_local(ctx)
     reg = unit.get(REGISTRY_ID)
     joined = reg.joined.get(target, {}) if reg is not None else {}
     if found is None or (target != LOCAL_NODE and not joined):
@@ -345,20 +348,21 @@ def _move_target_in(unit: Unit, target: str) -> Node:
     return found
 
 
-def movable_in(unit: Unit, cid: int, target: str) -> tuple[Agent, Node, Node]:
+def movable_in(unit: Unit, ctx: Context, cid: int, target: str) -> tuple[Agent, Node, Node]:
     """Every refusal of a move that the records decide, before anything moves: the plaza held, an
     unknown agent or node, the same node, a node revoked or draining, an agent that cannot move now."""
     require_running(unit.get)
     source = holder(unit.get, cid)
     a = unit.get(source.agent_of(cid))
-    dest = _move_target_in(unit, target)
+    dest = _move_target_in(unit, ctx, target)
     a.check_movable(dest.name)
     return a, source, dest
 
 
 def check_move(cmds: Commands, cid: int, target: str) -> dict:
     """The refusals of a move of ``cid`` to ``target`` as the records stand (nothing is written)."""
-    return cmds.run(lambda unit: {"source": movable_in(unit, cid, target)[1].name}).value
+    ctx = cmds.context("hub")
+    return cmds.run(lambda unit: {"source": movable_in(unit, ctx, cid, target)[1].name}).value
 
 
 def moved(cmds: Commands, ctx: Context, cid: int, target: str, figures: dict) -> Done[str]:
@@ -370,7 +374,7 @@ def moved(cmds: Commands, ctx: Context, cid: int, target: str, figures: dict) ->
         require_running(unit.get)
         source = holder(unit.get, cid)
         a = unit.get(source.agent_of(cid))
-        dest = _move_target_in(unit, target)
+        dest = _move_target_in(unit, ctx, target)
         a.moved(ctx, dest.name, int(figures["bytes_moved"]), float(figures["seconds"]))
         source.move_out(ctx, cid, dest.name)
         dest.move_in(ctx, cid, a.id.hex, source.name)

@@ -150,7 +150,7 @@ def test_a_draining_or_revoked_node_takes_no_moved_agent(plaza):
                 return get(i)
 
         with pytest.raises(Refusal) as r:
-            ac.movable_in(Unit(), cid, n1)
+            ac.movable_in(Unit(), cmds.context("owner"), cid, n1)
         assert r.value.code == code
 
 
