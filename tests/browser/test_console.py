@@ -116,17 +116,26 @@ def axe_violations(page) -> list[str]:
     return [f"{v['impact']} {v['id']}: {v['help']} at {v['nodes']}" for v in found if v["impact"] in FAILING_IMPACTS]
 
 
-def test_an_owner_session_in_the_console(browser, console_hub, tmp_path):
+
+def prepared(tmp_path) -> Path:
+    """A screen test's start: axe-core installed (else the test fails, saying how to install it), the
+    browser's waits set to SHOWN_MS; the folder its screenshots go to."""
     from playwright.sync_api import expect
 
     if not AXE.exists():
         pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh, which installs it "
                     "from the npm registry (npm install --prefix .cache/npm axe-core@4)", pytrace=False)
     expect.set_options(timeout=SHOWN_MS)
-    h = console_hub
-    http = owner_http(h)
     shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
     shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+def test_an_owner_session_in_the_console(browser, console_hub, tmp_path):
+    from playwright.sync_api import expect
+
+    shots = prepared(tmp_path)
+    h = console_hub
+    http = owner_http(h)
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         page = context.new_page()

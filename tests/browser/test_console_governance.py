@@ -8,97 +8,35 @@ The set-up (the hub, the sign-in, axe) is tests/browser/test_console.py's, copie
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
 from support.agentside import AgentSide
 from support.deadline import until
-from support.hubproc import ROOT, HubProcess
 
 from agentplaza.commands import council as cc
 from agentplaza.commands import projects as pc
 
-AXE = ROOT / ".cache" / "npm" / "node_modules" / "axe-core" / "axe.min.js"
-SHOTS_ENV = "APZ_CONSOLE_SHOTS"
-SHOWN_MS = 15_000
-FAILING_IMPACTS = ("serious", "critical")
-REFUSED_ANSWER = "Failed to load resource: the server responded with a status of 4"
+from .test_console import (  # noqa: F401 - the set-up is test_console's (the fixture and the helpers the other screen tests import from here)
+    AXE,
+    FAILING_IMPACTS,
+    REFUSED_ANSWER,
+    SHOTS_ENV,
+    SHOWN_MS,
+    axe_violations,
+    console_hub,
+    owner_http,
+    owner_token,
+    prepared,
+    settled,
+    sign_in,
+    watch_errors,
+)
 
 
-@pytest.fixture(scope="module")
-def console_hub(tmp_path_factory):
-    from agentplaza.config import Folders
-
-    root = tmp_path_factory.mktemp("console-governance")
-    f = Folders(root / "state", root / "config", root / "data").make()
-    h = HubProcess(f, args=("--node", "off", "--loopback-trust", "off"))
-    for name in ("APZ_TOKEN", "APZ_NODE"):
-        h.env.pop(name, None)
-    h.env["APZ_PRICE_FETCH"] = "off"
-    h.start()
-    h.env["APZ_TOKEN"] = owner_token(h)
-    try:
-        yield h
-    finally:
-        h.stop()
-
-
-def owner_token(h) -> str:
-    return (h.folders.state / "owner-token").read_text().strip()
-
-
-def owner_http(h):
-    c = h.client()
-    c.headers["Authorization"] = "Bearer " + owner_token(h)
-    return c
-
-
-def watch_errors(page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith(REFUSED_ANSWER)
-            else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    return errors
-
-
-def sign_in(page, h) -> None:
+def test_the_owner_approves_a_flagged_project_and_decides_a_tied_motion(browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    page.goto(h.url + "/")
-    expect(page.get_by_role("heading", name="Sign in to AgentPlaza")).to_be_visible()
-    page.get_by_label("Owner token").fill(owner_token(h))
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_text("Live", exact=True)).to_be_visible()
-
-
-def settled(page) -> None:
-    page.wait_for_function("() => document.querySelector('main .screen') && "
-                           "![...document.querySelectorAll('main .live')].some(e => e.getAttribute('aria-busy') !== 'false')",
-                           timeout=SHOWN_MS)
-
-
-def axe_violations(page) -> list[str]:
-    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
-        page.evaluate(AXE.read_text())
-    found = page.evaluate("""async () => {
-        const r = await axe.run(document, {resultTypes: ["violations"]});
-        return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-                                       nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}));
-    }""")
-    return [f"{v['impact']} {v['id']}: {v['help']} at {v['nodes']}" for v in found if v["impact"] in FAILING_IMPACTS]
-
-
-def test_the_owner_approves_a_flagged_project_and_decides_a_tied_motion(browser, console_hub, tmp_path):
-    from playwright.sync_api import expect
-
-    if not AXE.exists():
-        pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh", pytrace=False)
-    expect.set_options(timeout=SHOWN_MS)
+    shots = prepared(tmp_path)
     h = console_hub
     http = owner_http(h)
-    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
-    shots.mkdir(parents=True, exist_ok=True)
     with AgentSide(h) as side:
         def s(done):
             """Wait until the hub's read models show ``done`` (asked with the owner token: no loopback trust)."""

@@ -8,11 +8,8 @@ error. The set-up is tests/browser/test_console_governance.py's."""
 from __future__ import annotations
 
 import base64
-import os
-from pathlib import Path
 
-import pytest
-
+from .test_console import prepared
 from .test_console_governance import (  # noqa: F401 - the fixture
     AXE,
     SHOTS_ENV,
@@ -31,13 +28,9 @@ KEY = base64.urlsafe_b64encode(bytes(range(32))).decode().rstrip("=")
 def test_the_owner_sees_every_machine_and_drains_undrains_and_revokes_a_node(browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    if not AXE.exists():
-        pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh", pytrace=False)
-    expect.set_options(timeout=SHOWN_MS)
+    shots = prepared(tmp_path)
     h = console_hub
     http = owner_http(h)
-    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
-    shots.mkdir(parents=True, exist_ok=True)
     code = http.post("/v1/join-codes", json={"label": "atlas"}).json()["code"]["code"]
     name = http.post("/v1/node/join", json={"code": code, "public_key": KEY}).json()["node"]
 

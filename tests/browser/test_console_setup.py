@@ -6,19 +6,16 @@ token shows the new token once and the console goes on working (it signs in agai
 other sign-in ends at once, its open page falling back to the sign-in page. Each screen is checked with
 axe-core (no serious or critical violation) and the browser logs no error.
 
-The set-up (the hub, the sign-in, axe) is tests/browser/test_console_governance.py's."""
+The set-up (the hub, the sign-in, axe) is tests/browser/test_console.py's."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
 from support.agentside import AgentSide
 from support.deadline import until
 
 from agentplaza.commands import agents as ac
 
+from .test_console import prepared
 from .test_console_governance import (  # noqa: F401 - the fixture
     AXE,
     SHOTS_ENV,
@@ -42,13 +39,9 @@ def egress(side, cid, verdict, host, why=None):
 def test_the_owner_reads_the_egress_audit_adds_and_revokes_a_node_code_and_rotates_the_token(browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    if not AXE.exists():
-        pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh", pytrace=False)
-    expect.set_options(timeout=SHOWN_MS)
+    shots = prepared(tmp_path)
     h = console_hub
     http = owner_http(h)
-    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
-    shots.mkdir(parents=True, exist_ok=True)
     side = AgentSide(h)
 
     def settle(done):

@@ -8,14 +8,10 @@
 - the agent page: the agent's memory notes with their links, and one note opened.
 
 Each screen is checked with axe-core (no serious or critical violation) and the browser logs no error.
-The set-up (the hub, the sign-in, axe) is tests/browser/test_console_governance.py's."""
+The set-up (the hub, the sign-in, axe) is tests/browser/test_console.py's."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
 from support.agentside import AgentSide
 from support.deadline import until
 
@@ -24,10 +20,8 @@ from agentplaza.commands import hiring as hc
 from agentplaza.commands import memory as mc
 from agentplaza.commands import toolbox as tbc
 
+from .test_console import prepared
 from .test_console_governance import (
-    AXE,
-    SHOTS_ENV,
-    SHOWN_MS,
     axe_violations,
     console_hub,  # noqa: F401 - the module's hub fixture
     owner_http,
@@ -41,13 +35,9 @@ def test_the_owner_sees_hires_sets_the_thresholds_flags_a_discovery_and_reads_an
         browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    if not AXE.exists():
-        pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh", pytrace=False)
-    expect.set_options(timeout=SHOWN_MS)
+    shots = prepared(tmp_path)
     h = console_hub
     http = owner_http(h)
-    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
-    shots.mkdir(parents=True, exist_ok=True)
     ann, bob = (http.post("/v1/agents", json={"role": role, "count": 1}).json()["agents"][0]["cid"]
                 for role in ("builder", "tester"))
     with AgentSide(h) as side:

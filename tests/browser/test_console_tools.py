@@ -5,21 +5,19 @@ shows as offered without a reload (the approval is decided, the same one the App
 the Library screen shows the files agents shared, public and named. Each screen is checked with axe-core
 (no serious or critical violation) and the browser logs no error.
 
-The set-up (the hub, the sign-in, axe) is tests/browser/test_console_governance.py's."""
+The set-up (the hub, the sign-in, axe) is tests/browser/test_console.py's."""
 
 from __future__ import annotations
 
-import os
 import types
-from pathlib import Path
 
-import pytest
 from support.agentside import AgentSide
 from support.deadline import until
 
 from agentplaza.runtime import toollib
 from agentplaza.runtime.files import files_of
 
+from .test_console import prepared
 from .test_console_governance import (  # noqa: F401 - the fixture
     AXE,
     SHOTS_ENV,
@@ -38,13 +36,9 @@ PROGRAM = b"#!/bin/sh\n# count the words of the input\nwc -w\n"
 def test_the_owner_reads_a_packaged_program_approves_it_and_sees_the_shared_files(browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    if not AXE.exists():
-        pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh", pytrace=False)
-    expect.set_options(timeout=SHOWN_MS)
+    shots = prepared(tmp_path)
     h = console_hub
     http = owner_http(h)
-    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
-    shots.mkdir(parents=True, exist_ok=True)
     with AgentSide(h) as side:
         plaza = types.SimpleNamespace(commands=side.cmds, folders=h.folders)
         ctx = side.ctx(7)

@@ -4,19 +4,16 @@ spawned afterwards mount it, is refused (next to the button) removing it while t
 (next to the form) a second volume of the same name; unmounts the role. axe-core finds no serious or
 critical violation and the browser logs no error.
 
-The set-up (the hub, the sign-in, axe) is tests/browser/test_console_governance.py's."""
+The set-up (the hub, the sign-in, axe) is tests/browser/test_console.py's."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
 from support.agentside import AgentSide
 from support.deadline import until
 
 from agentplaza.commands import agents as ac
 
+from .test_console import prepared
 from .test_console_governance import (  # noqa: F401 - the fixture
     AXE,
     SHOTS_ENV,
@@ -33,13 +30,9 @@ from .test_console_governance import (  # noqa: F401 - the fixture
 def test_the_owner_makes_mounts_and_is_refused_removing_a_mounted_volume(browser, console_hub, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    if not AXE.exists():
-        pytest.fail(f"the console test needs axe-core at {AXE}: run bash scripts/test.sh", pytrace=False)
-    expect.set_options(timeout=SHOWN_MS)
+    shots = prepared(tmp_path)
     h = console_hub
     http = owner_http(h)
-    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path / "console-shots")
-    shots.mkdir(parents=True, exist_ok=True)
     src = tmp_path / "corpus"
     src.mkdir()
     (src / "hello.txt").write_text("shared data\n")
