@@ -175,6 +175,13 @@ def _record(position: int, event: str, **data) -> EventRecord:
     ([("Task.Created", {"of": 1}), ("Task.Withdrawn", {"of": 1}), ("Task.BidPlaced", {"of": 1})],
      "task_states_along_the_edges"),
     ([("Approval.Used", {})], "an_approved_call_runs_once"),
+    ([("Project.Created", {"of": 1}), ("Project.Moved", {"of": 1, "source": "brief", "stage": "proposal"})],
+     "project_stages_along_the_edges"),
+    ([("Project.Created", {"of": 1}), ("Project.Vetoed", {"of": 1}),
+      ("Project.Moved", {"of": 1, "source": "brief", "stage": "research"})], "project_stages_along_the_edges"),
+    ([("Conduct.Created", {"of": 1, "cid": "3"}),
+      ("Conduct.Suspended", {"of": 1, "suspension": "s1", "tool": "plaza_git", "until": "2026-03-03T09:00:00+00:00"}),
+      ("ToolCall.CallDecided", {"agent": "3", "tool": "plaza_git"})], "a_suspended_tool_is_refused"),
 ])
 def test_each_log_invariant_names_what_breaks_it(records, invariant):
     from agentplaza.sim.invariants import Look
@@ -450,3 +457,68 @@ def test_a_seed_gives_the_same_head_in_another_process_whatever_its_hash_seed():
         assert d["failure"] is None, out.stdout
         heads.append((d["head"], d["log_digest"]))
     assert heads[0] == heads[1]
+
+
+# -- the areas driven last: the courts and their sanctions, projects past research, time passing ---------
+
+#: An area's run: its actions alone (``workload.plan``'s ``actions``), from a fixed seed, no faults.
+AREAS = {
+    "courts": ("open_incident", "file_case", "defend_case", "rule_case", "tool_call", "time_passes", "mint",
+               "decide_approval", "stop_or_resume"),
+    "projects": ("open_project", "advance_project", "claim", "report", "take_review", "review", "decide_approval"),
+    "time": ("create_task", "time_passes", "rate", "owner_rates", "message", "report", "take_review", "review",
+             "stop_or_resume", "claim"),
+}
+
+
+def _area_run(area: str, seed: int, steps: int):
+    import random
+
+    from agentplaza.sim.workload import plan
+
+    o = Options(seed, steps=steps)
+    r = execute(o, plan(random.Random(f"{seed}:plan"), steps, {}, AREAS[area]))
+    assert r.failure is None, report(r)
+    return r
+
+
+def test_the_courts_rule_a_violation_fine_through_the_journal_and_a_suspended_tool_is_refused():
+    r = _area_run("courts", 1, 60)
+    said = [line.split("->", 1)[1] for line in r.lines]
+    assert any("filed c" in x for x in said) and any("opened i" in x for x in said)
+    assert any("ruled c" in x and "violation: " in x and "fine" in x and "probation" in x for x in said), r.lines
+    assert sum("refused: tool_suspended" in x for x in said) >= 1, r.lines
+
+
+def test_a_tool_a_sanction_suspended_that_still_runs_breaks_the_invariant(monkeypatch):
+    """The injected bug: the check before a call forgets the suspensions (the plaza hold still counts)."""
+    from agentplaza.commands import conduct
+    from agentplaza.domain.plaza import require_running
+
+    monkeypatch.setattr(conduct, "refused_before_laws", lambda unit, call, agent, ctx: require_running(unit.get))
+    r = _courts_run_unchecked()
+    assert r.failure is not None and r.failure.invariant == "a_suspended_tool_is_refused", report(r)
+
+
+def _courts_run_unchecked():
+    import random
+
+    from agentplaza.sim.workload import plan
+
+    o = Options(1, steps=60)
+    return execute(o, plan(random.Random("1:plan"), 60, {}, AREAS["courts"]))
+
+
+def test_a_project_moves_through_its_stages_only_along_the_edges():
+    r = _area_run("projects", 2, 120)
+    said = [line.split("->", 1)[1] for line in r.lines]
+    for step in ("research on pj", "proposed a plan for pj", "critiqued pj", "approved pj", "linked a task to pj"):
+        assert any(step in x for x in said), (step, r.lines)
+    assert any("refused: " in x for line, x in zip(r.lines, said) if "advance_project" in line)
+
+
+def test_time_passing_runs_the_scheduler_and_fades_the_society_with_reputation_in_range():
+    r = _area_run("time", 2, 60)
+    said = [line.split("->", 1)[1] for line in r.lines]
+    assert any("the scheduler assigned" in x and "assigned 0" not in x for x in said), r.lines
+    assert any("7862400s passed" in x for x in said), r.lines  # 91 days: opinions fade past their 90

@@ -245,6 +245,10 @@ def reconcile(rt: AgentRuntime) -> None:
     rt.hub.read_models.catch_up()
     rt.reconcile()
     pending = rt.sim_pending  # type: ignore[attr-defined]
+    # The hub makes these requests at once, each on a thread of its own; here one after another, by CID
+    # (a stable sort: one agent's keep their order). The pass reads the agents' rows in the order the
+    # store gives them, which is not the same on PostgreSQL (an updated row moves) as on SQLite.
+    pending.sort(key=lambda p: p[1])
     while pending:
         fn, cid, args = pending.pop(0)
         try:

@@ -9,12 +9,14 @@ rule is written once.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..domain import council as c
+from ..domain import projects as pr
 from ..domain import treasury as t
 from ..domain.reputation import EVIDENCE_THRESHOLD, UNRATED
 from ..domain.tasks import ENDED
@@ -309,13 +311,77 @@ def the_vault_audit_log_verifies(look: Look) -> None:
         raise Broken("the_vault_audit_log_verifies", f"the audit log has {v['lines']} lines for {events} vault events")
 
 
+def a_suspended_tool_is_refused(look: Look) -> None:
+    """No tool call of an agent is decided (let alone run) while a suspension of that tool is in force
+    for it (a probation or lockout a sanction set, not lifted, not over); and every call the workload
+    made under one was refused."""
+    cids: dict[str, str] = {}
+    suspensions: dict[tuple[str, str], dict[str, list]] = {}  # (cid, tool) -> suspension id -> [until, lifted at]
+    by_id: dict[tuple[str, str], tuple[str, str]] = {}
+    for e in look.records:
+        if e.kind == "Conduct.Created":
+            cids[e.originator_id] = str(e.data["cid"])
+        elif e.kind == "Conduct.Suspended":
+            key = (cids[e.originator_id], e.data["tool"])
+            suspensions.setdefault(key, {})[e.data["suspension"]] = [_at(e.data["until"]), None]
+            by_id[(e.originator_id, e.data["suspension"])] = key
+        elif e.kind == "Conduct.Lifted":
+            key = by_id[(e.originator_id, e.data["suspension"])]
+            suspensions[key][e.data["suspension"]][1] = _at(e.at)
+        elif e.kind == "ToolCall.CallDecided":
+            at = _at(e.at)
+            for sid, (until, lifted) in suspensions.get((str(e.data["agent"]), e.data["tool"]), {}).items():
+                if at < until and (lifted is None or at < lifted):
+                    raise Broken("a_suspended_tool_is_refused", f"agent {e.data['agent']}'s {e.data['tool']} was "
+                                 f"decided at {e.position} under suspension {sid} (until {until.isoformat()})")
+    ran = look.memory.suspended_calls.get("ran", 0)
+    if ran:
+        raise Broken("a_suspended_tool_is_refused", f"{ran} tool calls under a suspension in force were not refused")
+
+
+def project_edge_problem(records: Iterable[EventRecord]) -> str | None:
+    """Every project's stage moves from where it is to the next stage, or back as ``BACK_MOVES`` allows,
+    never past a stage; a delivered or vetoed project never moves again."""
+    stage: dict[str, str] = {}
+    ended: set[str] = set()
+    for e in records:
+        if e.kind == "Project.Created":
+            stage[e.originator_id] = pr.BRIEF
+        elif e.kind == "Project.Vetoed":
+            ended.add(e.originator_id)
+        elif e.kind == "Project.Moved":
+            here, there = stage.get(e.originator_id), e.data["stage"]
+            if e.originator_id in ended:
+                return f"a project moved {e.data['source']} -> {there} at {e.position} after it was vetoed"
+            if here != e.data["source"]:
+                return f"a project at {here} moved from {e.data['source']} at {e.position}"
+            forward = there in pr.STAGES and pr.STAGES.index(there) == pr.STAGES.index(here) + 1
+            if not forward and (here, there) not in pr.BACK_MOVES:
+                return f"a project moved {here} -> {there} at {e.position}"
+            stage[e.originator_id] = there
+            if there == pr.DELIVERED:
+                ended.add(e.originator_id)
+    return None
+
+
+def project_stages_along_the_edges(look: Look) -> None:
+    problem = project_edge_problem(look.records)
+    if problem:
+        raise Broken("project_stages_along_the_edges", problem)
+
+
+def _at(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)
+
+
 Invariant = Callable[[Look], None]
 #: Every invariant, in the order they are checked.
 INVARIANTS: dict[str, Invariant] = {f.__name__: f for f in (
     journal_entries_sum_to_zero, no_wallet_or_escrow_below_zero, credits_conserved, task_states_along_the_edges,
     nothing_runs_while_held, an_approved_call_runs_once, reputation_in_range, council_decides_by_the_table,
     no_secret_value_anywhere, read_models_equal_a_fold_from_event_one, audit_verify_intact,
-    a_work_item_ends_cleanly, the_vault_audit_log_verifies,
+    a_work_item_ends_cleanly, the_vault_audit_log_verifies, a_suspended_tool_is_refused,
+    project_stages_along_the_edges,
 )}
 #: Checked by the runner around a step rather than on a look: a refusal wrote nothing; a crash lost
 #: nothing (the log, its head and every read model the same before and after the restart).

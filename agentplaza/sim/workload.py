@@ -36,6 +36,7 @@ from ..commands import (
     library,
     payments,
     projects,
+    scheduler,
     society,
 )
 from ..commands import laws as law_commands
@@ -45,7 +46,9 @@ from ..commands import treasury as tc
 from ..domain.approvals import approval_id
 from ..domain.base import Refusal
 from ..domain.council import SEATS, motion_id
+from ..domain.plaza import held as plaza_held
 from ..domain.tasks import task_id
+from ..projections import work
 from .world import SIM_PASSPHRASE, World
 
 #: The roles of the simulated agents, in the order they are spawned (round the list): workers,
@@ -96,6 +99,11 @@ class Memory:
     modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
     contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
     logs: list[str] = field(default_factory=list)  # every line the plaza's code logged in the run
+    incidents: list[str] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)
+    deliverables: dict[str, str] = field(default_factory=dict)  # project -> the Library item handed in for it
+    #: how each tool call under a suspension in force ended: refused (as it must) or ran
+    suspended_calls: dict[str, int] = field(default_factory=dict)
 
 
 def pick(seq: Sequence[Any], n: int) -> Any | None:
@@ -282,14 +290,28 @@ def tool_call(w: World, m: Memory, a: tuple) -> str:
     asking = [c for c, mode in sorted(m.modes.items()) if mode == "ask"]
     cid = pick(asking, a[0]) if asking and a[3] % 3 else pick([c for c, _ in m.agents], a[0])
     role = role_of(m, cid)
-    if a[1] % 2 and m.waiting_calls:  # the call that waited, tried again with its exact input
+    suspended = suspended_tools(w, m)
+    if suspended and a[3] % 4 in (1, 2):  # an agent tries the tool a sanction suspended
+        scid, tool = pick(suspended, a[0])
+        agent, call = str(scid), jhrl.Call(role=role_of(m, scid), action=tool, risk="write",
+                                           tier=tier_of(role_of(m, scid)), mode="autonomous", args={"path": "s.txt"})
+    elif a[1] % 2 and m.waiting_calls:  # the call that waited, tried again with its exact input
         number = pick(sorted(m.waiting_calls), a[2])
         agent, call = m.waiting_calls[number]
     else:
         tool, risk = pick(TOOLS, a[2])
         agent, call = str(cid), jhrl.Call(role=role, action=tool, risk=risk, tier=tier_of(role), mode="autonomous",
                                           args={"path": f"f{a[3] % 3}.txt"})
-    out = conduct.check_call(w.cmds, call, agent, as_agent(w, int(agent)))
+    under = (int(agent), call.action) in suspended
+    try:
+        out = conduct.check_call(w.cmds, call, agent, as_agent(w, int(agent)))
+    except Refusal as r:
+        if under and r.code == "tool_suspended":
+            m.suspended_calls["refused"] = m.suspended_calls.get("refused", 0) + 1
+        raise
+    if under:
+        m.suspended_calls["ran"] = m.suspended_calls.get("ran", 0) + 1
+    _sanction_approvals(m, out.sanction)
     if out.approval is not None:
         m.waiting_calls[out.approval] = (agent, call)
         if out.approval not in m.approvals:
@@ -301,6 +323,23 @@ def tool_call(w: World, m: Memory, a: tuple) -> str:
         m.call_runs[out.approved] = m.call_runs.get(out.approved, 0) + 1
         m.waiting_calls.pop(out.approved, None)
     return f"{agent}'s {call.action} ran" + (f" (approved by {out.approved})" if out.approved else "")
+
+
+def suspended_tools(w: World, m: Memory) -> list[tuple[int, str]]:
+    """(agent, tool) for every suspension in force now, as the agents' conduct holds it."""
+    found = []
+    for cid, _ in m.agents:
+        c = conduct.load(w.cmds, str(cid))
+        for s in c.in_force(w.clock()) if c is not None else ():
+            found.append((cid, s["tool"]))
+    return sorted(set(found))
+
+
+def _sanction_approvals(m: Memory, sanction: dict | None) -> None:
+    """The owner is told of a sanction's approvals (a lockout's, a demotion's ...): the queue shows them."""
+    for step in (sanction or {}).get("done", ()):
+        if step.get("approval") and step["approval"] not in m.approvals:
+            m.approvals.append(step["approval"])
 
 
 def decide_approval(w: World, m: Memory, a: tuple) -> str:
@@ -395,6 +434,149 @@ def research(w: World, m: Memory, a: tuple) -> str:
     return f"research on {number}"
 
 
+#: The laws a prosecutor charges, with their severities: a statute, an owner's rule, a hard case.
+CHARGES = (("S-006d", "medium"), ("R1", "high"), ("C-002a", "low"), ("S-040", "critical"), ("T-003", "info"))
+
+
+def court_agent(w: World, m: Memory, role: str) -> int | None:
+    """The plaza's agent of a court role (prosecutor and judge are not among the roles a run starts
+    with: the first step that needs one has the owner spawn it, and does nothing else)."""
+    return of_role(m, role, 0)
+
+
+def spawn_for_the_courts(w: World, m: Memory, role: str) -> str:
+    if plaza_held(w.store.get):  # (the spawn command itself does not refuse while held: see docs/simulate.md)
+        return f"the owner waits for the resume to spawn a {role}"
+    (cid,) = agent_commands.spawn(w.cmds, owner(w), role).value
+    m.agents.append((cid, role))
+    return f"the owner spawned {cid}, a {role}"
+
+
+def open_incident(w: World, m: Memory, a: tuple) -> str:
+    cid = of_role(m, "incident", 0)
+    about = pick([c for c, _ in m.agents], a[0]) if a[1] % 3 else None
+    out = council.open_incident(w.cmds, as_agent(w, cid), f"incident {a[2] % 50}", "what happened",
+                                str(about) if about is not None else None, role="incident").value
+    m.incidents.append(out["id"])
+    return f"{cid} opened {out['id']} about {about}"
+
+
+def file_case(w: World, m: Memory, a: tuple) -> str:
+    cid = court_agent(w, m, "prosecutor")
+    if cid is None:
+        return spawn_for_the_courts(w, m, "prosecutor")
+    accused = of_role(m, "builder", a[0]) if a[1] % 4 else cid  # now and then against itself: refused
+    law, severity = pick(CHARGES, a[2])
+    incident = pick(m.incidents, a[3]) if m.incidents and a[3] % 2 else None
+    out = council.file_case(w.cmds, as_agent(w, cid), str(accused), law, severity, "the charge", incident,
+                            role="prosecutor").value
+    m.cases.append(out["id"])
+    return f"{cid} filed {out['id']} against {accused} ({law}, {severity})"
+
+
+def _case(w: World, m: Memory, n: int, draw: int) -> str:
+    """Mostly (two draws in three) a case not ruled yet, else any case (a ruled one is refused)."""
+    open_ = [x for x in m.cases if council.case_of(w.cmds, x)["ruling"] is None]
+    return (pick(open_, n) if open_ and draw % 3 else pick(m.cases, n)) or "c999"
+
+
+def defend_case(w: World, m: Memory, a: tuple) -> str:
+    number, cid = _case(w, m, a[0], a[1]), of_role(m, "counsel", 0)
+    council.defend(w.cmds, as_agent(w, cid), number, f"the defence, {a[2] % 10}", role="counsel")
+    return f"{cid} defended {number}"
+
+
+def rule_case(w: World, m: Memory, a: tuple) -> str:
+    """The judge rules; a violation carries the schedule's sanctions out (a fine through the journal,
+    a probation or lockout of the tool, an approval for the owner) in the same commit."""
+    number = _case(w, m, a[0], a[1])
+    judge = a[3] % 5 != 0  # else the prosecutor, a party, tries to rule: refused
+    cid = court_agent(w, m, "judge" if judge else "prosecutor")
+    if cid is None:
+        return spawn_for_the_courts(w, m, "judge" if judge else "prosecutor")
+    verdict = ("violation", "dismissed", "violation")[a[2] % 3]
+    out = council.rule(w.cmds, as_agent(w, cid), number, verdict, "the ruling",
+                       role="judge" if judge else "prosecutor").value
+    _sanction_approvals(m, out.get("sanction"))
+    steps = (out.get("sanction") or {}).get("steps", [])
+    return f"{cid} ruled {number} {verdict}" + (f": {', '.join(steps)}" if steps else "")
+
+
+def _project(w: World, m: Memory, n: int, draw: int) -> str:
+    """Mostly (two draws in three) the oldest project still under way (so one gets through its stages),
+    else any (an ended one is refused)."""
+    live = [x for x in m.projects if (p := projects.load(w.cmds, x)) is not None
+            and not p.vetoed and p.stage != "delivered"]
+    return (pick(live[:1], n) if live and draw % 3 else pick(m.projects, n)) or "p999"
+
+
+def advance_project(w: World, m: Memory, a: tuple) -> str:
+    """The next step of a project past its research, as its stage calls for (one draw in five another
+    step, so the stage's refusals are tried too): a proposal, a critique, the Mayor's approval, a task
+    linked, the deliverable handed in and attached; now and then the owner's send-back, veto or flag."""
+    number = _project(w, m, a[0], a[1])
+    p = projects.load(w.cmds, number) if number != "p999" else None
+    stage = p.stage if p is not None else "brief"
+    if a[3] % 31 == 0:
+        projects.veto(w.cmds, owner(w, "not now"), number)
+        return f"the owner vetoed {number}"
+    if a[3] % 31 == 1:
+        projects.send_back(w.cmds, owner(w, "rethink it"), number)
+        return f"the owner sent {number} back"
+    if a[3] % 31 == 2:
+        projects.flag(w.cmds, owner(w), number, bool(a[2] % 2))
+        return f"the owner flagged {number}"
+    steps = ("research", "propose", "critique", "approve", "link", "deliver")
+    by_stage = {"brief": "research", "research": "propose", "proposal": "critique", "critique": "critique",
+                "approval": "approve", "implementation": "link", "review": "deliver"}
+    step = pick(steps, a[2]) if a[1] % 5 == 0 else by_stage.get(stage, "deliver")
+    if step == "critique" and stage == "critique" and p is not None and p.critique_problem() and a[2] % 2:
+        step = "propose"  # a critique asked for a revision: the planner revises
+    if step == "link" and p is not None and p.tasks and a[2] % 3:
+        return f"{number}'s tasks are worked on"  # (by the tasks' own steps: claim, report, review)
+    orchestrator = of_role(m, "orchestrator", 0)
+    if step == "research":
+        projects.research(w.cmds, as_agent(w, orchestrator), number, "findings", "what we found", role="researcher")
+        return f"research on {number}"
+    if step == "propose":
+        spec = "the change it makes" if a[2] % 4 else None  # a code project without a spec is refused
+        projects.propose(w.cmds, as_agent(w, orchestrator), number, "the proposal", "the tasks", spec,
+                         role="orchestrator")
+        return f"{orchestrator} proposed a plan for {number}"
+    if step == "critique":
+        cid = pick([c for c, r in m.agents if r in ("builder", "reviewer", "orchestrator")], a[2])
+        revise = a[2] % 5 == 0
+        projects.critique(w.cmds, as_agent(w, cid), number, "a critique", revise, role=role_of(m, cid))
+        return f"{cid} critiqued {number}" + (" (revise)" if revise else "")
+    if step == "approve":
+        if a[2] % 4 == 0:
+            projects.approve(w.cmds, owner(w), number)
+            return f"the owner approved {number}"
+        cid = of_role(m, "mayor", 0) if a[2] % 4 != 1 else orchestrator  # the orchestrator is refused
+        out = projects.approve(w.cmds, as_agent(w, cid), number, role=role_of(m, cid)).value
+        if out.get("asked"):
+            m.approvals.append(out["asked"])
+        return f"{cid} approved {number}" + (f"; asks the owner in {out['asked']}" if out.get("asked") else "")
+    if step == "link":
+        out = projects.link_task(w.cmds, as_agent(w, orchestrator), number, f"part {a[2] % 9} of {number}",
+                                 "it works", (None, 500)[a[2] % 2], task_role="builder", role="orchestrator").value
+        task = out.get("task")
+        if isinstance(task, dict) and task.get("id"):
+            m.tasks.append(task["id"])
+        return f"{orchestrator} linked a task to {number}"
+    cid = of_role(m, "builder", a[2])
+    item = m.deliverables.get(number)
+    if item is None and a[2] % 4 and p is not None:  # the deliverable handed in to the Library first (a step)
+        item = library.submit(w.cmds, as_agent(w, cid), title=f"deliverable of {number}", description="the result",
+                              filename="result.txt", media_type="text/plain", size=1 + a[3] % 1000,
+                              sha256=f"{a[3]:064x}"[:64], storage="local", key=f"d{a[3]}", task=None,
+                              project=number).value
+        m.deliverables[number] = item
+        return f"{cid} handed in {item} for {number}"
+    projects.deliver(w.cmds, as_agent(w, cid), number, "the result", "what was built", item, role="builder")
+    return f"{cid} delivered {number} ({item})"
+
+
 def create_repo(w: World, m: Memory, a: tuple) -> str:
     name = f"repo-{a[0] % 4}"
     git.create_repo(w.cmds, owner(w), name, f"{a[1]:040x}"[:40])
@@ -439,10 +621,20 @@ def unseal(w: World, m: Memory, a: tuple) -> str:
 
 
 def time_passes(w: World, m: Memory, a: tuple) -> str:
-    seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600)[a[0] % 4]
+    """Time passes: the hub's periodic work runs (the vault's watch records the uses whose minute ended;
+    the scheduler's pass gives open tasks to idle workers and reported ones to idle reviewers, on the
+    read models, none while held). Reputation and contacts fade with the clock itself: every read of
+    the society (``reputation_in_range`` among them) is at the new time, so a long jump (91 days)
+    fades opinions past ``OPINION_FADE_DAYS``."""
+    seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600, 91 * 24 * 3600)[a[0] % 5]
     w.clock.advance(seconds)
     flushed = w.vault.flush_uses()  # the hub's vault watch records the uses whose minute has ended
-    return f"{seconds}s passed" + (f"; {flushed} use groups recorded" if flushed else "")
+    said = f"{seconds}s passed" + (f"; {flushed} use groups recorded" if flushed else "")
+    if a[1] % 3:  # the scheduler's pass (the hub runs one every second; here when time passes)
+        w.rm.catch_up()
+        done = scheduler.run_pass(w.cmds, work.queue(w.rm))
+        said += "; the scheduler is held" if done.held else f"; the scheduler assigned {len(done.assigned)}"
+    return said
 
 
 Action = Callable[[World, Memory, tuple], str]
@@ -454,10 +646,12 @@ ACTIONS: dict[str, tuple[Action, int]] = {
     "decide_payment": (decide_payment, 2), "stop_or_resume": (stop_or_resume, 2), "change_law": (change_law, 1),
     "set_mode": (set_mode, 2), "tool_call": (tool_call, 5), "decide_approval": (decide_approval, 3),
     "rate": (rate, 2), "owner_rates": (owner_rates, 1), "post": (post, 2), "message": (message, 2),
-    "hire": (hire, 1), "propose_motion": (propose_motion, 2), "vote": (vote, 5), "open_project": (open_project, 1),
+    "hire": (hire, 1), "propose_motion": (propose_motion, 2), "vote": (vote, 5), "open_project": (open_project, 2),
     "research": (research, 1), "create_repo": (create_repo, 1), "submit_item": (submit_item, 1),
     "set_secret": (set_secret, 2), "use_secret": (use_secret, 2), "unseal": (unseal, 1),
     "time_passes": (time_passes, 3),
+    "open_incident": (open_incident, 1), "file_case": (file_case, 2), "defend_case": (defend_case, 1),
+    "rule_case": (rule_case, 2), "advance_project": (advance_project, 4),
 }
 
 
@@ -474,10 +668,12 @@ def setup(w: World, agents: int) -> Memory:
     return m
 
 
-def plan(rng: random.Random, steps: int, faults: dict[str, int]) -> list[Step]:
-    """The steps of a run: actions by their weights, faults by theirs (``faults.FAULTS``)."""
-    names = list(ACTIONS) + [f"fault:{f}" for f in faults]
-    weights = [ACTIONS[n][1] for n in ACTIONS] + list(faults.values())
+def plan(rng: random.Random, steps: int, faults: dict[str, int], actions: Sequence[str] | None = None) -> list[Step]:
+    """The steps of a run: actions by their weights, faults by theirs (``faults.FAULTS``); ``actions``
+    names the only actions drawn (an area's run, as the tests of one area use; None: every action)."""
+    chosen = [n for n in ACTIONS if actions is None or n in actions]
+    names = chosen + [f"fault:{f}" for f in faults]
+    weights = [ACTIONS[n][1] for n in chosen] + list(faults.values())
     return [Step(rng.choices(names, weights)[0], tuple(rng.getrandbits(31) for _ in range(4)))  # type: ignore[misc]
             for _ in range(steps)]
 
