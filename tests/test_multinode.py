@@ -71,8 +71,17 @@ def netns():
         sh("ip", "netns", "del", name)
 
 
+@pytest.fixture(scope="module")
+def image():
+    """The guest image, built (or found) before the hub and the node start: a first build takes minutes under
+    load, which the boot's deadline below is not for."""
+    from vmm.image import ensure_image
+
+    return ensure_image(IMAGES)
+
+
 @pytest.fixture
-def hub(folders, postgres, tmp_path, netns):
+def hub(folders, postgres, tmp_path, netns, image):
     os.chmod(tmp_path, 0o755)
     port = free_port()
     h = HubProcess(folders, database_url=postgres.new_database(), port=port, host=HUB_ADDR, args=(
