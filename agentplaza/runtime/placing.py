@@ -13,9 +13,7 @@ from ..domain.placement import Candidate
 from ..domain.placement import place as choose
 from ..projections import volumes as volumes_rm
 from ..projections.agents import agents_on
-
-#: The longest placement waits for one node's facts or its templates.
-NODE_QUERY_TIMEOUT_S = 60.0
+from .fleet import NODE_QUERY_TIMEOUT_S  # the fleet's one wait for a node's facts or templates
 
 
 def place(rt: Any, role: str, count: int = 1, memory_mib: int = 256, vcpus: int = 1) -> str:
