@@ -20,13 +20,27 @@ from support.pg import TempPostgres  # noqa: E402
 os.environ.setdefault("POSTGRES_PASSWORD", "")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """The test command runs the suite on several workers (pytest-xdist, ``--dist loadgroup``). Tests that
     boot microVMs all go to one worker, one after another: under TCG each boot takes a whole core, and their
-    machines' cgroups and jail uids are named by machine name and CID, which two hubs would share."""
+    machines' cgroups and jail uids are named by machine name and CID, which two hubs would share.
+
+    First of the hooks: xdist's own (on each worker) names the group from these marks."""
     for item in items:
         if item.get_closest_marker("vm"):
             item.add_marker(pytest.mark.xdist_group("vm"))
+
+
+@pytest.fixture(autouse=True)
+def vm_tests_run_in_one_group(request):
+    """Under ``--dist loadgroup`` a vm test's id carries xdist's group suffix, so the scheduler sends every
+    one to the same worker; if a pytest or xdist upgrade drops it, the VM tests would boot side by side on
+    every worker and time out under load: fail at once and say so instead."""
+    if request.node.get_closest_marker("vm") and getattr(request.config.option, "loadgroup", False) \
+            and not request.node.nodeid.endswith("@vm"):
+        pytest.fail(f"{request.node.nodeid} is not in xdist's 'vm' group: the VM tests are not serialised "
+                    "(pytest-xdist no longer groups by xdist_group with this pytest)")
 
 
 class _Pg:
