@@ -148,7 +148,10 @@ class Proc:
         if self.master is None and not stdin:
             self.p.stdin.close()
         self.pid = self.p.pid
-        self.subs: list = []
+        # The starter's queue is subscribed before the pumps start: output read before it subscribed would
+        # go to no one (a quick ``echo`` lost its line under load).
+        self.first: queue.Queue = queue.Queue()
+        self.subs: list = [self.first]
         self.end: dict | None = None
         self.cond = threading.Condition()
         if self.master is not None:
@@ -254,7 +257,7 @@ def proc_start(req: dict, out) -> None:
     p = Proc(req.get("process") or {}, req.get("tag") or "", bool(req.get("stdin")), req.get("pty"))
     with _lock:
         _procs[p.pid] = p
-    q = p.subscribe()
+    q = p.first
     out({"event": {"start": {"pid": p.pid}}})
     _follow(p, q, out)
 
