@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 
 from agentplaza import nodesign as ns
 from agentplaza.adapters.kvm import uplink
+from agentplaza.cli.commands.node import LOG_FILE
 
 pytestmark = [pytest.mark.vm, pytest.mark.postgres, pytest.mark.xdist_group("vm")]
 
@@ -100,6 +101,16 @@ def ok(r):
 
 
 def test_a_node_in_its_own_namespace_joins_runs_an_agent_is_drained_and_revoked(hub, netns, tmp_path):
+    try:
+        scenario(hub, netns, tmp_path)
+    except AssertionError as e:  # a boot that did not come up on the node says why only in the node's log
+        log = tmp_path / "node" / "state" / LOG_FILE
+        node_log = log.read_text(errors="replace")[-6000:] if log.exists() else "(none)"
+        raise AssertionError(f"{e}\n--- the node's log, its end ---\n{node_log}\n"
+                             f"--- the hub's output, its end ---\n{hub.output[-6000:]}") from e
+
+
+def scenario(hub, netns, tmp_path):
     assert hub.url.startswith("https://")
     c = httpx.Client(base_url=hub.url, headers={"authorization": f"Bearer {hub.token}"}, timeout=60, verify=False)
     ok(c.post("/v1/models/providers", json={"id": "mock"}))

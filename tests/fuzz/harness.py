@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import re
 import subprocess
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -194,19 +193,17 @@ class LiveHub:
 
     def __init__(self, proc) -> None:
         self.proc = proc
-        self.lines: list[str] = []
         self.client = httpx.Client(base_url=proc.url, timeout=REQUEST_TIMEOUT_S)
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
 
-    def _drain(self) -> None:
-        for line in self.proc.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+    @property
+    def lines(self) -> list[str]:
+        """What the hub printed, line by line (its HubProcess reads the pipe as it goes)."""
+        return [line.rstrip("\n") for line in self.proc.lines]
 
     def last_error(self, since: int) -> str:
         """The hub's last error line (an exception's last line) printed since line ``since``."""
         if not self.alive():
-            self._reader.join(timeout=10)  # a hub that exited: all it printed, up to its last word
+            self.proc.printed_all()  # a hub that exited: all it printed, up to its last word
         for line in reversed(self.lines[since:]):
             text = line.strip().lstrip("|").strip()  # exception groups indent their members with "| "
             if _ERROR_LINE.match(text) or text.startswith("apid:"):

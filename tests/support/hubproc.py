@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,7 +54,12 @@ class HubProcess:
         if database_url:
             self.env["APZ_DATABASE_URL"] = database_url
         self.proc: subprocess.Popen | None = None
-        self.output = ""
+        self.lines: list[str] = []  # all it printed, as it prints it (a thread reads the pipe)
+        self._reader: threading.Thread | None = None
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
 
     def start(self, timeout: float = 90) -> HubProcess:
         self.proc = subprocess.Popen(
@@ -61,19 +67,31 @@ class HubProcess:
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, umask=self.umask,
         )
         _LIVE.add(self)
+        self.lines = []
         deadline = time.time() + timeout
-        lines = []
         while time.time() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 if self.proc.poll() is not None:
-                    raise RuntimeError("apid exited: " + "".join(lines))
+                    raise RuntimeError("apid exited: " + self.output)
                 continue
-            lines.append(line)
+            self.lines.append(line)
             if "apid: listening on" in line:
-                self.output = "".join(lines)
+                # Read on from here for as long as it runs: a pipe nobody reads fills (64 KiB) and the
+                # hub's next print blocks it, mid-request, until the test stops it.
+                self._reader = threading.Thread(target=self._read_on, args=(self.proc,), daemon=True)
+                self._reader.start()
                 return self
-        raise RuntimeError("apid did not start: " + "".join(lines))
+        raise RuntimeError("apid did not start: " + self.output)
+
+    def _read_on(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            self.lines.append(line)
+
+    def printed_all(self, timeout: float = 10) -> None:
+        """Wait until everything an exited hub printed has been read."""
+        if self._reader is not None:
+            self._reader.join(timeout=timeout)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30)
@@ -91,8 +109,7 @@ class HubProcess:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.proc and self.proc.stdout:
-            self.output += self.proc.stdout.read() or ""
+        self.printed_all()
         _LIVE.discard(self)
 
 
