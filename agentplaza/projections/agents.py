@@ -59,6 +59,8 @@ transcript_table = append_only(sa.Table(
     sa.Column("tool", sa.String(120)),
     sa.Column("text", sa.Text),
     sa.Column("detail", sa.JSON, nullable=False),
+    # The egress audit (every agent's ``egress`` entries, newest first) reads a page of one kind: O(page).
+    sa.Index("ix_rm_transcript_kind_position", "kind", "position"),
 ))
 
 #: Which agent (and CID) an agent or transcript aggregate belongs to: O(1) lookups in the folds.
@@ -224,7 +226,7 @@ class TranscriptProjection(Projection):
     """Every agent's transcript, entry by entry."""
 
     name = "transcript"
-    version = 1
+    version = 2  # 2: the index by kind and position
     tables = (transcript_table,)
 
     def on_Transcript_Entry(self, e: EventRecord, rows: Rows) -> None:
