@@ -106,7 +106,16 @@ def test_a_node_in_its_own_namespace_joins_runs_an_agent_is_drained_and_revoked(
     except AssertionError as e:  # a boot that did not come up on the node says why only in the node's log
         log = tmp_path / "node" / "state" / LOG_FILE
         node_log = log.read_text(errors="replace")[-6000:] if log.exists() else "(none)"
-        raise AssertionError(f"{e}\n--- the node's log, its end ---\n{node_log}\n"
+        try:
+            c = httpx.Client(base_url=hub.url, headers={"authorization": f"Bearer {hub.token}"}, timeout=30,
+                             verify=False)
+            agents = c.get("/v1/agents").text[-3000:]
+            logs = [c.get(f"/v1/agents/{a['cid']}/logs", params={"limit": 40}).text[-3000:]
+                    for a in c.get("/v1/agents").json()["agents"]]
+        except Exception as why:  # noqa: BLE001 - what the hub could not say is said instead
+            agents, logs = f"(the hub did not answer: {why})", []
+        raise AssertionError(f"{e}\n--- the agents ---\n{agents}\n--- their logs ---\n{logs}\n"
+                             f"--- the node's log, its end ---\n{node_log}\n"
                              f"--- the hub's output, its end ---\n{hub.output[-6000:]}") from e
 
 

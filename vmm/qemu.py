@@ -89,6 +89,25 @@ def make_workspace(path: Path, size_mib: int) -> None:
     os.replace(tmp, path)
 
 
+
+#: The longest path a unix socket's address holds (``sun_path``, its NUL not counted).
+UNIX_PATH_MAX = 107
+
+
+def bind_unix(s: socket.socket, path: Path) -> None:
+    """Bind ``s`` at ``path``, however deep: a longer path than a socket address holds (a node's state
+    folder deep in a test's or a user's tree) is reached through its folder's descriptor
+    (``/proc/self/fd/N/name``); the socket is made at ``path`` all the same."""
+    if len(os.fsencode(str(path))) <= UNIX_PATH_MAX:
+        s.bind(str(path))
+        return
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        s.bind(f"/proc/self/fd/{dfd}/{path.name}")
+    finally:
+        os.close(dfd)
+
+
 class QemuMachine(MachineState, Machine):
     backend_name = "qemu-microvm"
 
@@ -522,7 +541,7 @@ class QemuMachine(MachineState, Machine):
     def _listen(self, name: str, owner: int | None) -> socket.socket:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         path = self.run_dir / name
-        s.bind(str(path))
+        bind_unix(s, path)
         if owner is not None:
             os.chown(path, owner, owner)
         os.chmod(path, 0o600)
