@@ -89,7 +89,6 @@ def make_workspace(path: Path, size_mib: int) -> None:
     os.replace(tmp, path)
 
 
-
 #: The longest path a unix socket's address holds (``sun_path``, its NUL not counted).
 UNIX_PATH_MAX = 107
 
