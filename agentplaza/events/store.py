@@ -104,7 +104,7 @@ def store_env(*, state_dir: Path | None = None, database_url: str | None = None,
             raise ValueError(f"APZ_DATABASE_URL must be postgresql://..., not {url.scheme}://")
         env.update(
             PERSISTENCE_MODULE="eventsourcing.postgres",
-            APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders:ChainedPostgresRecorder",
+            APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders_postgres:ChainedPostgresRecorder",
             POSTGRES_DBNAME=(url.path or "/").lstrip("/") or "postgres",
             POSTGRES_HOST=url.hostname or "127.0.0.1",
             POSTGRES_PORT=str(url.port or 5432),
