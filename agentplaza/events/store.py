@@ -35,7 +35,6 @@ from urllib.parse import unquote, urlparse
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import IntegrityError
-from psycopg.rows import tuple_row
 
 from ..config import STORE_FILE
 from ..permissions import make_private_file
@@ -301,6 +300,8 @@ class EventStore:
         every row, which a rebuild and ``audit verify`` (every event of the log) would only unpack again."""
         with self._datastore.transaction(commit=False) as c:
             if self.backend == "postgres":
+                from psycopg.rows import tuple_row  # here: a hub on SQLite never imports psycopg
+
                 c.row_factory = tuple_row
                 c.execute(sql, params)
                 return c.fetchall()
