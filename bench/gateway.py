@@ -56,16 +56,26 @@ def timed(client: httpx.Client, url: str, headers: dict, n: int) -> list[float]:
     return out
 
 
-def throughput(url: str, headers: dict, seconds: float) -> float:
-    done = [0] * CONCURRENCY
+def throughput(url: str, headers: dict, seconds: float) -> tuple[float, int, str | None]:
+    """Calls/s with CONCURRENCY callers, the calls that failed, and the first failure (None when none did):
+    a caller whose call fails counts it and goes on, so one refused connection does not end the step."""
+    done, failed = [0] * CONCURRENCY, [0] * CONCURRENCY
+    first: list[str] = []
     stop = time.perf_counter() + seconds
 
     def worker(i: int) -> None:
         with httpx.Client(timeout=30) as c:
             while time.perf_counter() < stop:
-                r = c.post(url, json=BODY, headers=headers)
-                assert r.status_code == 200
-                done[i] += 1
+                try:
+                    r = c.post(url, json=BODY, headers=headers)
+                    ok, why = r.status_code == 200, f"HTTP {r.status_code}: {r.text[:200]}"
+                except httpx.HTTPError as e:
+                    ok, why = False, f"{type(e).__name__}: {e}"
+                if ok:
+                    done[i] += 1
+                else:
+                    failed[i] += 1
+                    first.append(why)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONCURRENCY)]
     t0 = time.perf_counter()
@@ -73,7 +83,19 @@ def throughput(url: str, headers: dict, seconds: float) -> float:
         t.start()
     for t in threads:
         t.join()
-    return sum(done) / (time.perf_counter() - t0)
+    return sum(done) / (time.perf_counter() - t0), sum(failed), (first[0] if first else None)
+
+
+def rate_of(name: str, url: str, headers: dict, seconds: float) -> float:
+    """One path's calls/s; exits with a clear message when none of its calls succeeded (a ratio
+    against nothing is no figure), and says how many failed when some did."""
+    rate, failed, why = throughput(url, headers, seconds)
+    if failed:
+        print(f"{name}: {failed:,} of the calls with {CONCURRENCY} callers failed (first: {why})", flush=True)
+    if rate == 0:
+        sys.exit(f"bench/gateway.py: no call {name} succeeded in {seconds:.0f} s with {CONCURRENCY} callers, "
+                 "so there is no throughput to compare; see the failure above")
+    return rate
 
 
 def setup(hub: HubProcess, c: httpx.Client) -> dict:
@@ -121,9 +143,9 @@ def main() -> None:
             print(f"direct:  p50 {statistics.median(base) * 1000:.2f} ms  p99 {pct(base, 99) * 1000:.2f} ms  ({n} calls)")
             print(f"gateway: p50 {statistics.median(gw) * 1000:.2f} ms  p99 {pct(gw, 99) * 1000:.2f} ms")
             print(f"added:   p50 {added50:+.2f} ms (goal <= 2 ms)  p99 {added99:+.2f} ms")
-            rate_gw = throughput(via, hv, secs)
+            rate_gw = rate_of("through the gateway", via, hv, secs)
             up.requests.clear()
-            rate_direct = throughput(direct, hd, secs)
+            rate_direct = rate_of("straight to the upstream", direct, hd, secs)
             print(f"{CONCURRENCY} callers: gateway {rate_gw:,.0f} calls/s, direct {rate_direct:,.0f} calls/s "
                   f"({rate_gw / rate_direct:.2f}x)")
             with hub.client() as c:

@@ -180,3 +180,73 @@ def test_append_only_tables_do_not_stay_in_memory(plaza):
     assert st.rows.data["rm_plaza_holds"] == {}  # written, then dropped from memory
     assert len(rm.live(["plaza"])["plaza"]["rm_plaza_holds"]) == 6
     assert rm.live() == rm.replay()
+
+
+labels_table = sa.Table(
+    "rm_test_labels", metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("detail", sa.JSON, nullable=False),
+)
+
+
+class Labels(Projection):
+    """Each tally's label and counts in a JSON column (kept in memory, loaded back from SQL at start)."""
+
+    name = "test_labels"
+    tables = (labels_table,)
+
+    def on_Tally_Created(self, e: EventRecord, rows: Rows) -> None:
+        rows.put("rm_test_labels", {"id": e.originator_id, "detail": {"label": e.data["label"], "counts": []}})
+
+    def on_Tally_Counted(self, e: EventRecord, rows: Rows) -> None:
+        row = rows.get("rm_test_labels", e.originator_id)
+        detail = {**row["detail"], "counts": [*row["detail"]["counts"], e.data["by"]]}
+        rows.put("rm_test_labels", {**row, "detail": detail})
+
+
+def test_json_columns_written_by_the_standard_library_read_back_after_the_change(folders, database_url, monkeypatch):
+    """Read models made before JSON columns were written by orjson (json.dumps's text: spaces, \\u escapes)
+    load, fold on and equal a rebuild."""
+    import json
+
+    from agentplaza.projections import runner
+
+    def open_labels():
+        monkeypatch.setattr(runner, "_insert_plans", {})  # each table's plan holds its engine's serializer
+        store = EventStore.open(state_dir=folders.state, database_url=database_url)
+        engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
+        rm = ReadModels(engine, store, [Labels()])
+        rm.setup()
+        return store, rm
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "json_text", json.dumps)  # as the read models were written before
+        store, rm = open_labels()
+        cmds = Commands(store, clock=lambda: T0)
+        tally = Tally.start(cmds.context("owner"), label="café ✓ \"quoted\"")
+        tally.count(cmds.context("owner"), by=2)
+        store.commit(tally)
+        rm.catch_up()
+        with rm.engine.connect() as conn:
+            old_text = conn.execute(sa.text("SELECT CAST(detail AS TEXT) FROM rm_test_labels")).scalar()
+        store.close()
+        rm.engine.dispose()
+    assert old_text == json.dumps({"label": "café ✓ \"quoted\"", "counts": [2]})  # the old text, as stored
+
+    store, rm = open_labels()
+    assert rm.states["test_labels"].rows.get("rm_test_labels", tally.id.hex)["detail"]["counts"] == [2]
+    cmds = Commands(store, clock=lambda: T0)
+    def count(unit):
+        x = unit.get(tally.id)
+        x.count(cmds.context("owner"), by=3)
+        unit.add(x)
+    cmds.run(count)
+    rm.catch_up()
+    live = rm.live()
+    assert live["test_labels"]["rm_test_labels"] == [
+        {"id": tally.id.hex, "detail": {"label": "café ✓ \"quoted\"", "counts": [2, 3]}}]
+    assert rm.replay() == live
+    rm.rebuild()
+    assert rm.live() == live
+    store.close()
+    rm.engine.dispose()

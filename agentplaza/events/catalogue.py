@@ -24,7 +24,8 @@ from .storable import StateProblem, read_back
 
 _META = ("actor", "reason", "correlation_id")
 _HIDDEN = ("timestamp", "originator_topic", "class_version")
-_NOT_PAYLOAD = frozenset(_META + _HIDDEN)
+#: How the transcoder's wrapper names its type in the stored bytes (a string holding it is escaped: \\").
+_TYPE_KEY = b'"_type_"'
 
 
 @functools.cache
@@ -79,11 +80,10 @@ def decode_state(topic: str, state: bytes) -> dict[str, Any]:
 def check_readable(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> None:
     """Raises ``UnreadableEvent`` exactly when ``record`` would, without building the record
     (``audit verify`` asks this of every stored event)."""
-    event_class = describe(topic)[2]
     try:
         data = read_back(state)
         if upcast_target(topic) > 1:  # a class at version 1 has no upcaster that could fail
-            upcast(event_class, data)
+            upcast(describe(topic)[2], data)
     except StateProblem as e:
         raise UnreadableEvent(position, str(e)) from None
     except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
@@ -101,11 +101,21 @@ def record(position: int, originator_id: Any, version: int, topic: str, state: b
         raise UnreadableEvent(position, str(e)) from None
     except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
         raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
-    at = _plain(data.get("timestamp"))
-    get = data.get
-    # _plain inline (a rebuild decodes every event here): the transcoder's {"_type_", "_data_"} unwrapped
-    payload = {k: (v["_data_"] if type(v) is dict and "_type_" in v and "_data_" in v else v)
-               for k, v in data.items() if k not in _NOT_PAYLOAD}
+    # The state's own dict becomes the payload (a rebuild decodes every event here): the metadata popped,
+    # then the transcoder's {"_type_", "_data_"} wrappers unwrapped (``_plain`` inline).  Only the timestamp
+    # is wrapped in most states: when the stored bytes name "_type_" no more often than that, nothing is left
+    # to unwrap and the walk over the values is skipped.
+    pop = data.pop
+    at = pop("timestamp", None)
+    wrapped = type(at) is dict and "_type_" in at and "_data_" in at
+    if wrapped:
+        at = at["_data_"]
+    pop("originator_topic", None)
+    pop("class_version", None)
+    actor, reason, correlation_id = pop("actor", None), pop("reason", None), pop("correlation_id", None)
+    if type(state) is not bytes or state.count(_TYPE_KEY) > wrapped:
+        for k, v in data.items():
+            if type(v) is dict and "_type_" in v and "_data_" in v:
+                data[k] = v["_data_"]
     oid = originator_id.hex if isinstance(originator_id, UUID) else str(originator_id)
-    return EventRecord(position, oid, version, kind, family, at, get("actor"), get("reason"), get("correlation_id"),
-                       payload)
+    return EventRecord(position, oid, version, kind, family, at, actor, reason, correlation_id, data)

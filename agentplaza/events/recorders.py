@@ -5,7 +5,9 @@ that inserts the events, computes and inserts their links (see ``chain``).  On
 Postgres the library takes an EXCLUSIVE lock on the events table before it
 inserts, which serialises writers in notification order; the chain's head is
 read under that lock, so two hub processes cannot fork the chain.  On SQLite a
-write transaction is already exclusive.
+write transaction is already exclusive.  The Postgres recorder lives in
+``recorders_postgres`` so that a hub on SQLite never imports psycopg (a tenth
+of its start, issue 25).
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
-from psycopg.sql import SQL, Identifier
 
 from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, link
 
@@ -77,31 +77,4 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         first, links = _links(head[1] if head else GENESIS, ids, stored_events)
         c.execute(f"INSERT INTO {CHAIN_TABLE} VALUES (?, ?)", (first, links))
         self._pending.head = (ids[-1], links[-LINK_SIZE:])
-        return ids
-
-
-class ChainedPostgresRecorder(PostgresApplicationRecorder):
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        schema = Identifier(self.datastore.schema)
-        table = Identifier(CHAIN_TABLE)
-        self.sql_create_statements.append(
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {0}.{1} "
-                "(first_position bigint PRIMARY KEY, links bytea NOT NULL)"
-            ).format(schema, table)
-        )
-        self._select_head = SQL(
-            "SELECT first_position, links FROM {0}.{1} ORDER BY first_position DESC LIMIT 1"
-        ).format(schema, table)
-        self._insert_links = SQL("INSERT INTO {0}.{1} VALUES (%s, %s)").format(schema, table)
-
-    def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any):
-        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        if ids:
-            # Still inside the transaction that holds the table lock.
-            curs.execute(self._select_head, prepare=True)
-            row = curs.fetchone()
-            head = _head((row["first_position"], row["links"]) if row else None)
-            curs.execute(self._insert_links, _links(head[1] if head else GENESIS, ids, stored_events))
         return ids

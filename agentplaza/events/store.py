@@ -104,7 +104,7 @@ def store_env(*, state_dir: Path | None = None, database_url: str | None = None,
             raise ValueError(f"APZ_DATABASE_URL must be postgresql://..., not {url.scheme}://")
         env.update(
             PERSISTENCE_MODULE="eventsourcing.postgres",
-            APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders:ChainedPostgresRecorder",
+            APPLICATION_RECORDER_TOPIC="agentplaza.events.recorders_postgres:ChainedPostgresRecorder",
             POSTGRES_DBNAME=(url.path or "/").lstrip("/") or "postgres",
             POSTGRES_HOST=url.hostname or "127.0.0.1",
             POSTGRES_PORT=str(url.port or 5432),
@@ -296,12 +296,18 @@ class EventStore:
         return self.app.recorder.max_notification_id() or 0
 
     def _select(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        """Rows as the driver's plain tuples: the library's cursors make a ``sqlite3.Row`` or a dict of
+        every row, which a rebuild and ``audit verify`` (every event of the log) would only unpack again."""
         with self._datastore.transaction(commit=False) as c:
+            if self.backend == "postgres":
+                from psycopg.rows import tuple_row  # here: a hub on SQLite never imports psycopg
+
+                c.row_factory = tuple_row
+                c.execute(sql, params)
+                return c.fetchall()
+            c.sqlite_cursor.row_factory = None
             c.execute(sql, params)
-            rows = c.fetchall()
-        if self.backend == "postgres":
-            return [tuple(r.values()) for r in rows]
-        return [tuple(r) for r in rows]
+            return c.fetchall()
 
     def _ph(self) -> str:
         return "%s" if self.backend == "postgres" else "?"
@@ -440,6 +446,8 @@ class EventStore:
         rows = self._pages(
             f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
             f"WHERE {col} > {ph}{bound} ORDER BY {col} LIMIT {READ_PAGE}", after, upto)
+        if self.backend == "sqlite":  # the ids are stored as text: the rows are the walk's tuples as they come
+            return rows
         return ((r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4]) for r in rows)
 
     def _chain_rows(self, after: int, upto: int | None = None) -> Iterator[tuple]:

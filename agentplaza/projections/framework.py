@@ -89,8 +89,10 @@ class Rows:
         self.append_only = {n for n, t in self.tables.items() if t.info.get("append_only")}
         self.evictable = {n for n, t in self.tables.items() if t.info.get("evictable")}
         self.load: Loader | None = None
-        #: Each table's key of a row (``key_of``, as one C call: a rebuild puts every row it folds).
-        self._key = {n: operator.itemgetter(*(c.name for c in t.primary_key.columns)) for n, t in self.tables.items()}
+        #: Each table's key of a row (``key_of``, as one C call) and its rows, changed and removed keys, in
+        #: one look-up: a rebuild puts every row it folds.
+        self._slots = {n: (operator.itemgetter(*(c.name for c in t.primary_key.columns)), self.data[n],
+                           self.dirty[n], self.removed[n]) for n, t in self.tables.items()}
 
     @staticmethod
     def key_of(table: sa.Table, row: dict[str, Any]) -> Any:
@@ -100,21 +102,23 @@ class Rows:
         return row[cols[0]] if len(cols) == 1 else tuple(row[c] for c in cols)
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
-        row = self.data[table].get(key)
-        if row is None and self.load is not None and table in self.evictable and key not in self.removed[table]:
+        _, data, _, removed = self._slots[table]
+        row = data.get(key)
+        if row is None and self.load is not None and table in self.evictable and key not in removed:
             row = self.load(self.tables[table], key)
             if row is not None:
-                self.data[table][key] = row
+                data[key] = row
         return row
 
     def all(self, table: str) -> list[dict[str, Any]]:
         return list(self.data[table].values())
 
     def put(self, table: str, row: dict[str, Any]) -> None:
-        key = self._key[table](row)
-        self.data[table][key] = row
-        self.dirty[table].add(key)
-        self.removed[table].discard(key)
+        key_of, data, dirty, removed = self._slots[table]
+        key = key_of(row)
+        data[key] = row
+        dirty.add(key)
+        removed.discard(key)
 
     def delete(self, table: str, key: Any) -> None:
         # A row of an evictable table may be in SQL only: its removal is written either way.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import operator
 import threading
@@ -9,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from ..config import READ_MODELS_FILE
@@ -45,12 +47,24 @@ def equal_to(table: sa.Table, **values: Any) -> list:
     return [table.c[name] == value for name, value in values.items() if value]
 
 
+def json_text(value: Any) -> str:
+    """A JSON column's text: orjson's (a rebuild writes tens of thousands of JSON values, and the standard
+    library's encoder was most of the writes' own time); the standard library's for what orjson refuses
+    (an integer over 64 bits, a key that is not a string).  Both read back as the same value (a number
+    that is not finite orjson writes as null; no event holds one, see ``events.storable``)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
 def make_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
         path = sa.engine.make_url(url).database
         if path and path != ":memory:" and not path.startswith("file:"):
             make_private_file(Path(path))  # SQLite would make it with the umask's mode
-        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
+                                  json_serializer=json_text)
 
         @sa.event.listens_for(engine, "connect")
         def _wal(dbapi_conn: Any, _: Any) -> None:
@@ -58,7 +72,7 @@ def make_engine(url: str) -> sa.Engine:
             dbapi_conn.execute("PRAGMA synchronous=NORMAL")
 
         return engine
-    return sa.create_engine(url, pool_size=4, max_overflow=4)
+    return sa.create_engine(url, pool_size=4, max_overflow=4, json_serializer=json_text)
 
 
 #: Rows a single executemany of ``insert_many`` sends.

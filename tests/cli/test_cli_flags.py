@@ -146,8 +146,10 @@ try:
     main.main(sys.argv[1:])
 except SystemExit:
     pass
+# A None entry marks a module absent, not loaded (agentplaza/__init__.py so marks httpx._main).
 heavy = sorted({m.split('.')[0] if not m.startswith('agentplaza') else '.'.join(m.split('.')[:2])
-                for m in sys.modules if m.startswith(tuple(os.environ['HEAVY'].split()))})
+                for m, mod in list(sys.modules.items())
+                if mod is not None and m.startswith(tuple(os.environ['HEAVY'].split()))})
 print('LOADED', ' '.join(heavy), file=sys.stderr)
 """
 

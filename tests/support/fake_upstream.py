@@ -110,6 +110,12 @@ def gemini_stream(model: str, words: list[str]) -> bytes:
     return _sse(ev, crlf=True)
 
 
+class _Server(ThreadingHTTPServer):
+    #: Connections waiting to be accepted: the benches' callers connect at once (the default of 5 drops
+    #: the others' first packets, and each waits a second to try again).
+    request_queue_size = 128
+
+
 class FakeUpstream:
     """``with FakeUpstream() as up:`` serves on 127.0.0.1:<up.port> until the block ends."""
 
@@ -143,7 +149,7 @@ class FakeUpstream:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
