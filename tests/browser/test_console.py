@@ -229,6 +229,18 @@ def test_an_owner_session_in_the_console(browser, console_hub, tmp_path):
         expect(page.get_by_role("region", name="Profile")).to_contain_text("Where the model comes from")
         expect(page.get_by_role("toolbar", name="Agent actions")).to_contain_text("Checkpoint")
 
+        # The first reads of the screen a page opens on start as it opens (early.js), and the screen takes
+        # those answers: no path is asked twice before the screen is usable.
+        for screen in ("overview", "treasury"):
+            fresh = context.new_page()
+            asked: list[str] = []
+            fresh.on("request", lambda r, asked=asked: asked.append(r.url) if "/v1/" in r.url else None)
+            fresh.goto(f"{h.url}/#/{screen}")
+            settled(fresh)
+            twice = sorted({u for u in asked if asked.count(u) > 1})
+            fresh.close()
+            assert not twice, (screen, twice)
+
         # Every screen: a screenshot, and axe-core finds no serious or critical violation.
         found = []
         for screen in screen_ids():

@@ -1,6 +1,7 @@
-// The console starts here. The frame and the screen start at once; the first answer of 401 (the plaza's
-// state or a screen's data) means this browser is not the owner's: the sign-in page takes the frame's
-// place. The live stream opens once the hub has answered the plaza's state.
+// The console starts here (early.js, which the front page runs first, has started the opened screen's
+// reads). The frame and the screen start at once; the first answer of 401 (the plaza's state or a
+// screen's data) means this browser is not the owner's: the sign-in page takes the frame's place. The
+// live stream opens once the hub has answered the plaza's state (with the socket early.js opened then).
 
 import {SIGNED_OUT} from "./api.js";
 import {buildFrame} from "./frame.js";

@@ -32,18 +32,43 @@ export function fill(el, ...kids) {
   return el;
 }
 
-const INT = new Intl.NumberFormat("en-US");
-const USD = new Intl.NumberFormat("en-US", {style: "currency", currency: "USD", minimumFractionDigits: 2,
-                                            maximumFractionDigits: 3});
+// Numbers and times are written out here rather than through Intl: a page's first Intl formatter loads
+// the locale's data, 40 to 60 ms of the first draw (bench/console.py). The forms are Intl's own: en-US
+// numbers (1,234,567.5; -$1,234.567), en-GB medium date and time (2 Dec 2026, 07:46:53).
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sept", "Oct", "Nov", "Dec"];
+
+// |x| with thousands separators, at least min and at most max fraction digits (rounded as written in
+// decimal: 7.0005 is 7.001).
+function digits(x, min, max) {
+  const a = Math.abs(x);
+  const rounded = a < 1e15 ? Number(Math.round(Number(a + "e" + max)) + "e-" + max) : a;
+  let [whole, frac = ""] = rounded.toFixed(max).split(".");
+  frac = frac.replace(/0+$/, "").padEnd(min, "0");
+  whole = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return frac ? whole + "." + frac : whole;
+}
+
+function number(x) {
+  const v = Number(x);
+  return isFinite(v) ? (v < 0 ? "-" : "") + digits(v, 0, 3) : String(x);
+}
+
+function usd(x) {
+  const v = Number(x);
+  return isFinite(v) ? (v < 0 ? "-$" : "$") + digits(v, 2, 3) : String(x);
+}
+
+const two = (n) => String(n).padStart(2, "0");
 
 export const fmt = {
-  n: (x) => (x === null || x === undefined ? "—" : INT.format(x)),
-  credits: (x) => (x === null || x === undefined ? "—" : INT.format(x) + " cr"),
-  dollars: (credits) => (credits === null || credits === undefined ? "—" : USD.format(credits * DOLLARS_PER_CREDIT)),
+  n: (x) => (x === null || x === undefined ? "—" : number(x)),
+  credits: (x) => (x === null || x === undefined ? "—" : number(x) + " cr"),
+  dollars: (credits) => (credits === null || credits === undefined ? "—" : usd(credits * DOLLARS_PER_CREDIT)),
   time: (iso) => {
     if (!iso) return "—";
     const d = new Date(iso);
-    return isNaN(d) ? String(iso) : d.toLocaleString("en-GB", {dateStyle: "medium", timeStyle: "medium"});
+    return isNaN(d) ? String(iso) : `${d.getDate()} ${MONTHS[d.getMonth()]} ${d.getFullYear()}, ` +
+      `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
   },
   ago: (iso) => {
     const s = Math.round((Date.now() - new Date(iso)) / 1000);
