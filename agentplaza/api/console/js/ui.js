@@ -98,6 +98,41 @@ export function badge(text, kind = text) {
   return h("span", {class: "badge badge-" + String(kind).toLowerCase().replace(/[^a-z0-9]+/g, "-")}, text);
 }
 
+// The message next to a form or a button (its data-note names which): a refusal is an alert. A section
+// drawn again has new forms and buttons; the message goes to the one that took the old one's place.
+function say(note, text, error = false) {
+  const n = latest(note);
+  n.classList.toggle("error", error);
+  n.setAttribute("role", error ? "alert" : "status");
+  n.textContent = text;
+}
+
+const successor = new WeakMap();
+const latest = (n) => (successor.has(n) ? latest(successor.get(n)) : n);
+
+// A live section drawn again (frame.js) keeps the messages next to its forms and buttons: the reload an
+// event brings is often the event of the very change the message tells of ("Volume corpus made"), or
+// lands while a refusal is shown, and must not wipe it. keepNotes(section) before the section is filled
+// again; the function it returns, after: each old message (a form's by its label, a button's by its
+// label or text, in order) goes to the new one of the same name, and a reply still on its way follows.
+export function keepNotes(root) {
+  const old = [...root.querySelectorAll("[data-note]")];
+  return (now) => {
+    const fresh = new Map();
+    for (const n of now.querySelectorAll("[data-note]")) fresh.set(n.dataset.note, [...(fresh.get(n.dataset.note) || []), n]);
+    for (const n of old) {
+      const next = (fresh.get(n.dataset.note) || []).shift();
+      if (!next) continue;
+      successor.set(n, next);
+      if (n.textContent) {
+        next.className = n.className;
+        next.setAttribute("role", n.getAttribute("role"));
+        next.textContent = n.textContent;
+      }
+    }
+  };
+}
+
 // columns: [{label, value(row) -> node|string, sort(row) -> comparable}]; rows paginate by PAGE_ROWS.
 export function table(columns, rows, {empty = "Nothing yet.", caption, sortable = false, label} = {}) {
   if (!rows.length) return h("p", {class: "empty"}, empty);
@@ -152,21 +187,18 @@ export function select(name, options, value) {
 
 // A form that sends with the given function; a refusal shows beside its button, the form stays filled.
 export function form({label, fields, submit, send, done}) {
-  const status = h("p", {class: "status", role: "status"});
+  const status = h("p", {class: "status", role: "status", "data-note": "form " + label});
   const button = h("button", {type: "submit", class: "primary"}, submit);
   const el = h("form", {class: "form", "aria-label": label}, fields, h("div", {class: "actions"}, button, status));
   el.addEventListener("submit", async (e) => {
     e.preventDefault();
     button.disabled = true;
-    status.className = "status";
-    status.textContent = "…";
+    say(status, "…");
     try {
       const out = await send(new FormData(el), el);
-      status.textContent = (done && done(out)) || "Done.";
+      say(status, (done && done(out)) || "Done.");
     } catch (err) {
-      status.className = "status error";
-      status.setAttribute("role", "alert");
-      status.textContent = errorText(err);
+      say(status, errorText(err), true);
     } finally {
       button.disabled = false;
     }
@@ -176,11 +208,10 @@ export function form({label, fields, submit, send, done}) {
 
 // A button that runs an action; its refusal shows next to it.
 export function action(text, run, {kind = "", label, confirm: ask} = {}) {
-  const note = h("span", {class: "note", role: "status"});
+  const note = h("span", {class: "note", role: "status", "data-note": "action " + (label || text)});
   const b = h("button", {type: "button", class: kind, "aria-label": label}, text);
   b.addEventListener("click", async () => {
-    note.className = "note";
-    note.textContent = "";
+    say(note, "");
     let reason;
     if (ask) {
       const answer = await confirm(ask);
@@ -190,11 +221,9 @@ export function action(text, run, {kind = "", label, confirm: ask} = {}) {
     b.disabled = true;
     try {
       const out = await run(reason);
-      if (typeof out === "string") note.textContent = out;
+      if (typeof out === "string") say(note, out);
     } catch (err) {
-      note.className = "note error";
-      note.setAttribute("role", "alert");
-      note.textContent = errorText(err);
+      say(note, errorText(err), true);
     } finally {
       b.disabled = false;
     }
