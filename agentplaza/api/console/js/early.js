@@ -56,6 +56,7 @@ function openSocket() {
   first = {socket, replay: () => { for (const [on, e] of seen) if (socket[on]) socket[on](e); }};
 }
 
+performance.mark("apz:early");
 const id = decodeURIComponent(location.hash.replace(/^#\/?/, "").split("/")[0] || "overview");
 start("/v1/plaza").then((r) => { if (r.ok) openSocket(); }, () => null);
 if (Object.hasOwn(FIRST_READS, id)) {
