@@ -6,9 +6,17 @@ the same browser (goal: at most 1.5x), and the bytes the console transfers on it
     python bench/console.py [--quick]
 
 A real hub (no node) and Debian's headless Chromium through Playwright. "Usable": every live section of
-the screen has drawn its data. The baseline: a fresh page on the hub's origin that fetches, in parallel,
-the JSON those sections read (the same requests), from the navigation's start to the last body parsed.
-Each figure is the median of RUNS, the console's and the JSON's runs taken in turn. The last line is the headline.
+the screen has drawn its data and the top bar its STOP ALL or RESUME (checked at each animation frame).
+The baseline: a fresh page on the hub's origin that fetches, in parallel, the JSON the screen reads (the
+same requests, the plaza's state included: tests/browser/test_console.py holds the console's first
+requests to exactly READS), from the navigation's start to the last body parsed. Both sides are timed alike: from before
+``goto`` to the end of one ``page.evaluate`` whose promise settles in the page (Playwright's
+``wait_for_function`` compiles its own injected script into the console's page inside the timed window,
+40 to 80 ms of that page's main thread on a busy 2-core machine, which the JSON's page never pays).
+Each figure is the median of RUNS, the console's and the JSON's runs taken in turn (the quartiles are
+printed beside it: on a busy machine they are wide). The first load's bytes are those of a new profile,
+to a usable Overview and then with every other screen's module (which the console fetches by itself
+once idle): the goal holds for the whole first visit. The last line is the headline.
 """
 
 from __future__ import annotations
@@ -41,14 +49,26 @@ SPAWN_MAX = 16
 RUNS = 9
 GOAL_RATIO = 1.5
 GOAL_BYTES = 300 * 1024
-#: What each screen's live sections read when it opens (agentplaza/api/console/js/screens/*.js).
+#: What each screen's live sections read when it opens (agentplaza/api/console/js/screens/*.js; the
+#: frame reads the plaza's state, early.js starts them all: tests/test_console.py holds the two alike).
 READS = {
     "overview": ["/v1/plaza", "/v1/overview", "/v1/nodes", "/v1/treasury/flows"],
     "treasury": ["/v1/plaza", "/v1/treasury", "/v1/treasury/flows", "/v1/treasury/wallets",
-                 "/v1/treasury/journal?limit=50", "/v1/treasury/series?by=day"],
+                 "/v1/treasury/journal?limit=50", "/v1/treasury/series?by=day", "/v1/settings"],
 }
+#: Usable: the screen's every live section has drawn its data, and the top bar its STOP ALL or RESUME
+#: (the plaza's state: the baseline fetches it, so the console's side waits for it too).
 SETTLED = ("() => document.querySelector('main .screen') && document.querySelectorAll('main .live').length > 0 && "
-           "![...document.querySelectorAll('main .live')].some(e => e.getAttribute('aria-busy') !== 'false')")
+           "![...document.querySelectorAll('main .live')].some(e => e.getAttribute('aria-busy') !== 'false') && "
+           "!!document.querySelector('header .switch button')")
+#: Every other screen's module, fetched in the page (what the console fetches by itself once idle, 2 s
+#: after the first screen): the first visit's bytes count them too.
+EVERY_SCREEN = ("async () => { const main = document.querySelector('script[src$=\"/js/main.js\"]').src; "
+                "const {SCREENS} = await import(main.replace(/main\\.js$/, 'screens/index.js')); "
+                "await Promise.all(SCREENS.filter((s) => s.load).map((s) => s.load())); }")
+#: Resolves in the page at the first animation frame where SETTLED holds (false after a minute).
+USABLE = ("() => new Promise((done) => { const settled = " + SETTLED + "; setTimeout(() => done(false), 60000); "
+          "const check = () => (settled() ? done(true) : requestAnimationFrame(check)); check(); })")
 
 
 def fill(h: HubProcess, entries: int, agents: int) -> None:
@@ -74,28 +94,36 @@ def fill(h: HubProcess, entries: int, agents: int) -> None:
             left -= min(SPAWN_MAX, left)
 
 
-def cold(browser, url: str) -> tuple[float, int, int]:
-    """The first load in a new profile (nothing cached): seconds to a usable Overview, and the bytes."""
+def cold(browser, url: str) -> tuple[float, int, int, int]:
+    """The first load in a new profile (nothing cached): seconds to a usable Overview, the bytes of the
+    console's own files and of all answers by then, and the console's files of the whole first visit
+    (every screen's module included)."""
     context = browser.new_context()
     try:
-        return console_time(context, url, "overview")
+        return console_time(context, url, "overview", every_screen=True)
     finally:
         context.close()
 
 
-def console_time(context, url: str, screen: str) -> tuple[float, int, int]:
-    """Seconds to a usable screen on a new page; the bytes of the console's own files and of all answers."""
+def console_time(context, url: str, screen: str, every_screen: bool = False):
+    """Seconds to a usable screen on a new page; the bytes of the console's own files and of all answers
+    by then (and, with every_screen, of the console's files once every screen's module is here)."""
     page = context.new_page()
     done = []
     page.on("requestfinished", lambda r: done.append(r))
     t0 = time.perf_counter()
     page.goto(f"{url}/#/{screen}")
-    page.wait_for_function(SETTLED, timeout=60_000)
+    assert page.evaluate(USABLE), f"the {screen} screen was not usable within a minute"
     took = time.perf_counter() - t0
+    by_then = len(done)
+    if every_screen:
+        page.evaluate(EVERY_SCREEN)
     sizes = [(r.url, r.sizes()["responseBodySize"] + r.sizes()["responseHeadersSize"]) for r in done]
     page.close()
-    own = sum(n for u, n in sizes if "/v1/" not in u)
-    return took, own, sum(n for _, n in sizes)
+    own = sum(n for u, n in sizes[:by_then] if "/v1/" not in u)
+    if every_screen:
+        return took, own, sum(n for _, n in sizes[:by_then]), sum(n for u, n in sizes if "/v1/" not in u)
+    return took, own, sum(n for _, n in sizes[:by_then])
 
 
 def json_time(context, url: str, screen: str) -> float:
@@ -106,6 +134,11 @@ def json_time(context, url: str, screen: str) -> float:
     took = time.perf_counter() - t0
     page.close()
     return took
+
+
+def quartiles(xs: list[float]) -> str:
+    q1, _, q3 = statistics.quantiles(xs, n=4)
+    return f"quartiles {q1 * 1000:.0f} to {q3 * 1000:.0f}"
 
 
 def main() -> int:
@@ -135,17 +168,20 @@ def main() -> int:
                 for _ in range(runs):  # interleaved: a busy moment of the machine falls on both sides alike
                     c.append(console_time(context, h.url, screen))
                     j.append(json_time(context, h.url, screen))
-                cm, jm = statistics.median(x[0] for x in c), statistics.median(j)
+                cs = [x[0] for x in c]
+                cm, jm = statistics.median(cs), statistics.median(j)
                 ratios[screen] = cm / jm
-                print(f"{screen}: usable in {cm * 1000:.0f} ms; its JSON alone {jm * 1000:.0f} ms; {ratios[screen]:.2f}x")
+                print(f"{screen}: usable in {cm * 1000:.0f} ms ({quartiles(cs)}); its JSON alone {jm * 1000:.0f} ms "
+                      f"({quartiles(j)}); {ratios[screen]:.2f}x")
             browser.close()
-        took, own, total = first
+        took, own, total, visit = first
         print(f"first load (a new profile): usable Overview in {took * 1000:.0f} ms; the console's files "
-              f"{own / 1024:.1f} KB, with the API's answers {total / 1024:.1f} KB")
-        ok = all(r <= GOAL_RATIO for r in ratios.values()) and own <= GOAL_BYTES
+              f"{own / 1024:.1f} KB, with the API's answers {total / 1024:.1f} KB; every screen's module "
+              f"fetched too, the console's files {visit / 1024:.1f} KB")
+        ok = all(r <= GOAL_RATIO for r in ratios.values()) and visit <= GOAL_BYTES
         print(f"console: Overview {ratios['overview']:.2f}x and Treasury journal {ratios['treasury']:.2f}x the JSON "
-              f"(goal <= {GOAL_RATIO}x); first load {own / 1024:.0f} KB (goal <= {GOAL_BYTES // 1024} KB)"
-              f"{'' if ok else ' - MISSED'}")
+              f"(goal <= {GOAL_RATIO}x); first load {own / 1024:.0f} KB to a usable Overview, {visit / 1024:.0f} KB "
+              f"with every screen (goal <= {GOAL_BYTES // 1024} KB){'' if ok else ' - MISSED'}")
         return 0
     finally:
         h.stop()

@@ -115,3 +115,20 @@ def test_every_console_file_is_installed_with_the_package():
         rel = path.relative_to(package).as_posix()
         assert any(fnmatch(rel, g) and rel.count("/") == g.count("/") for g in globs), rel
         assert path.suffix in MEDIA_TYPES, rel
+
+
+def test_the_bench_fetches_what_the_screens_read_first():
+    """bench/console.py's baseline fetches the same requests as the screen: the plaza's state and the
+    screen's first reads, which early.js starts as the page opens."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_console", ROOT / "bench" / "console.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    early = (CONSOLE_DIR / "js" / "early.js").read_text()
+    block = early[early.index("FIRST_READS = {"):]
+    block = block[:block.index("};")]
+    first = {name: re.findall(r'"([^"]+)"', paths) for name, paths in re.findall(r"(\w+): \[([^\]]*)\]", block)}
+    assert set(first) == set(bench.READS)
+    for screen, paths in bench.READS.items():
+        assert sorted(paths) == sorted(["/v1/plaza", *first[screen]]), screen

@@ -98,6 +98,16 @@ def sign_in(page, h) -> None:
     expect(page.get_by_text("Live", exact=True)).to_be_visible()
 
 
+def bench_reads() -> dict[str, list[str]]:
+    """bench/console.py's READS: what its baseline fetches for each screen."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_console", ROOT / "bench" / "console.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.READS
+
+
 def settled(page) -> None:
     """Every live section of the screen has loaded once."""
     page.wait_for_function("() => document.querySelector('main .screen') && "
@@ -228,6 +238,23 @@ def test_an_owner_session_in_the_console(browser, console_hub, tmp_path):
         roster.get_by_role("link").first.click()
         expect(page.get_by_role("region", name="Profile")).to_contain_text("Where the model comes from")
         expect(page.get_by_role("toolbar", name="Agent actions")).to_contain_text("Checkpoint")
+
+        # The first reads of the screen a page opens on start as it opens (early.js), and the screen takes
+        # those answers: no path is asked twice before the screen is usable, and what is asked is exactly
+        # what bench/console.py's baseline fetches (nothing unused started early, nothing left out).
+        reads = bench_reads()
+        for screen in ("overview", "treasury"):
+            fresh = context.new_page()
+            asked: list[str] = []
+            fresh.on("request", lambda r, asked=asked: asked.append(r.url.removeprefix(h.url))
+                     if r.url.startswith(h.url + "/v1/") else None)
+            fresh.goto(f"{h.url}/#/{screen}")
+            settled(fresh)
+            expect(fresh.locator("header .switch button")).to_be_visible()
+            got = list(asked)
+            fresh.close()
+            assert not sorted({u for u in got if got.count(u) > 1}), (screen, got)
+            assert sorted(got) == sorted(reads[screen]), (screen, got)
 
         # Every screen: a screenshot, and axe-core finds no serious or critical violation.
         found = []

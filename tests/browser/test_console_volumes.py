@@ -56,6 +56,16 @@ def test_the_owner_makes_mounts_and_is_refused_removing_a_mounted_volume(browser
         expect(volumes).to_contain_text(str(src))
         expect(volumes).to_contain_text("MiB")
 
+        # The section drawn again (another change of the volumes, made outside the console) keeps the
+        # message next to the form: a reload never wipes it.
+        again = drawn(page, "Volumes")
+        assert http.put("/v1/volumes/roles/builder", json={"volumes": ["corpus"]}).status_code == 200
+        page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Volumes').length > {again}")
+        expect(made.get_by_role("status")).to_contain_text("Volume corpus made")
+        again = drawn(page, "Volumes")
+        assert http.delete("/v1/volumes/roles/builder").status_code == 200
+        page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Volumes').length > {again}")
+
         # The same name again: refused next to the form, nothing made.
         made.get_by_label("Name").fill("corpus")
         made.get_by_label("Source").fill(str(src))
@@ -66,9 +76,13 @@ def test_the_owner_makes_mounts_and_is_refused_removing_a_mounted_volume(browser
         mount = page.get_by_role("form", name="Mount volumes on a role")
         mount.get_by_label("Role").select_option("researcher")
         mount.get_by_label("Volume 1").select_option("corpus")
+        roles_drawn = drawn(page, "Roles")
         mount.get_by_role("button", name="Mount").click()
         expect(mount.get_by_role("status")).to_contain_text("Role researcher mounts corpus")
         expect(page.get_by_role("table", name="Roles and their volumes")).to_contain_text("corpus")
+        # The mount's own event draws the Roles section again: the message stays.
+        page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Roles').length > {roles_drawn}")
+        expect(mount.get_by_role("status")).to_contain_text("Role researcher mounts corpus")
         assert axe_violations(page) == []
         page.screenshot(path=str(shots / "volumes.png"), full_page=True)
 
@@ -96,3 +110,8 @@ def test_the_owner_makes_mounts_and_is_refused_removing_a_mounted_volume(browser
     finally:
         context.close()
         http.close()
+
+
+def drawn(page, section: str) -> int:
+    """How many times the console has drawn this live section (frame.js marks each draw)."""
+    return page.evaluate("(name) => performance.getEntriesByName(name).length", f"apz:drawn {section}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+import time
 from pathlib import Path
 
 from starlette.requests import Request
@@ -77,12 +78,32 @@ def _files() -> list[Path]:
     return sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file() and p.suffix in MEDIA_TYPES)
 
 
-def digest() -> str:
-    """The digest of every console file as installed: a new install, a new address for each file."""
+#: How long the digest of the console's files, and the front page built on it, are kept before the
+#: files are read again: each page load asks for the page and, on a first load, each module under the
+#: digest, and hashing every file for each of those was the most of each answer's time (bench/console.py).
+#: A file changed in place (a development checkout) is seen within this long.
+DIGEST_KEPT_S = 2.0
+_kept: dict[str, tuple[float, object]] = {}
+
+
+def _fresh(name: str, make):
+    now = time.monotonic()
+    kept = _kept.get(name)
+    if kept is None or now - kept[0] > DIGEST_KEPT_S:
+        kept = _kept[name] = (now, make())
+    return kept[1]
+
+
+def _digest() -> str:
     h = hashlib.sha256()
     for p in _files():
         h.update(p.relative_to(CONSOLE_DIR).as_posix().encode() + b"\0" + _read(p) + b"\0")
     return h.hexdigest()[:DIGEST_CHARS]
+
+
+def digest() -> str:
+    """The digest of every console file as installed: a new install, a new address for each file."""
+    return _fresh("digest", _digest)
 
 
 def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> Response:
@@ -94,8 +115,8 @@ def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> R
 
 #: A static import in a console module (``import {a} from "./x.js";``); ``import()`` of a screen is not one.
 STATIC_IMPORT = re.compile(rb'^import\s[^;]*?from\s+"(\.{1,2}/[^"]+)";', re.M)
-#: The modules the front page runs: the one that starts the opened screen's fetch, and the frame.
-FRONT_MODULES = ("js/boot.js", "js/main.js")
+#: The modules the front page runs: the one that starts the opened screen's data, and the frame.
+FRONT_MODULES = ("js/early.js", "js/main.js")
 
 
 def preload_order() -> list[str]:
@@ -132,7 +153,7 @@ def _front_page() -> bytes:
 
 
 async def front_page(request: Request) -> Response:
-    return _serve(CONSOLE_DIR / "index.html", _front_page())
+    return _serve(CONSOLE_DIR / "index.html", _fresh("front page", _front_page))
 
 
 async def asset(request: Request) -> Response:

@@ -1,6 +1,8 @@
 // The one way the console reads and changes the plaza: JSON requests to the hub's /v1 API, the same
 // requests the command line makes. A refusal is {"error": {"code", "message"}}; it becomes an ApiError.
 
+import {ask, takeEarly} from "./early.js";
+
 export class ApiError extends Error {
   constructor(status, code, message, detail = {}) {
     super(message);
@@ -13,19 +15,21 @@ export class ApiError extends Error {
 //: Fired on window when the hub answers 401: the frame shows the sign-in page.
 export const SIGNED_OUT = "apz:signed-out";
 
+// A read takes the answer early.js started for its path as the page opened, if there is one.
+function send(method, path, body) {
+  if (method === "GET" && body === undefined) return takeEarly(path) || ask(path);
+  if (body === undefined) return ask(path, {method});
+  return ask(path, {method, body: JSON.stringify(body), headers: {"Content-Type": "application/json"}});
+}
+
 export async function api(method, path, body) {
-  const init = {method, credentials: "same-origin", headers: {Accept: "application/json"}};
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
   let r;
   try {
-    r = await fetch(path, init);
+    r = await send(method, path, body);
   } catch (e) {
     throw new ApiError(0, "unreachable", "the hub did not answer; is apid running?");
   }
-  const text = await r.text();
+  const text = r.text;
   let data = null;
   try {
     data = text ? JSON.parse(text) : null;
@@ -40,7 +44,14 @@ export async function api(method, path, body) {
   return data;
 }
 
-export const get = (path, query) => api("GET", query ? path + "?" + new URLSearchParams(clean(query)) : path);
+// A path with its query, as the hub is asked for it: the empty parts left out (so an early read of
+// "/v1/treasury/flows" is the same path as get("/v1/treasury/flows", {from: undefined})).
+export function address(path, query) {
+  const q = query ? new URLSearchParams(clean(query)).toString() : "";
+  return q ? path + "?" + q : path;
+}
+
+export const get = (path, query) => api("GET", address(path, query));
 export const post = (path, body = {}) => api("POST", path, body);
 export const put = (path, body = {}) => api("PUT", path, body);
 export const patch = (path, body = {}) => api("PATCH", path, body);

@@ -6,7 +6,7 @@
 import {get, post} from "./api.js";
 import {listen, onStatus} from "./live.js";
 import {GROUPS, SCREENS} from "./screens/index.js";
-import {action, errorBox, fill, fmt, h} from "./ui.js";
+import {action, errorBox, fill, fmt, h, keepNotes} from "./ui.js";
 
 //: Events that arrive together reload a section once, this long after the first.
 export const COALESCE_MS = 120;
@@ -146,7 +146,11 @@ function live(families, load, {tag = "section", label} = {}) {
     running = true;
     try {
       const out = await load(el);
-      if (out !== undefined) fill(el, out);
+      if (out !== undefined) {
+        const keep = keepNotes(el);  // a form's or a button's message stays (ui.js)
+        fill(el, out);
+        keep(el);
+      }
     } catch (err) {
       fill(el, errorBox(err));
     } finally {

@@ -4,8 +4,9 @@
 // second, doubling the wait up to 30 seconds, and every listener reads the state again on reconnect.
 
 import {SIGNED_OUT} from "./api.js";
+import {SUBPROTOCOL, takeSocket} from "./early.js";
 
-export const SUBPROTOCOL = "apz.events.v1";
+export {SUBPROTOCOL};
 export const RETRY_FIRST_MS = 1000;
 export const RETRY_MAX_MS = 30000;
 //: The hub closes a socket it refuses to sign in with 4401.
@@ -51,7 +52,8 @@ export function connect() {
   if (stopped) return;
   const url = location.origin.replace(/^http/, "ws") + "/v1/ws";
   setState(everOpened ? "reconnecting" : "connecting");
-  socket = new WebSocket(url, SUBPROTOCOL);
+  const first = takeSocket();  // the first time: the socket early.js opened as the page opened
+  socket = first ? first.socket : new WebSocket(url, SUBPROTOCOL);
   socket.onopen = () => {
     const again = everOpened;
     everOpened = true;
@@ -87,4 +89,5 @@ export function connect() {
     timer = setTimeout(connect, wait);
     wait = Math.min(wait * 2, RETRY_MAX_MS);
   };
+  if (first) first.replay();  // its open, the messages and a close it saw before these handlers, in order
 }

@@ -32,18 +32,43 @@ export function fill(el, ...kids) {
   return el;
 }
 
-const INT = new Intl.NumberFormat("en-US");
-const USD = new Intl.NumberFormat("en-US", {style: "currency", currency: "USD", minimumFractionDigits: 2,
-                                            maximumFractionDigits: 3});
+// Numbers and times are written out here rather than through Intl: a page's first Intl formatter loads
+// the locale's data, 40 to 60 ms of the first draw (bench/console.py). The forms are Intl's own: en-US
+// numbers (1,234,567.5; -$1,234.567), en-GB medium date and time (2 Dec 2026, 07:46:53).
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sept", "Oct", "Nov", "Dec"];
+
+// |x| with thousands separators, at least min and at most max fraction digits (rounded as written in
+// decimal: 7.0005 is 7.001).
+function digits(x, min, max) {
+  const a = Math.abs(x);
+  const rounded = a < 1e15 ? Number(Math.round(Number(a + "e" + max)) + "e-" + max) : a;
+  let [whole, frac = ""] = rounded.toFixed(max).split(".");
+  frac = frac.replace(/0+$/, "").padEnd(min, "0");
+  whole = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return frac ? whole + "." + frac : whole;
+}
+
+function number(x) {
+  const v = Number(x);
+  return isFinite(v) ? (v < 0 ? "-" : "") + digits(v, 0, 3) : String(x);
+}
+
+function usd(x) {
+  const v = Number(x);
+  return isFinite(v) ? (v < 0 ? "-$" : "$") + digits(v, 2, 3) : String(x);
+}
+
+const two = (n) => String(n).padStart(2, "0");
 
 export const fmt = {
-  n: (x) => (x === null || x === undefined ? "—" : INT.format(x)),
-  credits: (x) => (x === null || x === undefined ? "—" : INT.format(x) + " cr"),
-  dollars: (credits) => (credits === null || credits === undefined ? "—" : USD.format(credits * DOLLARS_PER_CREDIT)),
+  n: (x) => (x === null || x === undefined ? "—" : number(x)),
+  credits: (x) => (x === null || x === undefined ? "—" : number(x) + " cr"),
+  dollars: (credits) => (credits === null || credits === undefined ? "—" : usd(credits * DOLLARS_PER_CREDIT)),
   time: (iso) => {
     if (!iso) return "—";
     const d = new Date(iso);
-    return isNaN(d) ? String(iso) : d.toLocaleString("en-GB", {dateStyle: "medium", timeStyle: "medium"});
+    return isNaN(d) ? String(iso) : `${d.getDate()} ${MONTHS[d.getMonth()]} ${d.getFullYear()}, ` +
+      `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
   },
   ago: (iso) => {
     const s = Math.round((Date.now() - new Date(iso)) / 1000);
@@ -71,6 +96,41 @@ export function errorBox(err) {
 
 export function badge(text, kind = text) {
   return h("span", {class: "badge badge-" + String(kind).toLowerCase().replace(/[^a-z0-9]+/g, "-")}, text);
+}
+
+// The message next to a form or a button (its data-note names which): a refusal is an alert. A section
+// drawn again has new forms and buttons; the message goes to the one that took the old one's place.
+function say(note, text, error = false) {
+  const n = latest(note);
+  n.classList.toggle("error", error);
+  n.setAttribute("role", error ? "alert" : "status");
+  n.textContent = text;
+}
+
+const successor = new WeakMap();
+const latest = (n) => (successor.has(n) ? latest(successor.get(n)) : n);
+
+// A live section drawn again (frame.js) keeps the messages next to its forms and buttons: the reload an
+// event brings is often the event of the very change the message tells of ("Volume corpus made"), or
+// lands while a refusal is shown, and must not wipe it. keepNotes(section) before the section is filled
+// again; the function it returns, after: each old message (a form's by its label, a button's by its
+// label or text, in order) goes to the new one of the same name, and a reply still on its way follows.
+export function keepNotes(root) {
+  const old = [...root.querySelectorAll("[data-note]")];
+  return (now) => {
+    const fresh = new Map();
+    for (const n of now.querySelectorAll("[data-note]")) fresh.set(n.dataset.note, [...(fresh.get(n.dataset.note) || []), n]);
+    for (const n of old) {
+      const next = (fresh.get(n.dataset.note) || []).shift();
+      if (!next) continue;
+      successor.set(n, next);
+      if (n.textContent) {
+        next.className = n.className;
+        next.setAttribute("role", n.getAttribute("role"));
+        next.textContent = n.textContent;
+      }
+    }
+  };
 }
 
 // columns: [{label, value(row) -> node|string, sort(row) -> comparable}]; rows paginate by PAGE_ROWS.
@@ -127,21 +187,18 @@ export function select(name, options, value) {
 
 // A form that sends with the given function; a refusal shows beside its button, the form stays filled.
 export function form({label, fields, submit, send, done}) {
-  const status = h("p", {class: "status", role: "status"});
+  const status = h("p", {class: "status", role: "status", "data-note": "form " + label});
   const button = h("button", {type: "submit", class: "primary"}, submit);
   const el = h("form", {class: "form", "aria-label": label}, fields, h("div", {class: "actions"}, button, status));
   el.addEventListener("submit", async (e) => {
     e.preventDefault();
     button.disabled = true;
-    status.className = "status";
-    status.textContent = "…";
+    say(status, "…");
     try {
       const out = await send(new FormData(el), el);
-      status.textContent = (done && done(out)) || "Done.";
+      say(status, (done && done(out)) || "Done.");
     } catch (err) {
-      status.className = "status error";
-      status.setAttribute("role", "alert");
-      status.textContent = errorText(err);
+      say(status, errorText(err), true);
     } finally {
       button.disabled = false;
     }
@@ -151,11 +208,10 @@ export function form({label, fields, submit, send, done}) {
 
 // A button that runs an action; its refusal shows next to it.
 export function action(text, run, {kind = "", label, confirm: ask} = {}) {
-  const note = h("span", {class: "note", role: "status"});
+  const note = h("span", {class: "note", role: "status", "data-note": "action " + (label || text)});
   const b = h("button", {type: "button", class: kind, "aria-label": label}, text);
   b.addEventListener("click", async () => {
-    note.className = "note";
-    note.textContent = "";
+    say(note, "");
     let reason;
     if (ask) {
       const answer = await confirm(ask);
@@ -165,11 +221,9 @@ export function action(text, run, {kind = "", label, confirm: ask} = {}) {
     b.disabled = true;
     try {
       const out = await run(reason);
-      if (typeof out === "string") note.textContent = out;
+      if (typeof out === "string") say(note, out);
     } catch (err) {
-      note.className = "note error";
-      note.setAttribute("role", "alert");
-      note.textContent = errorText(err);
+      say(note, errorText(err), true);
     } finally {
       b.disabled = false;
     }

@@ -1,6 +1,7 @@
 // Every screen of the console, in sidebar order. Adding a screen is one file in this folder and one line
 // here: {id, title, group, load} for a built screen (its module exports render(view, ctx)), or
 // {id, title, group, later} for an area the hub does not have yet (the screen says so in one line).
+// A screen's first reads may be started as the page opens, before its module is here: early.js.
 
 export const GROUPS = ["Plaza", "Social", "Lab", "Setup"];
 
