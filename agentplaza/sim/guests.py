@@ -143,9 +143,12 @@ class SimStream:
 class Guest:
     """One connection of a simulated harness: the real session on its thread, and its stream."""
 
-    def __init__(self, rt: AgentRuntime, cid: int):
+    def __init__(self, rt: AgentRuntime, cid: int, works: bool = False):
         self.cid = cid
         self.rt = rt
+        #: A harness that works its queue whenever time passes (``hub_passes``); the others (a silent
+        #: one, one that misbehaved) only do what their script says.
+        self.works = works
         self.stream = SimStream()
         self.session = HarnessSession(rt, cid, self.stream)  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"sim-guest-{cid}")
@@ -367,3 +370,60 @@ def play(w: World, guests: dict[int, Guest], cid: int, behaviour: str, n: int) -
     return (f"agent {cid}'s guest ({behaviour}) {'took ' + item if item else 'had no work'}, was answered "
             f"{', '.join(said) or 'nothing'}; its session {state}"
             + ("" if isinstance(hello, dict) and "error" not in hello else " (hello refused)"))
+
+
+#: The most passes of the runtime's reconcile one simulated stretch of time runs (the hub runs one every
+#: second; a pass that boots an agent leaves its sleep to the next).
+MAX_PASSES = 4
+
+
+def hub_passes(w: World) -> tuple[int, int, int]:
+    """The runtime's reconcile as time passes, until it asks the node for nothing more: the work the
+    scheduler gave delivered (a sleeping agent woken by it), idle agents gone looking for people,
+    idle agents put to sleep by the policy's rule (``AgentRuntime.idle_sleep``), the node told to
+    sleep and wake them.  Afterwards the node sleeps exactly the agents the plaza has asleep (raises
+    ``AssertionError`` when not).  (How many are asleep, how many the node put to sleep, how many it woke.)"""
+    rt = w.runtime
+    node: SimNode = rt.links[LOCAL_NODE]  # type: ignore[assignment]
+    before = len(node.requests)
+    for _ in range(MAX_PASSES):  # until a pass changes nothing (it reads what the one before wrote)
+        seen, position = len(node.requests), w.store.max_position()
+        reconcile(rt)
+        work_queues(w)
+        if len(node.requests) == seen and w.store.max_position() == position:
+            break
+    w.rm.catch_up()
+    rows = [r for r in w.rm.rows(agents_table) if r["run"] == "running"]
+    asleep = {r["cid"] for r in rows if r["status"] == "asleep"}
+    if asleep & set(rt.applied) != rt.asleep or asleep & node.running:
+        raise AssertionError(f"the plaza has {sorted(asleep)} asleep; the runtime sleeps {sorted(rt.asleep)} and the "
+                             f"node runs {sorted(asleep & node.running)} of them")
+    ops = [op for op, _ in node.requests[before:]]
+    return len(asleep), ops.count("sleep"), ops.count("wake")
+
+
+#: The most items a working harness takes in one stretch of time.
+MAX_ITEMS = 5
+
+
+def take_and_do(g: Guest) -> str | None:
+    """A harness asks for its next item and, handed one, does it; the item (None: nothing queued)."""
+    nxt = g.ask({"op": "next", "wait": 0}) if not g.ended else None
+    item = nxt["item"]["item"] if isinstance(nxt, dict) and isinstance(nxt.get("item"), dict) else None
+    if item is not None and not g.ended:
+        g.ask({"op": "done", "item": item, "outcome": "done", "text": "finished"})
+    return item
+
+
+def work_queues(w: World) -> int:
+    """Every connected harness that works (``Guest.works``) takes its queued items and does them; how many."""
+    done = 0
+    for cid in sorted(w.guests):
+        g = w.guests[cid]
+        for _ in range(MAX_ITEMS if g is not None and g.works else 0):
+            if take_and_do(g) is None:
+                break
+            done += 1
+        if g is not None and g.ended:
+            del w.guests[cid]
+    return done

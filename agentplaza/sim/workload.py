@@ -33,7 +33,7 @@ from ..commands import (
     council,
     git,
     hiring,
-    library,
+    models,
     payments,
     projects,
     scheduler,
@@ -43,12 +43,17 @@ from ..commands import laws as law_commands
 from ..commands import plaza as plaza_commands
 from ..commands import tasks as tk
 from ..commands import treasury as tc
+from ..commands.unit import Done
 from ..domain.approvals import approval_id
 from ..domain.base import Refusal
 from ..domain.council import SEATS, motion_id
+from ..domain.git import ZERO
 from ..domain.plaza import held as plaza_held
 from ..domain.tasks import task_id
 from ..projections import work
+from ..runtime import forge
+from . import blobs, gitwork, guests
+from .invariants import Broken
 from .world import SIM_PASSPHRASE, World
 
 #: The roles of the simulated agents, in the order they are spawned (round the list): workers,
@@ -104,6 +109,10 @@ class Memory:
     deliverables: dict[str, str] = field(default_factory=dict)  # project -> the Library item handed in for it
     #: how each tool call under a suspension in force ended: refused (as it must) or ran
     suspended_calls: dict[str, int] = field(default_factory=dict)
+    prs: list[str] = field(default_factory=list)  # the pull requests opened
+    items: list[str] = field(default_factory=list)  # the Library items handed in
+    shared: list[str] = field(default_factory=list)  # the files agents shared
+    torn_blobs: set[str] = field(default_factory=set)  # the store keys whose blob was cut short on disk
 
 
 def pick(seq: Sequence[Any], n: int) -> Any | None:
@@ -567,28 +576,149 @@ def advance_project(w: World, m: Memory, a: tuple) -> str:
     cid = of_role(m, "builder", a[2])
     item = m.deliverables.get(number)
     if item is None and a[2] % 4 and p is not None:  # the deliverable handed in to the Library first (a step)
-        item = library.submit(w.cmds, as_agent(w, cid), title=f"deliverable of {number}", description="the result",
-                              filename="result.txt", media_type="text/plain", size=1 + a[3] % 1000,
-                              sha256=f"{a[3]:064x}"[:64], storage="local", key=f"d{a[3]}", task=None,
-                              project=number).value
+        item = blobs.library(w).submit(as_agent(w, cid), blobs.content(a[3]), "result.txt", f"deliverable of {number}",
+                                       "the result", project=number).value
         m.deliverables[number] = item
+        m.items.append(item)
         return f"{cid} handed in {item} for {number}"
     projects.deliver(w.cmds, as_agent(w, cid), number, "the result", "what was built", item, role="builder")
     return f"{cid} delivered {number} ({item})"
 
 
 def create_repo(w: World, m: Memory, a: tuple) -> str:
+    """The owner makes a repository on the plaza's git server (git's first commit, then the record)."""
     name = f"repo-{a[0] % 4}"
-    git.create_repo(w.cmds, owner(w), name, f"{a[1]:040x}"[:40])
+    gitwork.server(w).create(forge.OWNER, name)
     return f"made {name}"
 
 
+def git_push(w: World, m: Memory, a: tuple) -> str:
+    """An agent (mostly a builder) commits on a branch of its own and pushes it through the server's
+    receive path; now and then to the protected default branch (refused), a push that is not a
+    fast-forward (refused by git), or the owner's own commit on the default branch (allowed)."""
+    repo = pick(gitwork.repos(w, m), a[0])
+    if repo is None:
+        return create_repo(w, m, a)
+    variant = a[2] % 7
+    cid = of_role(m, "builder", a[1]) if a[3] % 3 else pick([c for c, _ in m.agents], a[1])
+    caller = forge.OWNER if variant == 1 else forge.Caller(f"agent:{cid}")
+    who = "owner" if variant == 1 else str(cid)
+    path, heads = gitwork.clone(w, who, repo)
+    branch = "main" if variant in (0, 1) else f"b{cid}-{a[1] % 3}"
+    old = heads.get(branch, ZERO)
+    base = heads["main"] if variant == 2 or branch not in heads else heads[branch]  # 2: not a fast-forward
+    shared = a[3] % 4 == 0  # the same file as other branches: their merges may conflict
+    name = "shared.txt" if shared else f"work/{who}-{a[1] % 3}.txt"
+    author = forge.OWNER_AUTHOR if variant == 1 else (f"agent-{cid}", f"agent-{cid}@agents.plaza.invalid")
+    new = gitwork.commit(w, path, base, {name: f"{who} at {a[3] % 997}\n".encode()}, author, f"{who}: {name}")
+    before = w.store.max_position()
+    out = gitwork.after_the_laws(w, m, before, lambda: gitwork.push(w, caller, path, repo, branch, old, new, base))
+    if isinstance(out, tuple):
+        accepted, word = out
+        return f"{who} pushed {branch} of {repo}: " + ("accepted" if accepted else f"rejected ({word})")
+    return gitwork.said(out, "")
+
+
+def open_pr(w: World, m: Memory, a: tuple) -> str:
+    """An agent opens a pull request from one of its branches into the default branch."""
+    repo = pick(gitwork.repos(w, m), a[0])
+    if repo is None:
+        return create_repo(w, m, a)
+    heads = gitwork.store_of(w).heads(repo)
+    mine = sorted(b for b in heads if b.startswith("b"))
+    branch = pick(mine, a[1]) if mine and a[2] % 5 else f"b0-{a[1] % 3}"  # now and then no such branch
+    cid = int(branch[1:].split("-")[0]) if branch[1:].split("-")[0].isdigit() else of_role(m, "builder", 0)
+    if cid not in dict(m.agents):
+        cid = of_role(m, "builder", 0)
+    before = w.store.max_position()
+    out = gitwork.after_the_laws(w, m, before, lambda: gitwork.server(w).open_pr(
+        forge.Caller(f"agent:{cid}"), repo, branch, None, f"{branch} into main", "what it changes"))
+    if isinstance(out, Done):
+        m.prs.append(out.value)
+        return f"{cid} opened {out.value}: {branch} of {repo}"
+    return gitwork.said(out, "")
+
+
+def review_pr(w: World, m: Memory, a: tuple) -> str:
+    """A reviewer reviews an open pull request (approve, two draws in three); now and then its author
+    reviews its own (refused)."""
+    number = pick(gitwork.open_prs(w, m) if a[3] % 3 else m.prs, a[0])
+    if number is None:
+        return "no pull request to review"
+    pr = git.pr_of(w.cmds, number)
+    cid = int(pr.author.split(":")[1]) if a[2] % 6 == 0 else of_role(m, "reviewer", a[1])
+    verdict = ("approve", "approve", "request_changes")[a[1] % 3]
+    before = w.store.max_position()
+    out = gitwork.after_the_laws(w, m, before, lambda: gitwork.server(w).review(
+        forge.Caller(f"agent:{cid}"), number, verdict, "looked at it"))
+    return gitwork.said(out, f"{cid} reviewed {number}: {verdict}")
+
+
+def merge_pr(w: World, m: Memory, a: tuple) -> str:
+    """The owner merges an open pull request (mostly one a reviewer approved; fast-forward, a merge
+    commit, or either), now and then closes one, or tries one merged already (refused)."""
+    open_ = gitwork.open_prs(w, m)
+    approved = [n for n in open_ if "approve" in git.pr_of(w.cmds, n).reviews.values()]
+    number = pick(approved if approved and a[3] % 3 else open_ if open_ and a[3] % 4 else m.prs, a[0])
+    if number is None:
+        return "no pull request to merge"
+    if a[2] % 9 == 0:
+        gitwork.server(w).close(forge.OWNER, number)
+        return f"the owner closed {number}"
+    method = ("auto", "auto", "merge", "ff")[a[1] % 4]
+    commit = gitwork.server(w).merge(forge.OWNER, number, method).value
+    return f"the owner merged {number} ({method}) as {commit[:12]}"
+
+
+def guest_connects(w: World, m: Memory, a: tuple) -> str:
+    """An agent's harness connects (its VM booted, or woke) and says hello, asks for work and, handed
+    an item, does it; it stays connected, idle, until its channel closes or the hub dies."""
+    cid = pick([c for c, _ in m.agents if c not in w.guests], a[0])
+    if cid is None:
+        return "every agent's guest is connected"
+    g = guests.Guest(w.runtime, cid, works=True)
+    g.ask({"op": "hello"})
+    item = guests.take_and_do(g)
+    if g.ended:
+        return f"agent {cid}'s guest connected and its session ended"
+    w.guests[cid] = g
+    return f"agent {cid}'s guest connected" + (f" and did {item}" if item else "; it is idle")
+
+
+def owner_tells(w: World, m: Memory, a: tuple) -> str:
+    """The owner gives an agent work (a sleeping agent is woken by it; its harness does it when time passes)."""
+    cid = pick([c for c, _ in m.agents], a[0])
+    asleep = agent_commands.agent(w.cmds, cid).status == "asleep"
+    agent_commands.tell(w.cmds, owner(w), cid, f"a job, number {a[1] % 100}")
+    return f"the owner gave {cid} work" + (" (it was asleep: woken)" if asleep else "")
+
+
+def set_idle_policy(w: World, m: Memory, a: tuple) -> str:
+    """The owner sets how long an idle agent waits before it sleeps (0: never) and who never sleeps."""
+    minutes = (0, 5, 10, 60)[a[0] % 4]
+    never = (["orchestrator"], [], ["orchestrator", "reviewer"])[a[1] % 3]
+    models.set_policy(w.cmds, owner(w), {"idle_sleep_min": minutes, "sleep_never_roles": never})
+    return f"idle sleep after {minutes} minutes; never: {', '.join(never) or 'nobody'}"
+
+
+def project_repos(w: World, m: Memory, a: tuple) -> str:
+    return gitwork.project_repos(w)
+
+
 def submit_item(w: World, m: Memory, a: tuple) -> str:
-    number = library.submit(w.cmds, as_agent(w, pick([c for c, _ in m.agents], a[0])), title=f"item {a[1] % 9}",
-                            description="a deliverable", filename="out.txt", media_type="text/plain",
-                            size=1 + a[2] % 1000, sha256=f"{a[3]:064x}"[:64], storage="local", key=f"k{a[3]}",
-                            task=None, project=None).value
+    """An agent hands a deliverable in to the Library (its bytes in the library's store, then the record)."""
+    number = blobs.library(w).submit(as_agent(w, pick([c for c, _ in m.agents], a[0])), blobs.content(a[2]),
+                                     "out.txt", f"item {a[1] % 9}", "a deliverable").value
+    m.items.append(number)
     return f"submitted {number}"
+
+
+def share_file(w: World, m: Memory, a: tuple) -> str:
+    """An agent shares a file of its workspace (the file store: the same store's folder, then the record)."""
+    cid = pick([c for c, _ in m.agents], a[0])
+    number = blobs.files(w).share(as_agent(w, cid), cid, f"notes/{a[1] % 9}.txt", blobs.content(a[2])).value
+    m.shared.append(number)
+    return f"{cid} shared {number}"
 
 
 def set_secret(w: World, m: Memory, a: tuple) -> str:
@@ -623,18 +753,38 @@ def unseal(w: World, m: Memory, a: tuple) -> str:
 def time_passes(w: World, m: Memory, a: tuple) -> str:
     """Time passes: the hub's periodic work runs (the vault's watch records the uses whose minute ended;
     the scheduler's pass gives open tasks to idle workers and reported ones to idle reviewers, on the
-    read models, none while held). Reputation and contacts fade with the clock itself: every read of
-    the society (``reputation_in_range`` among them) is at the new time, so a long jump (91 days)
-    fades opinions past ``OPINION_FADE_DAYS``."""
+    read models, none while held; the projects' repositories are kept in git; the runtime's reconcile
+    delivers work, sends idle agents looking for people and puts agents idle past ``idle_sleep_min``
+    to sleep). Reputation and contacts fade with the clock itself: every read of the society
+    (``reputation_in_range`` among them) is at the new time, so a long jump (91 days) fades opinions
+    past ``OPINION_FADE_DAYS``. The hub runs its passes every second; here they run at the end of each
+    stretch of the time: a minute in, just past the idle limit, and at the end (so an agent idle past
+    the limit sleeps before a later pass, outreach's, would give it work)."""
     seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600, 91 * 24 * 3600)[a[0] % 5]
-    w.clock.advance(seconds)
-    flushed = w.vault.flush_uses()  # the hub's vault watch records the uses whose minute has ended
-    said = f"{seconds}s passed" + (f"; {flushed} use groups recorded" if flushed else "")
-    if a[1] % 3:  # the scheduler's pass (the hub runs one every second; here when time passes)
-        w.rm.catch_up()
-        done = scheduler.run_pass(w.cmds, work.queue(w.rm))
-        said += "; the scheduler is held" if done.held else f"; the scheduler assigned {len(done.assigned)}"
-    return said
+    idle_min = models.load(w.cmds).policy.get("idle_sleep_min", 0)
+    marks = sorted({s for s in (60, (idle_min + 1) * 60) if 0 < s < seconds} | {seconds})
+    said, at, slept, woke = f"{seconds}s passed", 0, 0, 0
+    for mark in marks:
+        w.clock.advance(mark - at)
+        at = mark
+        if mark == seconds:
+            flushed = w.vault.flush_uses()  # the hub's vault watch records the uses whose minute has ended
+            said += f"; {flushed} use groups recorded" if flushed else ""
+        if a[1] % 3:  # the scheduler's pass (the hub runs one every second; here when time passes)
+            w.rm.catch_up()
+            done = scheduler.run_pass(w.cmds, work.queue(w.rm))
+            if mark == seconds:
+                said += "; the scheduler is held" if done.held else f"; the scheduler assigned {len(done.assigned)}"
+        try:  # the hub's loops that follow the log: the projects' repositories, the runtime's reconcile
+            kept = gitwork.project_repos(w)
+        except Refusal as r:
+            kept = f"the project repository pass was refused ({r.code})"
+        try:
+            asleep, put, woken = guests.hub_passes(w)
+        except AssertionError as e:
+            raise Broken("idle_sleep_by_the_rule", str(e)) from None
+        slept, woke = slept + put, woke + woken
+    return f"{said}; {kept}; {asleep} asleep ({slept} put to sleep, {woke} woken)"
 
 
 Action = Callable[[World, Memory, tuple], str]
@@ -652,6 +802,9 @@ ACTIONS: dict[str, tuple[Action, int]] = {
     "time_passes": (time_passes, 3),
     "open_incident": (open_incident, 1), "file_case": (file_case, 2), "defend_case": (defend_case, 1),
     "rule_case": (rule_case, 2), "advance_project": (advance_project, 4),
+    "git_push": (git_push, 3), "open_pr": (open_pr, 2), "review_pr": (review_pr, 2), "merge_pr": (merge_pr, 2),
+    "project_repos": (project_repos, 2), "guest_connects": (guest_connects, 2), "set_idle_policy": (set_idle_policy, 1),
+    "owner_tells": (owner_tells, 1), "share_file": (share_file, 1),
 }
 
 
