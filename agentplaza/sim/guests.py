@@ -225,11 +225,28 @@ class SimNode:
         pass
 
 
+class ByCid:
+    """The read models as the simulated runtime reads them: the agents' rows by CID, the same on SQLite
+    and PostgreSQL (whose heap order moves a row once it is updated), so the runtime's passes over the
+    agents (idle sleep, outreach) commit in one order on both. Everything else as it is."""
+
+    def __init__(self, rm: Any):
+        self._rm = rm
+
+    def rows(self, table: Any, *where: Any, order_by: Any = None, limit: int | None = None) -> list[dict]:
+        if table is agents_table and order_by is None and limit is None:
+            return sorted(self._rm.rows(table, *where), key=lambda r: r["cid"])
+        return self._rm.rows(table, *where, order_by=order_by, limit=limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rm, name)
+
+
 def runtime_of(w: World) -> AgentRuntime:
     """The hub's runtime on a simulated node n0 (its guests are the simulator's), made anew after a
     crash.  Its node requests run in the step that makes them, not on threads of their own, so their
     commits fall in the same order in every run."""
-    rt = AgentRuntime(SimHub(w.cmds, w.rm, w.folders, w.vault), node="off")
+    rt = AgentRuntime(SimHub(w.cmds, ByCid(w.rm), w.folders, w.vault), node="off")
     rt.links[LOCAL_NODE] = SimNode()  # type: ignore[assignment]
     pending: list[tuple] = []
     rt.sim_pending = pending  # type: ignore[attr-defined]
@@ -267,16 +284,16 @@ def node_lost(w: World, n: int) -> str:
     the plaza says run (raises ``AssertionError`` when not)."""
     rt = w.runtime
     reconcile(rt)  # what the node ran before it went
-    was = sorted(w.guests)
-    for cid in was:
-        w.guests.pop(cid).close()
+    was = {cid: w.guests.pop(cid) for cid in sorted(w.guests)}  # (kept: a working harness reconnects working)
+    for g in was.values():
+        g.close()
     node: SimNode = rt.links[LOCAL_NODE]  # type: ignore[assignment]
     node.queued = [{"event": "exited", "cid": cid, "exit": (137, 0)[n % 2]} for cid in sorted(rt.applied)]
     lost = len(node.queued)
     node.running.clear()
     rt.follow_node_events(LOCAL_NODE, node)
     reconcile(rt)  # the node is back: the runtime boots what the plaza runs
-    w.guests.update({cid: None for cid in was})  # type: ignore[misc]
+    w.guests.update(was)
     w.reconnect()
     w.rm.catch_up()
     running = {r["cid"] for r in w.rm.rows(agents_table) if r["run"] == "running"}

@@ -763,7 +763,7 @@ def time_passes(w: World, m: Memory, a: tuple) -> str:
     seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600, 91 * 24 * 3600)[a[0] % 5]
     idle_min = models.load(w.cmds).policy.get("idle_sleep_min", 0)
     marks = sorted({s for s in (60, (idle_min + 1) * 60) if 0 < s < seconds} | {seconds})
-    said, at, slept, woke = f"{seconds}s passed", 0, 0, 0
+    said, at, slept, woke, assigned, held = f"{seconds}s passed", 0, 0, 0, 0, False
     for mark in marks:
         w.clock.advance(mark - at)
         at = mark
@@ -773,8 +773,9 @@ def time_passes(w: World, m: Memory, a: tuple) -> str:
         if a[1] % 3:  # the scheduler's pass (the hub runs one every second; here when time passes)
             w.rm.catch_up()
             done = scheduler.run_pass(w.cmds, work.queue(w.rm))
+            assigned, held = assigned + len(done.assigned), done.held
             if mark == seconds:
-                said += "; the scheduler is held" if done.held else f"; the scheduler assigned {len(done.assigned)}"
+                said += "; the scheduler is held" if held else f"; the scheduler assigned {assigned}"
         try:  # the hub's loops that follow the log: the projects' repositories, the runtime's reconcile
             kept = gitwork.project_repos(w)
         except Refusal as r:
