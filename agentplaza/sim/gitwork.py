@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..commands import git as gc
+from ..commands.unit import Done
 from ..domain.base import Refusal
-from ..domain.git import BRANCH_PREFIX
+from ..domain.git import BRANCH_PREFIX, ZERO
 from ..runtime import forge, projectrepo
 from ..runtime.githttp import GitRequest
 from ..runtime.gitstore import GIT, GitStore, author_env, date_env
+from .memory import Memory, of_role, pick
 
 if TYPE_CHECKING:
-    from .workload import Memory
     from .world import World
 
 #: Where the agents' own repositories are, under the run's folder.
@@ -164,3 +165,94 @@ def project_repos(w: World) -> str:
             raise
         return f"the project repository pass stopped ({getattr(r, 'code', 'write failed')}); the next pass goes on"
     return f"the project repository pass made {made} steps"
+
+
+# -- the actions (``workload.ACTIONS`` draws them) ---------------------------------------------------
+
+def create_repo(w: World, m: Memory, a: tuple) -> str:
+    """The owner makes a repository on the plaza's git server (git's first commit, then the record)."""
+    name = f"repo-{a[0] % 4}"
+    server(w).create(forge.OWNER, name)
+    return f"made {name}"
+
+
+def git_push(w: World, m: Memory, a: tuple) -> str:
+    """An agent (mostly a builder) commits on a branch of its own and pushes it through the server's
+    receive path; now and then to the protected default branch (refused), a push that is not a
+    fast-forward (refused by git), or the owner's own commit on the default branch (allowed)."""
+    repo = pick(repos(w, m), a[0])
+    if repo is None:
+        return create_repo(w, m, a)
+    variant = a[2] % 7
+    cid = of_role(m, "builder", a[1]) if a[3] % 3 else pick([c for c, _ in m.agents], a[1])
+    caller = forge.OWNER if variant == 1 else forge.Caller(f"agent:{cid}")
+    who = "owner" if variant == 1 else str(cid)
+    path, heads = clone(w, who, repo)
+    branch = "main" if variant in (0, 1) else f"b{cid}-{a[1] % 3}"
+    old = heads.get(branch, ZERO)
+    base = heads["main"] if variant == 2 or branch not in heads else heads[branch]  # 2: not a fast-forward
+    shared = a[3] % 4 == 0  # the same file as other branches: their merges may conflict
+    name = "shared.txt" if shared else f"work/{who}-{a[1] % 3}.txt"
+    author = forge.OWNER_AUTHOR if variant == 1 else (f"agent-{cid}", f"agent-{cid}@agents.plaza.invalid")
+    new = commit(w, path, base, {name: f"{who} at {a[3] % 997}\n".encode()}, author, f"{who}: {name}")
+    before = w.store.max_position()
+    out = after_the_laws(w, m, before, lambda: push(w, caller, path, repo, branch, old, new, base))
+    if isinstance(out, tuple):
+        accepted, word = out
+        return f"{who} pushed {branch} of {repo}: " + ("accepted" if accepted else f"rejected ({word})")
+    return said(out, "")
+
+
+def open_pr(w: World, m: Memory, a: tuple) -> str:
+    """An agent opens a pull request from one of its branches into the default branch."""
+    repo = pick(repos(w, m), a[0])
+    if repo is None:
+        return create_repo(w, m, a)
+    heads = store_of(w).heads(repo)
+    mine = sorted(b for b in heads if b.startswith("b"))
+    branch = pick(mine, a[1]) if mine and a[2] % 5 else f"b0-{a[1] % 3}"  # now and then no such branch
+    cid = int(branch[1:].split("-")[0]) if branch[1:].split("-")[0].isdigit() else of_role(m, "builder", 0)
+    if cid not in dict(m.agents):
+        cid = of_role(m, "builder", 0)
+    before = w.store.max_position()
+    out = after_the_laws(w, m, before, lambda: server(w).open_pr(
+        forge.Caller(f"agent:{cid}"), repo, branch, None, f"{branch} into main", "what it changes"))
+    if isinstance(out, Done):
+        m.prs.append(out.value)
+        return f"{cid} opened {out.value}: {branch} of {repo}"
+    return said(out, "")
+
+
+def review_pr(w: World, m: Memory, a: tuple) -> str:
+    """A reviewer reviews an open pull request (approve, two draws in three); now and then its author
+    reviews its own (refused)."""
+    number = pick(open_prs(w, m) if a[3] % 3 else m.prs, a[0])
+    if number is None:
+        return "no pull request to review"
+    pr = gc.pr_of(w.cmds, number)
+    cid = int(pr.author.split(":")[1]) if a[2] % 6 == 0 else of_role(m, "reviewer", a[1])
+    verdict = ("approve", "approve", "request_changes")[a[1] % 3]
+    before = w.store.max_position()
+    out = after_the_laws(w, m, before, lambda: server(w).review(
+        forge.Caller(f"agent:{cid}"), number, verdict, "looked at it"))
+    return said(out, f"{cid} reviewed {number}: {verdict}")
+
+
+def merge_pr(w: World, m: Memory, a: tuple) -> str:
+    """The owner merges an open pull request (mostly one a reviewer approved; fast-forward, a merge
+    commit, or either), now and then closes one, or tries one merged already (refused)."""
+    open_ = open_prs(w, m)
+    approved = [n for n in open_ if "approve" in gc.pr_of(w.cmds, n).reviews.values()]
+    number = pick(approved if approved and a[3] % 3 else open_ if open_ and a[3] % 4 else m.prs, a[0])
+    if number is None:
+        return "no pull request to merge"
+    if a[2] % 9 == 0:
+        server(w).close(forge.OWNER, number)
+        return f"the owner closed {number}"
+    method = ("auto", "auto", "merge", "ff")[a[1] % 4]
+    commit = server(w).merge(forge.OWNER, number, method).value
+    return f"the owner merged {number} ({method}) as {commit[:12]}"
+
+
+def project_repos_step(w: World, m: Memory, a: tuple) -> str:
+    return project_repos(w)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import jhrl
@@ -31,7 +30,6 @@ from ..commands import (
     conduct,
     conversations,
     council,
-    git,
     hiring,
     models,
     payments,
@@ -43,17 +41,15 @@ from ..commands import laws as law_commands
 from ..commands import plaza as plaza_commands
 from ..commands import tasks as tk
 from ..commands import treasury as tc
-from ..commands.unit import Done
 from ..domain.approvals import approval_id
 from ..domain.base import Refusal
 from ..domain.council import SEATS, motion_id
-from ..domain.git import ZERO
 from ..domain.plaza import held as plaza_held
-from ..domain.tasks import task_id
 from ..projections import work
-from ..runtime import forge
 from . import blobs, gitwork, guests
+from .gitwork import create_repo, git_push, merge_pr, open_pr, project_repos_step, review_pr
 from .invariants import Broken
+from .memory import Memory, Step, as_agent, holder, of_role, owner, pick, role_of, task_in
 from .world import SIM_PASSPHRASE, World
 
 #: The roles of the simulated agents, in the order they are spawned (round the list): workers,
@@ -68,90 +64,6 @@ NO_GIT = 'law no-git "No git for builders" {\n  statement "Builders leave git al
          '  when role == builder\n}\n'
 #: A tool call an agent makes (a write, so an agent in ask mode asks first).
 TOOLS = (("vm.write_file", "write"), ("vm.read_file", "read"), ("plaza_git", "write"))
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of a history: an action (or a fault, ``fault:NAME``) and the numbers it reads."""
-
-    name: str
-    args: tuple[int, int, int, int]
-
-    def __str__(self) -> str:
-        return f"{self.name}{list(self.args)}"
-
-
-@dataclass
-class Memory:
-    agents: list[tuple[int, str]] = field(default_factory=list)  # (cid, role)
-    tasks: list[str] = field(default_factory=list)
-    approvals: list[str] = field(default_factory=list)
-    payments: list[str] = field(default_factory=list)
-    motions: list[str] = field(default_factory=list)
-    projects: list[str] = field(default_factory=list)
-    secrets: dict[str, str] = field(default_factory=dict)  # name -> every value the owner gave (the last)
-    secret_values: set[str] = field(default_factory=set)
-    #: approval number -> how many times a call it approved ran
-    call_runs: dict[str, int] = field(default_factory=dict)
-    #: the calls that waited for an approval: approval number -> (agent, the call)
-    waiting_calls: dict[str, tuple[str, jhrl.Call]] = field(default_factory=dict)
-    #: the next model call's answer, set by a fault: "fail", "malformed", "timeout" or None
-    model_fault: str | None = None
-    fail_next_write: bool = False
-    #: approvals used by a step the hub died inside, before the call they let through could run
-    unrun_uses: int = 0
-    model_calls: dict[str, int] = field(default_factory=dict)  # how each model call ended
-    modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
-    contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
-    logs: list[str] = field(default_factory=list)  # every line the plaza's code logged in the run
-    incidents: list[str] = field(default_factory=list)
-    cases: list[str] = field(default_factory=list)
-    deliverables: dict[str, str] = field(default_factory=dict)  # project -> the Library item handed in for it
-    #: how each tool call under a suspension in force ended: refused (as it must) or ran
-    suspended_calls: dict[str, int] = field(default_factory=dict)
-    prs: list[str] = field(default_factory=list)  # the pull requests opened
-    items: list[str] = field(default_factory=list)  # the Library items handed in
-    shared: list[str] = field(default_factory=list)  # the files agents shared
-    torn_blobs: set[str] = field(default_factory=set)  # the store keys whose blob was cut short on disk
-
-
-def pick(seq: Sequence[Any], n: int) -> Any | None:
-    return seq[n % len(seq)] if seq else None
-
-
-def task_in(w: World, m: Memory, n: int, *states: str, phase: str | None = None) -> str:
-    """Mostly (two draws in three) a task in one of ``states``, as an agent that asked the hub would
-    pick; else any task the people know of, so the refusals are tried too."""
-    if n % 3:
-        found = [x for x in m.tasks if (t := w.store.get(task_id(x))) is not None and t.state in states
-                 and (phase is None or t.phase == phase)]
-        if found:
-            return pick(found, n // 3)
-    return pick(m.tasks, n) or "t999"
-
-
-def holder(w: World, n: str, who: str, fallback: int | None, draw: int) -> int | None:
-    """The task's worker or reviewer (two draws in three), else ``fallback``: a wrong one is tried too."""
-    t = w.store.get(task_id(n))
-    held = getattr(t, who, None) if t is not None else None
-    return int(held) if held is not None and draw % 3 else fallback
-
-
-def of_role(m: Memory, role: str, n: int) -> int | None:
-    found = [c for c, r in m.agents if r == role]
-    return pick(found, n)
-
-
-def owner(w: World, reason: str | None = None):
-    return w.cmds.context("owner", reason)
-
-
-def as_agent(w: World, cid: int):
-    return w.cmds.context(f"agent:{cid}")
-
-
-def role_of(m: Memory, cid: int) -> str:
-    return dict(m.agents)[cid]
 
 
 # -- the actions ----------------------------------------------------------------------------------
@@ -585,91 +497,6 @@ def advance_project(w: World, m: Memory, a: tuple) -> str:
     return f"{cid} delivered {number} ({item})"
 
 
-def create_repo(w: World, m: Memory, a: tuple) -> str:
-    """The owner makes a repository on the plaza's git server (git's first commit, then the record)."""
-    name = f"repo-{a[0] % 4}"
-    gitwork.server(w).create(forge.OWNER, name)
-    return f"made {name}"
-
-
-def git_push(w: World, m: Memory, a: tuple) -> str:
-    """An agent (mostly a builder) commits on a branch of its own and pushes it through the server's
-    receive path; now and then to the protected default branch (refused), a push that is not a
-    fast-forward (refused by git), or the owner's own commit on the default branch (allowed)."""
-    repo = pick(gitwork.repos(w, m), a[0])
-    if repo is None:
-        return create_repo(w, m, a)
-    variant = a[2] % 7
-    cid = of_role(m, "builder", a[1]) if a[3] % 3 else pick([c for c, _ in m.agents], a[1])
-    caller = forge.OWNER if variant == 1 else forge.Caller(f"agent:{cid}")
-    who = "owner" if variant == 1 else str(cid)
-    path, heads = gitwork.clone(w, who, repo)
-    branch = "main" if variant in (0, 1) else f"b{cid}-{a[1] % 3}"
-    old = heads.get(branch, ZERO)
-    base = heads["main"] if variant == 2 or branch not in heads else heads[branch]  # 2: not a fast-forward
-    shared = a[3] % 4 == 0  # the same file as other branches: their merges may conflict
-    name = "shared.txt" if shared else f"work/{who}-{a[1] % 3}.txt"
-    author = forge.OWNER_AUTHOR if variant == 1 else (f"agent-{cid}", f"agent-{cid}@agents.plaza.invalid")
-    new = gitwork.commit(w, path, base, {name: f"{who} at {a[3] % 997}\n".encode()}, author, f"{who}: {name}")
-    before = w.store.max_position()
-    out = gitwork.after_the_laws(w, m, before, lambda: gitwork.push(w, caller, path, repo, branch, old, new, base))
-    if isinstance(out, tuple):
-        accepted, word = out
-        return f"{who} pushed {branch} of {repo}: " + ("accepted" if accepted else f"rejected ({word})")
-    return gitwork.said(out, "")
-
-
-def open_pr(w: World, m: Memory, a: tuple) -> str:
-    """An agent opens a pull request from one of its branches into the default branch."""
-    repo = pick(gitwork.repos(w, m), a[0])
-    if repo is None:
-        return create_repo(w, m, a)
-    heads = gitwork.store_of(w).heads(repo)
-    mine = sorted(b for b in heads if b.startswith("b"))
-    branch = pick(mine, a[1]) if mine and a[2] % 5 else f"b0-{a[1] % 3}"  # now and then no such branch
-    cid = int(branch[1:].split("-")[0]) if branch[1:].split("-")[0].isdigit() else of_role(m, "builder", 0)
-    if cid not in dict(m.agents):
-        cid = of_role(m, "builder", 0)
-    before = w.store.max_position()
-    out = gitwork.after_the_laws(w, m, before, lambda: gitwork.server(w).open_pr(
-        forge.Caller(f"agent:{cid}"), repo, branch, None, f"{branch} into main", "what it changes"))
-    if isinstance(out, Done):
-        m.prs.append(out.value)
-        return f"{cid} opened {out.value}: {branch} of {repo}"
-    return gitwork.said(out, "")
-
-
-def review_pr(w: World, m: Memory, a: tuple) -> str:
-    """A reviewer reviews an open pull request (approve, two draws in three); now and then its author
-    reviews its own (refused)."""
-    number = pick(gitwork.open_prs(w, m) if a[3] % 3 else m.prs, a[0])
-    if number is None:
-        return "no pull request to review"
-    pr = git.pr_of(w.cmds, number)
-    cid = int(pr.author.split(":")[1]) if a[2] % 6 == 0 else of_role(m, "reviewer", a[1])
-    verdict = ("approve", "approve", "request_changes")[a[1] % 3]
-    before = w.store.max_position()
-    out = gitwork.after_the_laws(w, m, before, lambda: gitwork.server(w).review(
-        forge.Caller(f"agent:{cid}"), number, verdict, "looked at it"))
-    return gitwork.said(out, f"{cid} reviewed {number}: {verdict}")
-
-
-def merge_pr(w: World, m: Memory, a: tuple) -> str:
-    """The owner merges an open pull request (mostly one a reviewer approved; fast-forward, a merge
-    commit, or either), now and then closes one, or tries one merged already (refused)."""
-    open_ = gitwork.open_prs(w, m)
-    approved = [n for n in open_ if "approve" in git.pr_of(w.cmds, n).reviews.values()]
-    number = pick(approved if approved and a[3] % 3 else open_ if open_ and a[3] % 4 else m.prs, a[0])
-    if number is None:
-        return "no pull request to merge"
-    if a[2] % 9 == 0:
-        gitwork.server(w).close(forge.OWNER, number)
-        return f"the owner closed {number}"
-    method = ("auto", "auto", "merge", "ff")[a[1] % 4]
-    commit = gitwork.server(w).merge(forge.OWNER, number, method).value
-    return f"the owner merged {number} ({method}) as {commit[:12]}"
-
-
 def guest_connects(w: World, m: Memory, a: tuple) -> str:
     """An agent's harness connects (its VM booted, or woke) and says hello, asks for work and, handed
     an item, does it; it stays connected, idle, until its channel closes or the hub dies."""
@@ -699,10 +526,6 @@ def set_idle_policy(w: World, m: Memory, a: tuple) -> str:
     never = (["orchestrator"], [], ["orchestrator", "reviewer"])[a[1] % 3]
     models.set_policy(w.cmds, owner(w), {"idle_sleep_min": minutes, "sleep_never_roles": never})
     return f"idle sleep after {minutes} minutes; never: {', '.join(never) or 'nobody'}"
-
-
-def project_repos(w: World, m: Memory, a: tuple) -> str:
-    return gitwork.project_repos(w)
 
 
 def submit_item(w: World, m: Memory, a: tuple) -> str:
@@ -804,7 +627,7 @@ ACTIONS: dict[str, tuple[Action, int]] = {
     "open_incident": (open_incident, 1), "file_case": (file_case, 2), "defend_case": (defend_case, 1),
     "rule_case": (rule_case, 2), "advance_project": (advance_project, 4),
     "git_push": (git_push, 3), "open_pr": (open_pr, 2), "review_pr": (review_pr, 2), "merge_pr": (merge_pr, 2),
-    "project_repos": (project_repos, 2), "guest_connects": (guest_connects, 2), "set_idle_policy": (set_idle_policy, 1),
+    "project_repos": (project_repos_step, 2), "guest_connects": (guest_connects, 2), "set_idle_policy": (set_idle_policy, 1),
     "owner_tells": (owner_tells, 1), "share_file": (share_file, 1),
 }
 
