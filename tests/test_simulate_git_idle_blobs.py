@@ -206,21 +206,3 @@ def test_a_torn_blob_served_breaks_the_invariant(monkeypatch):
         assert "not the ones its digest names" in e.value.message
     finally:
         w.close()
-
-
-def test_a_tool_librarys_program_is_never_shown_torn(tmp_path):
-    """What the simulator's check led to: the route that shows a library tool's program read its blob
-    without its digest; it reads it through ``librarystore.read_checked`` now, as downloads do."""
-    import hashlib
-
-    from agentplaza.domain.base import Refusal
-    from agentplaza.runtime.librarystore import LocalStore, read_checked
-
-    store = LocalStore(tmp_path / "library")
-    store.put("k1", b"print('hello')\n")
-    sha = hashlib.sha256(b"print('hello')\n").hexdigest()
-    assert read_checked(store, "k1", sha, "x") == b"print('hello')\n"
-    (tmp_path / "library" / "k1").write_bytes(b"print(")
-    with pytest.raises(Refusal) as e:
-        read_checked(store, "k1", sha, "x")
-    assert e.value.code == "item_corrupt"

@@ -85,6 +85,21 @@ def test_a_version_is_private_to_its_author_until_the_owner_approves_it(api):
     assert api.post("/v1/tools/word_count/versions/1/reject", json={}).json()["error"]["code"] == "approval_decided"
 
 
+def test_a_program_torn_on_disk_is_refused_item_corrupt_never_shown(api):
+    """A version's program is read back against the digest the log holds (``librarystore.read_checked``):
+    a blob cut short on disk (a hub that died writing it) is refused, never shown as the program."""
+    hub = api.hub
+    ((_a, sa),) = at_work(hub, "builder")
+    package(sa, "word_count", WC)
+    hub.read_models.catch_up()
+    blobs = [f for f in (hub.folders.data / "library").iterdir() if f.read_bytes() == WC]
+    assert blobs
+    for f in blobs:
+        f.write_bytes(WC[: len(WC) // 2])
+    got = api.get("/v1/tools/x_word_count/versions/1/program")
+    assert got.json()["error"]["code"] == "item_corrupt" and WC[:10] not in got.content
+
+
 def test_the_author_tries_its_newer_version_while_every_other_agent_keeps_the_approved_one(api):
     hub = api.hub
     (a, sa), (b, sb) = at_work(hub, "builder", "tester")
