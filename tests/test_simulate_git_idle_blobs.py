@@ -141,7 +141,7 @@ def test_a_fixed_seed_of_the_projects_area_reaches_delivered():
 def test_idle_agents_sleep_by_the_policys_rule_and_work_wakes_them():
     r, said = _area_run("idle", 3, 80)
     passes = [x for x in said if "asleep (" in x]
-    assert any(" 0 put to sleep" not in x for x in passes), r.lines
+    assert any("(0 put to sleep" not in x for x in passes), r.lines
     assert any(" 0 woken" not in x for x in passes), r.lines
 
 
@@ -161,6 +161,46 @@ def test_an_agent_put_to_sleep_before_its_idle_time_breaks_the_invariant(monkeyp
     r = execute(Options(3), [Step("guest_connects", (0, 0, 0, 0)), Step("time_passes", (0, 1, 0, 0))])
     assert r.failure is not None and r.failure.invariant == "idle_sleep_by_the_rule", report(r)
     assert "idle 0:01:00 only" in r.failure.message
+
+
+def test_an_agent_put_to_sleep_with_work_queued_breaks_the_invariant(monkeypatch):
+    """The injected bug: nothing keeps an idle agent awake (``awake_because`` always None, and the
+    agent's own guard on its queue gone), so the hub sleeps a connected agent whose queue holds the
+    owner's work (its harness has not asked for it)."""
+    from agentplaza.domain.agents import Agent
+    from agentplaza.runtime.fleet import AgentRuntime
+    from agentplaza.sim import guests
+    from agentplaza.sim.workload import owner_tells, set_idle_policy, time_passes
+
+    def run() -> None:
+        w, m = _world()
+        try:
+            cid = m.agents[0][0]
+            w.guests[cid] = g = guests.Guest(w.runtime, cid)  # connected; it does not work its queue
+            g.ask({"op": "hello"})
+            set_idle_policy(w, m, (1, 1, 0, 0))  # 5 minutes, nobody never sleeps
+            owner_tells(w, m, (0, 0, 0, 0))
+            time_passes(w, m, (1, 0, 0, 0))  # seven hours
+            INVARIANTS["idle_sleep_by_the_rule"](Look(w, m))
+        finally:
+            w.close()
+
+    run()
+    monkeypatch.setattr(AgentRuntime, "awake_because", lambda self, r: None)
+    monkeypatch.setattr(Agent, "sleep", lambda self, ctx: self.record(Agent.Slept, ctx))
+    with pytest.raises(Broken) as e:
+        run()
+    assert "work was queued for it" in e.value.message
+
+
+def test_a_node_never_told_to_sleep_an_agent_the_plaza_put_to_sleep_breaks_the_invariant(monkeypatch):
+    """The injected bug: the runtime records the sleep but never asks the node (its VM keeps running)."""
+    from agentplaza.runtime.fleet import AgentRuntime
+
+    monkeypatch.setattr(AgentRuntime, "_sleep_wake", lambda self, cid, how: None)
+    r = execute(Options(3, steps=80), plan(random.Random("3:plan"), 80, {}, AREAS["idle"]))
+    assert r.failure is not None and r.failure.invariant == "idle_sleep_by_the_rule", report(r)
+    assert "the node runs" in r.failure.message
 
 
 # -- torn blobs ------------------------------------------------------------------------------------
@@ -206,3 +246,38 @@ def test_a_torn_blob_served_breaks_the_invariant(monkeypatch):
         assert "not the ones its digest names" in e.value.message
     finally:
         w.close()
+
+
+def test_a_working_harness_reconnects_working_after_a_crash_and_does_the_work_it_is_given():
+    """After the hub dies, a harness that worked its queue reconnects and works it again: the work the
+    owner gives it afterwards is done when time passes (and every invariant holds)."""
+    from agentplaza.sim.workload import guest_connects, owner_tells, time_passes
+
+    w, m = _world()
+    try:
+        said = guest_connects(w, m, (0, 0, 0, 0))
+        cid = next(iter(w.guests))
+        assert f"agent {cid}'s guest connected" in said and w.guests[cid].works
+        w.crash()
+        assert w.guests[cid].works and not w.guests[cid].ended
+        before = w.store.max_position()
+        assert owner_tells(w, m, ([c for c, _ in m.agents].index(cid), 0, 0, 0)) == f"the owner gave {cid} work"
+        time_passes(w, m, (0, 0, 0, 0))
+        told = [e.data["item"] for e in w.store.read(after=before) if e.kind == "Agent.Told"]
+        finished = [e.data["item"] for e in w.store.read(after=before) if e.kind == "Agent.WorkFinished"]
+        assert len(told) == 1 and finished == told
+        _check_all(w, m)
+    finally:
+        w.close()
+
+
+def test_the_docs_name_every_action_fault_and_invariant():
+    from pathlib import Path
+
+    from agentplaza.sim.faults import FAULTS
+    from agentplaza.sim.invariants import STEP_INVARIANTS
+    from agentplaza.sim.workload import ACTIONS
+
+    text = (Path(__file__).parent.parent / "docs" / "simulate.md").read_text()
+    missing = [n for n in (*ACTIONS, *FAULTS, *INVARIANTS, *STEP_INVARIANTS) if f"`{n}`" not in text]
+    assert missing == []

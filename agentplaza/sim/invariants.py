@@ -474,11 +474,16 @@ AGENT_ACTIVITY = ("Agent.Created", "Agent.Connected", "Agent.Told", "Agent.WorkS
 def idle_sleep_by_the_rule(look: Look) -> None:
     """The hub puts an agent to sleep (``Agent.Slept`` by the hub) only by the guide's idle rule: the
     policy's ``idle_sleep_min`` is not 0, the agent's role is not in ``sleep_never_roles``, the plaza is
-    not held, and the agent has been idle that long (nothing of it since); and work wakes it: no item
-    is told to or started by an agent while it sleeps (a ``Woke`` comes first)."""
+    not held, the agent has been idle that long (nothing of it since) and nothing keeps it awake (an
+    item it is working on, work queued for it, a task or review it holds, an approval of its that
+    waits); and work wakes it: no item is told to or started by an agent while it sleeps (a ``Woke``
+    comes first)."""
     policy: dict = {}
     held = False
     agents: dict[str, dict] = {}
+    workers: dict[Any, str] = {}  # a worker's aggregate -> its agent's CID
+    tasks: dict[str, str] = {}  # CID -> the task or review its worker holds
+    approvals: dict[Any, str] = {}  # a pending approval -> the CID of the agent it is for
     for e in look.records:
         if e.kind in ("ModelSettings.Created", "ModelSettings.PolicySet"):
             policy.update(e.data["policy"])
@@ -487,20 +492,35 @@ def idle_sleep_by_the_rule(look: Look) -> None:
         elif e.kind == "Plaza.Resumed":
             held = False
         elif e.kind == "Agent.Created":
-            agents[e.originator_id] = {"cid": e.data["cid"], "role": e.data["role"], "asleep": False}
+            agents[e.originator_id] = {"cid": e.data["cid"], "role": e.data["role"], "asleep": False, "queue": set(),
+                                       "working": None}
+        elif e.kind == "Worker.Created":
+            workers[e.originator_id] = str(e.data["cid"])
+        elif e.kind == "Worker.Took" and e.originator_id in workers:
+            tasks[workers[e.originator_id]] = e.data["task"]
+        elif e.kind in ("Worker.Released", "Worker.Offline") and e.originator_id in workers:
+            tasks.pop(workers[e.originator_id], None)
+        elif e.kind == "Approval.Requested" and e.data.get("agent") is not None:
+            approvals[e.originator_id] = str(e.data["agent"])
+        elif e.kind in ("Approval.Approved", "Approval.Denied"):
+            approvals.pop(e.originator_id, None)
         if not e.kind.startswith("Agent.") or e.originator_id not in agents:
             continue
         a = agents[e.originator_id]
         if e.kind in ("Agent.Told", "Agent.WorkStarted") and a["asleep"]:
             raise Broken("idle_sleep_by_the_rule", f"agent {a['cid']} was given work ({e.kind} at {e.position}) "
                          "while it slept: work wakes it first")
-        if e.kind == "Agent.Slept":
-            minutes = policy.get("idle_sleep_min", 0)
+        if e.kind == "Agent.Told":
+            a["queue"].add(e.data["item"])
+        elif e.kind in ("Agent.WorkStarted", "Agent.WorkWithdrawn"):
+            a["queue"].discard(e.data["item"])
+            a["working"] = e.data["item"] if e.kind == "Agent.WorkStarted" else a["working"]
+        elif e.kind == "Agent.WorkFinished":
+            a["working"] = None
+        elif e.kind == "Agent.Slept":
             if e.actor == "hub":
-                idle = _at(e.at) - a["last"]
-                why = ("the policy says never" if not minutes else "the plaza is held" if held
-                       else f"its role {a['role']} never sleeps" if a["role"] in (policy.get("sleep_never_roles") or ())
-                       else f"it was idle {idle} only" if idle < dt.timedelta(minutes=minutes) else None)
+                why = _kept_awake(a, policy, held, _at(e.at) - a["last"], tasks.get(str(a["cid"])),
+                                  str(a["cid"]) in approvals.values())
                 if why:
                     raise Broken("idle_sleep_by_the_rule", f"the hub put agent {a['cid']} to sleep at {e.position}: "
                                  f"{why}")
@@ -509,6 +529,26 @@ def idle_sleep_by_the_rule(look: Look) -> None:
             a["asleep"] = False
         if e.kind in AGENT_ACTIVITY:
             a["last"] = _at(e.at)
+
+
+def _kept_awake(a: dict, policy: dict, held: bool, idle: dt.timedelta, task: str | None, waits: bool) -> str | None:
+    """Why the idle rule keeps agent ``a`` awake now (None: it may sleep)."""
+    minutes = policy.get("idle_sleep_min", 0)
+    if not minutes:
+        return "the policy says never"
+    if held:
+        return "the plaza is held"
+    if a["role"] in (policy.get("sleep_never_roles") or ()):
+        return f"its role {a['role']} never sleeps"
+    if idle < dt.timedelta(minutes=minutes):
+        return f"it was idle {idle} only"
+    if a["working"] is not None:
+        return f"it was working on {a['working']}"
+    if a["queue"]:
+        return f"work was queued for it ({', '.join(sorted(a['queue']))})"
+    if task is not None:
+        return f"it held {task}"
+    return "an approval of its waited" if waits else None
 
 
 def a_torn_blob_is_never_served(look: Look) -> None:

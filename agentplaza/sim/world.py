@@ -154,12 +154,15 @@ class World:
         self.reconnect()
 
     def reconnect(self) -> None:
-        """Every guest that was connected reconnects to the hub that runs now (hello, then asks for work)."""
+        """Every guest that was connected reconnects to the hub that runs now (hello, then asks for work);
+        a harness that works its queue (``Guest.works``) works it again."""
         for cid in sorted(self.guests):
-            g = guests.Guest(self.runtime, cid)
+            g = guests.Guest(self.runtime, cid, works=getattr(self.guests[cid], "works", False))
             self.guests[cid] = g
             g.ask({"op": "hello"})
-            if not g.ended:
+            if g.works:
+                guests.take_and_do(g)  # (a working harness does the item it is handed)
+            elif not g.ended:
                 g.ask({"op": "next", "wait": 0})
             if g.ended:
                 del self.guests[cid]
