@@ -203,6 +203,17 @@ def test_a_node_never_told_to_sleep_an_agent_the_plaza_put_to_sleep_breaks_the_i
     assert "the node runs" in r.failure.message
 
 
+def test_an_agent_asleep_when_its_node_went_is_awake_once_its_harness_connects_again():
+    """Seed 29's history, found by the longer run: an agent put to sleep, its node lost and back (its VM
+    booted afresh, its harness says hello: ``Agent.Connected`` makes it idle), then work for it. The
+    invariant took it for asleep still; a harness that connects is awake."""
+    steps = [Step("guest_connects", (0, 0, 0, 0)), Step("time_passes", (1, 0, 0, 0)), Step("time_passes", (1, 0, 0, 0)),
+             Step("fault:node_lost", (0, 0, 0, 0)), Step("time_passes", (1, 0, 0, 0))]
+    r = execute(Options(29, steps=200), steps)
+    assert r.failure is None, report(r)
+    assert "(1 put to sleep" in r.lines[2] and "1 reconnected" in r.lines[3], r.lines
+
+
 # -- torn blobs ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("which", [3, 4])

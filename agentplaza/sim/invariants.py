@@ -477,7 +477,7 @@ def idle_sleep_by_the_rule(look: Look) -> None:
     not held, the agent has been idle that long (nothing of it since) and nothing keeps it awake (an
     item it is working on, work queued for it, a task or review it holds, an approval of its that
     waits); and work wakes it: no item is told to or started by an agent while it sleeps (a ``Woke``
-    comes first)."""
+    comes first, or its harness connects again: its VM booted afresh, after its node came back)."""
     policy: dict = {}
     held = False
     agents: dict[str, dict] = {}
@@ -525,7 +525,7 @@ def idle_sleep_by_the_rule(look: Look) -> None:
                     raise Broken("idle_sleep_by_the_rule", f"the hub put agent {a['cid']} to sleep at {e.position}: "
                                  f"{why}")
             a["asleep"] = True
-        elif e.kind == "Agent.Woke":
+        elif e.kind in ("Agent.Woke", "Agent.Connected"):  # (a harness that says hello is awake: a VM booted afresh)
             a["asleep"] = False
         if e.kind in AGENT_ACTIVITY:
             a["last"] = _at(e.at)
