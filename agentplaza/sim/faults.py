@@ -151,10 +151,13 @@ def torn_file(w: World, m: Memory, a: tuple) -> str:
     which = a[0] % 5
     if which in (3, 4):
         what = _torn_blob(w, m, which, a[1])
-    elif which == 0:
-        with open(w.folders.state / AUDIT_FILE, "ab") as f:
-            f.write(b'{"at":"2026-03-02T09:00:00+00:00","kind":"Vault.Secret')
-        what = "the vault audit log's last line"
+    elif which == 0:  # the append it died in is the last thing it wrote (closing, the vault writes its uses)
+        def tear() -> None:
+            with open(w.folders.state / AUDIT_FILE, "ab") as f:
+                f.write(b'{"at":"2026-03-02T09:00:00+00:00","kind":"Vault.Secret')
+
+        w.crash(tear)
+        return "the hub crashed writing the vault audit log's last line"
     else:
         target = (w.folders.state / VAULT_DOCUMENT, w.folders.config / KEY_FILE)[which - 1]
         whole = target.read_bytes() if target.exists() else b"{}"

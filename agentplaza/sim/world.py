@@ -141,10 +141,13 @@ class World:
             self.other.store.close()
             self.other = None
 
-    def crash(self) -> None:
+    def crash(self, dying: Callable[[], None] | None = None) -> None:
         """The hub dies between two commits: everything in memory is lost; the next start opens the
-        store, loads the read models from their tables and catches them up, and finds the vault sealed."""
+        store, loads the read models from their tables and catches them up, and finds the vault sealed.
+        ``dying``: what the process left last as it died (a torn write), after everything else it did."""
         self._close_process()
+        if dying is not None:
+            dying()
         self.dying = False
         self.crashes += 1
         self._open()
