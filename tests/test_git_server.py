@@ -198,3 +198,111 @@ def test_a_push_larger_than_gits_post_buffer_goes_through_and_is_recorded(hub, d
         f = ok(c.get("/v1/git/repos/demo/files/blob.bin", params={"ref": "big"}))
         assert f["size"] == 3 << 20 and f["binary"] and f["content"] is None
         assert ok(c.get("/v1/git/repos"))["repos"][0]["pushes"] == 1
+
+
+# -- in process: what the plaza simulator found (issue 26) ---------------------------------------------
+
+def _pkt(data: bytes) -> bytes:
+    return b"%04x" % (len(data) + 4) + data
+
+
+def _push_body(server_path: Path, work: Path, branch: str, text: str) -> tuple[bytes, str, str]:
+    """A ``git push`` of one new commit on ``branch`` (from main) as the door hands it the server:
+    the ref command and the pack. (the body, the old commit, the new one)"""
+    git(work.parent, "clone", "-q", str(server_path), str(work))
+    commit_file(work, "a.txt", text, "A change")
+    new = git(work, "rev-parse", "HEAD").stdout.strip()
+    base = git(work, "rev-parse", "HEAD~1").stdout.strip()
+    pack = subprocess.run(["git", "pack-objects", "--stdout", "--revs", "-q"], cwd=work, input=f"{new}\n^{base}\n".encode(),
+                          capture_output=True, check=True).stdout
+    old = base if branch == "main" else "0" * 40
+    return _pkt(f"{old} {new} refs/heads/{branch}\0 report-status\n".encode()) + b"0000" + pack, old, new
+
+
+@pytest.fixture
+def inproc(folders):
+    from agentplaza.api.hub import Hub
+
+    h = Hub.open(folders)
+    yield h
+    h.close()
+
+
+def test_a_push_whose_record_the_log_refuses_moves_no_ref(inproc, tmp_path):
+    """git had moved the ref when the log refused the push's record (a failed write): the ref must go
+    back, or it is moved on disk and known to no event."""
+    from agentplaza.runtime import forge, githttp
+    from agentplaza.runtime.githttp import GitRequest
+
+    server = forge.server_of(inproc)
+    server.create(forge.OWNER, "demo")
+    before = server.store.refs("demo")
+    body, old, new = _push_body(server.store.path("demo"), tmp_path / "w1", "feature", "one\n")
+    req = GitRequest("demo", "git-receive-pack", "POST", "", {"content-type": "application/x-git-receive-pack-request"},
+                     body)
+
+    def refused(moves):
+        raise RuntimeError("the database is full")
+
+    with pytest.raises(RuntimeError):
+        githttp.serve(server.store, req, "owner", lambda moves: None, refused)
+    assert server.store.refs("demo") == before
+    recorded = []
+    githttp.serve(server.store, req, "owner", lambda moves: None, recorded.extend)  # the same push, recorded
+    assert recorded == [{"ref": "refs/heads/feature", "old": old, "new": new}]
+    assert server.store.refs("demo")["refs/heads/feature"] == new
+
+
+def test_a_merge_recorded_before_the_process_dies_keeps_its_branch_and_a_refused_one_goes_back(inproc, tmp_path,
+                                                                                               monkeypatch):
+    """A merge whose record the log refused puts the branch back; a process that dies after the record
+    (a ``BaseException``: nothing of the process runs on) undoes nothing, so the branch stays where the
+    log says."""
+    from agentplaza.commands import git as gc
+    from agentplaza.runtime import forge
+    from agentplaza.runtime.githttp import GitRequest
+
+    server = forge.server_of(inproc)
+    server.create(forge.OWNER, "demo")
+    body, _old, new = _push_body(server.store.path("demo"), tmp_path / "w1", "feature", "one\n")
+    server.http(forge.OWNER, GitRequest("demo", "git-receive-pack", "POST", "",
+                                        {"content-type": "application/x-git-receive-pack-request"}, body))
+    pr = server.open_pr(forge.OWNER, "demo", "feature", None, "One", "").value
+    main = server.store.resolve("demo", "main")
+    real = gc.merged
+
+    def refused(*a, **k):
+        raise RuntimeError("the database is full")
+
+    monkeypatch.setattr(gc, "merged", refused)
+    with pytest.raises(RuntimeError):
+        server.merge(forge.OWNER, pr, "ff")
+    assert server.store.resolve("demo", "main") == main
+
+    class Died(BaseException):
+        pass
+
+    def recorded_then_died(*a, **k):
+        real(*a, **k)
+        raise Died
+
+    monkeypatch.setattr(gc, "merged", recorded_then_died)
+    with pytest.raises(Died):
+        server.merge(forge.OWNER, pr, "ff")
+    assert server.store.resolve("demo", "main") == new
+    merged = [e for e in inproc.commands.store.read() if e.kind == "PullRequest.Merged"]
+    assert len(merged) == 1 and merged[0].data["commit"] == new
+
+
+def test_the_commits_the_hub_makes_are_dated_by_its_clock(tmp_path):
+    import datetime as dt
+
+    from agentplaza.runtime.gitstore import GitStore
+
+    at = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
+    store = GitStore(tmp_path / "repos", clock=lambda: at)
+    store.init("demo")
+    old, new = store.commit_files("demo", "main", {"a.txt": b"a\n"}, ("owner", "owner@plaza.invalid"), "A")
+    for commit in (old, new):
+        stamps = store.text("demo", "log", "-1", "--format=%at %ct", commit).split()
+        assert stamps == [str(int(at.timestamp()))] * 2

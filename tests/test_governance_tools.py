@@ -148,3 +148,43 @@ def test_a_ruling_for_a_heavy_sanction_waits_for_the_owner_and_a_light_one_does_
                        charge="again")["id"]
     assert result(judge, "plaza_case_rule", case=dismissed, verdict="dismissed", text="no")["ruling"]["verdict"] == \
         "dismissed"
+
+
+def test_a_spec_commit_the_log_refuses_goes_back_and_one_recorded_before_the_process_died_stays(hub, monkeypatch):
+    """The hub's pass commits a code plan's spec on the project's branch, then records the push: a
+    record the log refused puts the branch back (the next pass commits it again); a process that died
+    after the record (a ``BaseException``) undoes nothing, so the branch is where the log says."""
+    from agentplaza.commands import git as gc
+
+    _, orch = session(hub, "orchestrator")
+    _, researcher = session(hub, "researcher")
+    _, planner = session(hub, "planner")
+    n = result(orch, "plaza_project_open", title="Release notes", brief="Publish the notes for 0.9")["id"]
+    result(researcher, "plaza_project_research", project=n, text="a static page")
+    result(planner, "plaza_project_propose", project=n, proposal="one page", tasks="t: write the notes",
+           spec="NOTES.md lists every change")
+    real = gc.pushed
+
+    def refused(*a, **k):
+        raise RuntimeError("the database is full")
+
+    monkeypatch.setattr(gc, "pushed", refused)
+    with pytest.raises(RuntimeError):
+        keep_in_git(hub)  # the repository made, then the spec's commit, whose record fails
+    p = pc.load(hub.commands, n)
+    store = forge.server_of(hub).store
+    created = next(e for e in hub.commands.store.read() if e.kind == "Repo.Created")
+    assert store.resolve(p.repo, "main") == created.data["head"]
+
+    class Died(BaseException):
+        pass
+
+    def recorded_then_died(*a, **k):
+        done = real(*a, **k)
+        raise Died(done)
+
+    monkeypatch.setattr(gc, "pushed", recorded_then_died)
+    with pytest.raises(Died):
+        keep_in_git(hub)
+    pushed = [e for e in hub.commands.store.read() if e.kind == "Repo.Pushed"]
+    assert store.resolve(p.repo, "main") == pushed[-1].data["moves"][0]["new"] != created.data["head"]

@@ -231,3 +231,34 @@ def test_a_preview_is_sandboxed_and_only_the_hubs_own_pages_may_frame_it(api):
     assert download.headers["x-frame-options"] == "DENY" and download.headers["content-type"] == "application/octet-stream"
     assert "frame-ancestors 'none'" in download.headers["content-security-policy"]
     assert "attachment" in download.headers["content-disposition"]
+
+
+def test_a_blobs_key_comes_from_the_commands_ids_so_the_same_ids_give_the_same_keys(tmp_path):
+    """A deliverable's and a shared file's key in the store: the digest and the commands' own id (random
+    on a hub; a run that gives the commands its ids gets the same keys every time), never a second
+    random source of the store's own."""
+    from agentplaza.config import Folders
+    from agentplaza.runtime.files import KEY_PREFIX, FileStore
+
+    def keys(run: str) -> list[str]:
+        folders = Folders(tmp_path / run / "state", tmp_path / run / "config", tmp_path / run / "data").make()
+        store = EventStore.open(state_dir=folders.state)
+        ids = iter(f"{n:032x}" for n in range(1000))
+        hub = types.SimpleNamespace(commands=Commands(store, new_id=lambda: next(ids)), folders=folders)
+        try:
+            lib, files = LibraryService(hub), FileStore(hub)
+            item = lib.submit(hub.commands.context("agent:7"), REPORT, "findings.md", "Findings", "for the review").value
+            shared = files.share(hub.commands.context("agent:7"), 7, "notes/a.md", REPORT).value
+            return [_key_of(store, item),
+                    _key_of(store, shared)]
+        finally:
+            store.close()
+
+    first, again = keys("one"), keys("two")
+    assert first == again
+    assert first[0].startswith(hashlib.sha256(REPORT).hexdigest()[:32] + "-")
+    assert first[1].startswith(KEY_PREFIX + hashlib.sha256(REPORT).hexdigest()[:32] + "-")
+
+
+def _key_of(store: EventStore, number: str) -> str:
+    return next(e.data["key"] for e in store.read() if e.data.get("number") == number and "key" in e.data)

@@ -85,6 +85,36 @@ def test_a_version_is_private_to_its_author_until_the_owner_approves_it(api):
     assert api.post("/v1/tools/word_count/versions/1/reject", json={}).json()["error"]["code"] == "approval_decided"
 
 
+def test_a_program_torn_on_disk_is_refused_item_corrupt_never_shown(api):
+    """A version's program is read back against the digest the log holds (``librarystore.read_checked``):
+    a blob cut short on disk (a hub that died writing it) is refused, never shown as the program."""
+    hub = api.hub
+    ((_a, sa),) = at_work(hub, "builder")
+    package(sa, "word_count", WC)
+    hub.read_models.catch_up()
+    blobs = [f for f in (hub.folders.data / "library").iterdir() if f.read_bytes() == WC]
+    assert blobs
+    for f in blobs:
+        f.write_bytes(WC[: len(WC) // 2])
+    got = api.get("/v1/tools/x_word_count/versions/1/program")
+    assert got.json()["error"]["code"] == "item_corrupt" and WC[:10] not in got.content
+
+
+def test_a_versions_key_comes_from_the_commands_ids(api):
+    """A version's key in the store: its digest and the commands' own id (random on a hub; a run that
+    gives the commands its ids, as the simulator does, gets the same key every time)."""
+    import itertools
+
+    hub = api.hub
+    ((_a, sa),) = at_work(hub, "builder")
+    counter = itertools.count()
+    hub.commands.new_id = lambda: f"{next(counter):032x}"
+    package(sa, "word_count", WC)
+    key = next(e.data["key"] for e in hub.commands.store.read() if "key" in e.data and e.data.get("sha256")
+               and e.kind.startswith("LibraryTool"))
+    assert key.startswith(toollib.KEY_PREFIX + hashlib.sha256(WC).hexdigest()[:32] + "-0000000000")
+
+
 def test_the_author_tries_its_newer_version_while_every_other_agent_keeps_the_approved_one(api):
     hub = api.hub
     (a, sa), (b, sb) = at_work(hub, "builder", "tester")

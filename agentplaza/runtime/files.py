@@ -7,7 +7,6 @@ again); a read is checked against the digest the log holds, and against who may 
 from __future__ import annotations
 
 import hashlib
-import secrets
 from typing import Any
 
 from ..commands import files as fc
@@ -16,7 +15,7 @@ from ..domain.base import Context, Refusal
 from ..domain.files import MAX_FILE_BYTES, SharedFile, file_number
 from ..domain.library import file_name
 from .library import library_of
-from .librarystore import sniff
+from .librarystore import read_checked, sniff
 
 #: A shared file's key in the store starts so (a deliverable's is its digest alone).
 KEY_PREFIX = "f-"
@@ -34,7 +33,7 @@ class FileStore:
             raise Refusal("item_too_large", f"a shared file is 1 byte to {MAX_FILE_BYTES >> 20} MiB")
         name = file_name(path)
         digest = hashlib.sha256(data).hexdigest()
-        key = f"{KEY_PREFIX}{digest[:32]}-{secrets.token_hex(6)}"
+        key = f"{KEY_PREFIX}{digest[:32]}-{self.cmds.new_id()[:12]}"
         self.store.put(key, data)
         try:
             return fc.share(self.cmds, ctx, owner=owner, path=path, filename=name, media_type=sniff(data, name),
@@ -44,10 +43,7 @@ class FileStore:
             raise
 
     def bytes_of(self, f: SharedFile) -> bytes:
-        data = self.store.get(f.key)
-        if hashlib.sha256(data).hexdigest() != f.sha256:
-            raise Refusal("item_corrupt", f"the bytes of {f.number} do not match the digest the log holds")
-        return data
+        return read_checked(self.store, f.key, f.sha256, f.number)
 
     def read(self, number: str, cid: int) -> tuple[SharedFile, bytes]:
         """The file and its bytes, for an agent that may read it."""

@@ -94,7 +94,7 @@ class GitServer:
     def __init__(self, hub: Any):
         self.hub = hub
         self.cmds = hub.commands
-        self.store = GitStore(hub.folders.state / REPOS_DIR)
+        self.store = GitStore(hub.folders.state / REPOS_DIR, clock=self.cmds.clock)  # commits dated by the hub's clock
 
     def ctx(self, caller: Caller, reason: str | None = None) -> Context:
         return self.cmds.context(caller.actor, reason)
@@ -173,7 +173,7 @@ class GitServer:
                                               f"Merge {pr.number}: {pr.title}\n\n{pr.source} into {pr.target}")
             try:
                 return gc.merged(self.cmds, self.ctx(caller), pr.number, used, new, old, head)
-            except BaseException:  # the log refused it: the branch goes back to where it was
+            except Exception:  # the log refused it: the branch goes back (a dying process undoes nothing)
                 self.store.run(pr.repo, "update-ref", BRANCH_PREFIX + pr.target, old, new)
                 raise
 

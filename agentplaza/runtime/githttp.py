@@ -7,7 +7,8 @@ Before git receives a push, the hub reads the push's commands (the pkt-lines bef
 commit, new commit, ref) and asks ``authorize`` about each; a refusal answers the push with git's own
 report (``ng REF reason``), so the pusher's git prints ``! [remote rejected] ... (reason)`` and git
 never sees the pack. A push git accepts is then recorded by the caller with the refs it moved (read
-from git before and after, under the repository's lock).
+from git before and after, under the repository's lock); when the log refuses the record (a failed
+write), the refs go back where they were, so a ref moves only by a recorded push.
 
 Limits: a push's body is at most ``MAX_PUSH_BYTES``, a fetch's request ``MAX_FETCH_REQUEST_BYTES``
 (git's own ``receive.maxInputSize`` holds the pack to the same bound).
@@ -173,14 +174,28 @@ def serve(store: GitStore, req: GitRequest, user: str, authorize: Callable[[list
         authorize(moves)
     except Refusal as r:
         return rejection(moves, caps, r.message)
+    zero = "0" * 40
     with store.lock(req.repo):
         before = store.refs(req.repo)
         answer = run_backend(store, req, body, user, extra)
         after = store.refs(req.repo)
-    zero = "0" * 40
-    moved = [{"ref": ref, "old": before.get(ref, zero), "new": after.get(ref, zero)}
-             for ref in sorted(set(before) | set(after)) if before.get(ref) != after.get(ref)]
-    if moved:
-        record(moved)
+        moved = [{"ref": ref, "old": before.get(ref, zero), "new": after.get(ref, zero)}
+                 for ref in sorted(set(before) | set(after)) if before.get(ref) != after.get(ref)]
+        if moved:
+            try:
+                record(moved)
+            except Exception:  # the log refused it (a failed write): every ref goes back to where it was
+                undo(store, req.repo, moved)
+                raise
     return answer
+
+
+def undo(store: GitStore, repo: str, moved: list[dict]) -> None:
+    """Put the refs a push moved back where they were (each only if it is still where the push left it)."""
+    zero = "0" * 40
+    for m in moved:
+        if m["old"] == zero:
+            store.run(repo, "update-ref", "-d", m["ref"], m["new"])
+        else:
+            store.run(repo, "update-ref", m["ref"], m["old"], m["new"])  # (all zeros: it must not be there)
 

@@ -16,6 +16,8 @@ import os
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 from ..domain.base import Refusal
@@ -54,11 +56,19 @@ def author_env(name: str, email: str) -> dict[str, str]:
             "GIT_COMMITTER_EMAIL": email}
 
 
-class GitStore:
-    """The bare repositories under ``root`` (0700), one ``NAME.git`` each."""
+def date_env(at: datetime) -> dict[str, str]:
+    """A commit's author and committer date (git's own form: seconds since the epoch and the zone)."""
+    stamp = f"{int(at.timestamp())} +0000"
+    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
 
-    def __init__(self, root: Path):
+
+class GitStore:
+    """The bare repositories under ``root`` (0700), one ``NAME.git`` each. ``clock``: the time the commits
+    the hub makes are dated (author and committer), the hub's own clock; None: git's (the system's)."""
+
+    def __init__(self, root: Path, clock: Callable[[], datetime] | None = None):
         self.root = root
+        self.clock = clock
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(root, 0o700)
         self._locks: dict[str, threading.Lock] = {}
@@ -78,7 +88,8 @@ class GitStore:
     def run(self, name: str | None, *args: str, input: bytes | None = None, env: dict | None = None,
             ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
         cmd = [GIT] + (["--git-dir", str(self.path(name))] if name is not None else []) + list(args)
-        out = subprocess.run(cmd, input=input, capture_output=True, env={**git_env(self.root), **(env or {})},
+        dated = date_env(self.clock()) if self.clock is not None else {}
+        out = subprocess.run(cmd, input=input, capture_output=True, env={**git_env(self.root), **dated, **(env or {})},
                              timeout=GIT_TIMEOUT_S, check=False)
         if out.returncode not in ok:
             raise Refusal("git_failed", f"git {args[0]} failed: {out.stderr.decode(errors='replace').strip()[:300]}")

@@ -5,15 +5,18 @@ for AWS itself). The S3 credentials are the standard ``AWS_ACCESS_KEY_ID`` and
 ``AWS_SECRET_ACCESS_KEY`` of the hub's environment (never in an event, a log or an error); boto3 is
 the ``s3`` extra (``pip install agentplaza[s3]``).
 
-Also the type of an item, found from its content (``sniff``): the first bytes, never the file name alone.
+Also the type of an item, found from its content (``sniff``): the first bytes, never the file name alone;
+and a blob read back only when it is the one the log's digest names (``read_checked``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ..domain.base import Refusal
@@ -60,6 +63,15 @@ def sniff(data: bytes, filename: str = "") -> str:
             pass
     ext = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     return {"md": "text/markdown", "csv": "text/csv"}.get(ext, "text/plain")
+
+
+def read_checked(store: Any, key: str, sha256: str, what: str) -> bytes:
+    """A blob's bytes, only when they are the ones the log's digest names: a blob cut short on disk (or
+    changed there) is refused ``item_corrupt``, never served as good."""
+    data = store.get(key)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise Refusal("item_corrupt", f"the bytes of {what} do not match the digest the log holds")
+    return data
 
 
 def _key(key: str) -> str:

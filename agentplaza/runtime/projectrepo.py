@@ -125,7 +125,7 @@ def commit_spec(hub: Any, p: Project, revision: int) -> str:
             try:
                 gc.pushed(hub.commands, hub.commands.context(HUB.actor), repo,
                           [{"ref": BRANCH_PREFIX + branch, "old": old, "new": commit}])
-            except BaseException:  # the log refused it: the branch goes back to where it was
+            except Exception:  # the log refused it: the branch goes back (a dying process undoes nothing)
                 server.store.run(repo, "update-ref", BRANCH_PREFIX + branch, old, commit)
                 raise
     pc.spec_committed(hub.commands, hub.commands.context(HUB.actor), p.number, revision, change_path(p), commit)

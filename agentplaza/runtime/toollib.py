@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import secrets
 from typing import Any
 
 from vmm.guest.contract import MAX_OUTPUT, SHELL_MAX_TIMEOUT_S, SHELL_TIMEOUT_S
@@ -55,7 +54,7 @@ def package(hub: Any, ctx: Context, author: int, name: str, file: str, descripti
         raise Refusal("not_shared_with_you", f"{f.number} is not a file you shared; share your program with "
                       "vm.share_file and package that")
     store = library_of(hub).store
-    key = f"{KEY_PREFIX}{f.sha256[:32]}-{secrets.token_hex(6)}"
+    key = f"{KEY_PREFIX}{f.sha256[:32]}-{hub.commands.new_id()[:12]}"  # (the commands' ids: random on a hub)
     store.put(key, data)
     try:
         return tc.package(hub.commands, ctx, n, author=author, description=description, filename=f.filename,

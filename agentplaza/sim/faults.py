@@ -14,7 +14,7 @@ from ..commands import tasks as tk
 from ..commands import treasury as tc
 from ..vault.audit import AUDIT_FILE
 from ..vault.service import KEY_FILE, VAULT_DOCUMENT
-from . import guests
+from . import blobs, guests
 from .invariants import Broken
 from .workload import Memory, pick
 from .world import World
@@ -144,13 +144,20 @@ def node_lost(w: World, m: Memory, a: tuple) -> str:
 
 def torn_file(w: World, m: Memory, a: tuple) -> str:
     """The hub dies in the middle of writing a file of its own outside the store: the vault's audit
-    log with half a line appended (what a crash inside its append leaves), or a half-written temp file
-    beside the vault's document or key file (what a crash before the rename leaves); it starts again."""
-    which = a[0] % 3
-    if which == 0:
-        with open(w.folders.state / AUDIT_FILE, "ab") as f:
-            f.write(b'{"at":"2026-03-02T09:00:00+00:00","kind":"Vault.Secret')
-        what = "the vault audit log's last line"
+    log with half a line appended (what a crash inside its append leaves), a half-written temp file
+    beside the vault's document or key file (what a crash before the rename leaves), or a Library
+    item's or shared file's blob cut short or a half-written one beside it (``_torn_blob``); it starts
+    again."""
+    which = a[0] % 5
+    if which in (3, 4):
+        what = _torn_blob(w, m, which, a[1])
+    elif which == 0:  # the append it died in is the last thing it wrote (closing, the vault writes its uses)
+        def tear() -> None:
+            with open(w.folders.state / AUDIT_FILE, "ab") as f:
+                f.write(b'{"at":"2026-03-02T09:00:00+00:00","kind":"Vault.Secret')
+
+        w.crash(tear)
+        return "the hub crashed writing the vault audit log's last line"
     else:
         target = (w.folders.state / VAULT_DOCUMENT, w.folders.config / KEY_FILE)[which - 1]
         whole = target.read_bytes() if target.exists() else b"{}"
@@ -158,6 +165,23 @@ def torn_file(w: World, m: Memory, a: tuple) -> str:
         what = f"a temp file beside {target.name}"
     w.crash()
     return f"the hub crashed writing {what}"
+
+
+def _torn_blob(w: World, m: Memory, which: int, n: int) -> str:
+    """A Library item's or a shared file's blob cut to half on disk (3), or a half-written ``.part``
+    beside one, as the store's own write leaves it before its rename (4)."""
+    found = blobs.blobs(w, m)
+    if not found:
+        return "no blob (none stored yet)"
+    kind, number, key = pick(found, n)
+    path = blobs.library(w).store.root / key
+    whole = path.read_bytes() if path.exists() else b""
+    if which == 3:
+        path.write_bytes(whole[: len(whole) // 2])
+        m.torn_blobs.add(key)
+        return f"{kind} {number}'s blob, cut to {len(whole) // 2} of {len(whole)} bytes"
+    path.with_suffix(".part").write_bytes(whole[: len(whole) // 2])
+    return f"a half-written .part beside {kind} {number}'s blob"
 
 
 Fault = Callable[[World, Memory, tuple], str]

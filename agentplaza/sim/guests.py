@@ -143,9 +143,12 @@ class SimStream:
 class Guest:
     """One connection of a simulated harness: the real session on its thread, and its stream."""
 
-    def __init__(self, rt: AgentRuntime, cid: int):
+    def __init__(self, rt: AgentRuntime, cid: int, works: bool = False):
         self.cid = cid
         self.rt = rt
+        #: A harness that works its queue whenever time passes (``hub_passes``); the others (a silent
+        #: one, one that misbehaved) only do what their script says.
+        self.works = works
         self.stream = SimStream()
         self.session = HarnessSession(rt, cid, self.stream)  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"sim-guest-{cid}")
@@ -222,11 +225,28 @@ class SimNode:
         pass
 
 
+class ByCid:
+    """The read models as the simulated runtime reads them: the agents' rows by CID, the same on SQLite
+    and PostgreSQL (whose heap order moves a row once it is updated), so the runtime's passes over the
+    agents (idle sleep, outreach) commit in one order on both. Everything else as it is."""
+
+    def __init__(self, rm: Any):
+        self._rm = rm
+
+    def rows(self, table: Any, *where: Any, order_by: Any = None, limit: int | None = None) -> list[dict]:
+        if table is agents_table and order_by is None and limit is None:
+            return sorted(self._rm.rows(table, *where), key=lambda r: r["cid"])
+        return self._rm.rows(table, *where, order_by=order_by, limit=limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rm, name)
+
+
 def runtime_of(w: World) -> AgentRuntime:
     """The hub's runtime on a simulated node n0 (its guests are the simulator's), made anew after a
     crash.  Its node requests run in the step that makes them, not on threads of their own, so their
     commits fall in the same order in every run."""
-    rt = AgentRuntime(SimHub(w.cmds, w.rm, w.folders, w.vault), node="off")
+    rt = AgentRuntime(SimHub(w.cmds, ByCid(w.rm), w.folders, w.vault), node="off")
     rt.links[LOCAL_NODE] = SimNode()  # type: ignore[assignment]
     pending: list[tuple] = []
     rt.sim_pending = pending  # type: ignore[attr-defined]
@@ -264,16 +284,16 @@ def node_lost(w: World, n: int) -> str:
     the plaza says run (raises ``AssertionError`` when not)."""
     rt = w.runtime
     reconcile(rt)  # what the node ran before it went
-    was = sorted(w.guests)
-    for cid in was:
-        w.guests.pop(cid).close()
+    was = {cid: w.guests.pop(cid) for cid in sorted(w.guests)}  # (kept: a working harness reconnects working)
+    for g in was.values():
+        g.close()
     node: SimNode = rt.links[LOCAL_NODE]  # type: ignore[assignment]
     node.queued = [{"event": "exited", "cid": cid, "exit": (137, 0)[n % 2]} for cid in sorted(rt.applied)]
     lost = len(node.queued)
     node.running.clear()
     rt.follow_node_events(LOCAL_NODE, node)
     reconcile(rt)  # the node is back: the runtime boots what the plaza runs
-    w.guests.update({cid: None for cid in was})  # type: ignore[misc]
+    w.guests.update(was)
     w.reconnect()
     w.rm.catch_up()
     running = {r["cid"] for r in w.rm.rows(agents_table) if r["run"] == "running"}
@@ -367,3 +387,60 @@ def play(w: World, guests: dict[int, Guest], cid: int, behaviour: str, n: int) -
     return (f"agent {cid}'s guest ({behaviour}) {'took ' + item if item else 'had no work'}, was answered "
             f"{', '.join(said) or 'nothing'}; its session {state}"
             + ("" if isinstance(hello, dict) and "error" not in hello else " (hello refused)"))
+
+
+#: The most passes of the runtime's reconcile one simulated stretch of time runs (the hub runs one every
+#: second; a pass that boots an agent leaves its sleep to the next).
+MAX_PASSES = 4
+
+
+def hub_passes(w: World) -> tuple[int, int, int]:
+    """The runtime's reconcile as time passes, until it asks the node for nothing more: the work the
+    scheduler gave delivered (a sleeping agent woken by it), idle agents gone looking for people,
+    idle agents put to sleep by the policy's rule (``AgentRuntime.idle_sleep``), the node told to
+    sleep and wake them.  Afterwards the node sleeps exactly the agents the plaza has asleep (raises
+    ``AssertionError`` when not).  (How many are asleep, how many the node put to sleep, how many it woke.)"""
+    rt = w.runtime
+    node: SimNode = rt.links[LOCAL_NODE]  # type: ignore[assignment]
+    before = len(node.requests)
+    for _ in range(MAX_PASSES):  # until a pass changes nothing (it reads what the one before wrote)
+        seen, position = len(node.requests), w.store.max_position()
+        reconcile(rt)
+        work_queues(w)
+        if len(node.requests) == seen and w.store.max_position() == position:
+            break
+    w.rm.catch_up()
+    rows = [r for r in w.rm.rows(agents_table) if r["run"] == "running"]
+    asleep = {r["cid"] for r in rows if r["status"] == "asleep"}
+    if asleep & set(rt.applied) != rt.asleep or asleep & node.running:
+        raise AssertionError(f"the plaza has {sorted(asleep)} asleep; the runtime sleeps {sorted(rt.asleep)} and the "
+                             f"node runs {sorted(asleep & node.running)} of them")
+    ops = [op for op, _ in node.requests[before:]]
+    return len(asleep), ops.count("sleep"), ops.count("wake")
+
+
+#: The most items a working harness takes in one stretch of time.
+MAX_ITEMS = 5
+
+
+def take_and_do(g: Guest) -> str | None:
+    """A harness asks for its next item and, handed one, does it; the item (None: nothing queued)."""
+    nxt = g.ask({"op": "next", "wait": 0}) if not g.ended else None
+    item = nxt["item"]["item"] if isinstance(nxt, dict) and isinstance(nxt.get("item"), dict) else None
+    if item is not None and not g.ended:
+        g.ask({"op": "done", "item": item, "outcome": "done", "text": "finished"})
+    return item
+
+
+def work_queues(w: World) -> int:
+    """Every connected harness that works (``Guest.works``) takes its queued items and does them; how many."""
+    done = 0
+    for cid in sorted(w.guests):
+        g = w.guests[cid]
+        for _ in range(MAX_ITEMS if g is not None and g.works else 0):
+            if take_and_do(g) is None:
+                break
+            done += 1
+        if g is not None and g.ended:
+            del w.guests[cid]
+    return done

@@ -370,6 +370,198 @@ def project_stages_along_the_edges(look: Look) -> None:
         raise Broken("project_stages_along_the_edges", problem)
 
 
+def refs_move_only_by_recorded_events(look: Look) -> None:
+    """Every repository's refs on the git server's disk are where the log's events put them: its first
+    commit on the default branch (``Repo.Created``), then each ref a recorded push moved, from the
+    commit the log had it at (``Repo.Pushed``), and each merge's target (``PullRequest.Merged``). A ref
+    git moved that the log does not know of (a push whose record failed, say) breaks it."""
+    from .gitwork import store_of
+
+    expected, prs = git_refs_problem(look.records)
+    if isinstance(expected, str):
+        raise Broken("refs_move_only_by_recorded_events", expected)
+    store = store_of(look.world)
+    for name, refs in expected.items():
+        disk = store.refs(name)
+        if disk != refs:
+            moved = sorted(r for r in set(disk) | set(refs) if disk.get(r) != refs.get(r))
+            raise Broken("refs_move_only_by_recorded_events", f"{name}'s {', '.join(moved)} on disk "
+                         f"{[disk.get(r, 'none')[:12] for r in moved]}, the log has {[refs.get(r, 'none')[:12] for r in moved]}")
+
+
+def git_refs_problem(records: Iterable[EventRecord]) -> tuple[dict[str, dict[str, str]] | str, dict[str, dict]]:
+    """Each repository's refs as the log's events put them (or what breaks the fold, in words), and
+    each pull request as the log has it."""
+    zero = "0" * 40
+    refs: dict[str, dict[str, str]] = {}
+    prs: dict[str, dict] = {}
+    for e in records:
+        if e.kind == "Repo.Created":
+            refs[e.data["name"]] = {f"refs/heads/{e.data['default_branch']}": e.data["head"]}
+        elif e.kind == "Repo.Pushed":
+            held = refs.get(e.data["repo"])
+            if held is None:
+                return f"a push at {e.position} to {e.data['repo']}, which the log never created", prs
+            for mv in e.data["moves"]:
+                if held.get(mv["ref"], zero) != mv["old"]:
+                    return (f"a push at {e.position} moved {mv['ref']} of {e.data['repo']} from {mv['old'][:12]}; "
+                            f"the log had it at {held.get(mv['ref'], zero)[:12]}"), prs
+                if mv["new"] == zero:
+                    held.pop(mv["ref"], None)
+                else:
+                    held[mv["ref"]] = mv["new"]
+        elif e.kind == "PullRequest.Created":
+            prs[e.originator_id] = dict(e.data, state="open")
+        elif e.kind == "PullRequest.Merged":
+            p = prs[e.originator_id]
+            held, ref = refs[p["repo"]], f"refs/heads/{p['target']}"
+            if held.get(ref) != e.data["old"]:
+                return (f"{p['number']} was merged at {e.position} onto {e.data['old'][:12]}; the log had "
+                        f"{p['target']} at {str(held.get(ref))[:12]}"), prs
+            held[ref] = e.data["commit"]
+            p["merged"] = e.data
+    return refs, prs
+
+
+def a_pull_request_merges_once(look: Look) -> None:
+    """A pull request is commented, reviewed, merged or closed only while it is open: it merges at most
+    once and never after it was closed; a merged pull request's commit is on its target branch (the
+    merge's commit holds it, and the branch still holds the merge)."""
+    from .gitwork import store_of
+
+    state: dict[str, str] = {}
+    for e in look.records:
+        if e.kind == "PullRequest.Created":
+            state[e.originator_id] = "open"
+        elif e.kind in ("PullRequest.Commented", "PullRequest.Reviewed", "PullRequest.Merged", "PullRequest.Closed"):
+            if state.get(e.originator_id) != "open":
+                raise Broken("a_pull_request_merges_once", f"{e.kind} of {e.data['number']} at {e.position} after "
+                             f"it was {state.get(e.originator_id, 'never opened')}")
+            if e.kind == "PullRequest.Merged":
+                state[e.originator_id] = "merged"
+            elif e.kind == "PullRequest.Closed":
+                state[e.originator_id] = "closed"
+    _, prs = git_refs_problem(look.records)
+    store = store_of(look.world)
+    for p in prs.values():
+        merged = p.get("merged")
+        if merged is None:
+            continue
+        tip = store.refs(p["repo"]).get(f"refs/heads/{p['target']}")
+        for holder in (merged["commit"], tip):
+            if holder is None or not _holds(store, p["repo"], holder, merged["head"]):
+                raise Broken("a_pull_request_merges_once", f"{p['number']}'s commit {merged['head'][:12]} is not on "
+                             f"{p['target']} ({str(holder)[:12]})")
+
+
+def _holds(store: Any, repo: str, commit: str, head: str) -> bool:
+    """Does ``commit`` hold ``head`` (``head`` is it or an ancestor)? Kept: a commit's history never changes."""
+    key = (str(store.root), repo, commit, head)
+    if key not in _HOLDS:
+        _HOLDS[key] = commit == head or store.is_ancestor(repo, head, commit)
+    return _HOLDS[key]
+
+
+_HOLDS: dict[tuple[str, str, str, str], bool] = {}
+
+
+#: An agent's events that mark it busy or just idle (its read model row's ``changed_at`` moves with
+#: each, among others): the idle time the hub's rule counts runs from the last of them at the latest.
+AGENT_ACTIVITY = ("Agent.Created", "Agent.Connected", "Agent.Told", "Agent.WorkStarted", "Agent.WorkFinished",
+                  "Agent.Woke")
+
+
+def idle_sleep_by_the_rule(look: Look) -> None:
+    """The hub puts an agent to sleep (``Agent.Slept`` by the hub) only by the guide's idle rule: the
+    policy's ``idle_sleep_min`` is not 0, the agent's role is not in ``sleep_never_roles``, the plaza is
+    not held, the agent has been idle that long (nothing of it since) and nothing keeps it awake (an
+    item it is working on, work queued for it, a task or review it holds, an approval of its that
+    waits); and work wakes it: no item is told to or started by an agent while it sleeps (a ``Woke``
+    comes first, or its harness connects again: its VM booted afresh, after its node came back)."""
+    policy: dict = {}
+    held = False
+    agents: dict[str, dict] = {}
+    workers: dict[Any, str] = {}  # a worker's aggregate -> its agent's CID
+    tasks: dict[str, str] = {}  # CID -> the task or review its worker holds
+    approvals: dict[Any, str] = {}  # a pending approval -> the CID of the agent it is for
+    for e in look.records:
+        if e.kind in ("ModelSettings.Created", "ModelSettings.PolicySet"):
+            policy.update(e.data["policy"])
+        elif e.kind == "Plaza.Held":
+            held = True
+        elif e.kind == "Plaza.Resumed":
+            held = False
+        elif e.kind == "Agent.Created":
+            agents[e.originator_id] = {"cid": e.data["cid"], "role": e.data["role"], "asleep": False, "queue": set(),
+                                       "working": None}
+        elif e.kind == "Worker.Created":
+            workers[e.originator_id] = str(e.data["cid"])
+        elif e.kind == "Worker.Took" and e.originator_id in workers:
+            tasks[workers[e.originator_id]] = e.data["task"]
+        elif e.kind in ("Worker.Released", "Worker.Offline") and e.originator_id in workers:
+            tasks.pop(workers[e.originator_id], None)
+        elif e.kind == "Approval.Requested" and e.data.get("agent") is not None:
+            approvals[e.originator_id] = str(e.data["agent"])
+        elif e.kind in ("Approval.Approved", "Approval.Denied"):
+            approvals.pop(e.originator_id, None)
+        if not e.kind.startswith("Agent.") or e.originator_id not in agents:
+            continue
+        a = agents[e.originator_id]
+        if e.kind in ("Agent.Told", "Agent.WorkStarted") and a["asleep"]:
+            raise Broken("idle_sleep_by_the_rule", f"agent {a['cid']} was given work ({e.kind} at {e.position}) "
+                         "while it slept: work wakes it first")
+        if e.kind == "Agent.Told":
+            a["queue"].add(e.data["item"])
+        elif e.kind in ("Agent.WorkStarted", "Agent.WorkWithdrawn"):
+            a["queue"].discard(e.data["item"])
+            a["working"] = e.data["item"] if e.kind == "Agent.WorkStarted" else a["working"]
+        elif e.kind == "Agent.WorkFinished":
+            a["working"] = None
+        elif e.kind == "Agent.Slept":
+            if e.actor == "hub":
+                why = _kept_awake(a, policy, held, _at(e.at) - a["last"], tasks.get(str(a["cid"])),
+                                  str(a["cid"]) in approvals.values())
+                if why:
+                    raise Broken("idle_sleep_by_the_rule", f"the hub put agent {a['cid']} to sleep at {e.position}: "
+                                 f"{why}")
+            a["asleep"] = True
+        elif e.kind in ("Agent.Woke", "Agent.Connected"):  # (a harness that says hello is awake: a VM booted afresh)
+            a["asleep"] = False
+        if e.kind in AGENT_ACTIVITY:
+            a["last"] = _at(e.at)
+
+
+def _kept_awake(a: dict, policy: dict, held: bool, idle: dt.timedelta, task: str | None, waits: bool) -> str | None:
+    """Why the idle rule keeps agent ``a`` awake now (None: it may sleep)."""
+    minutes = policy.get("idle_sleep_min", 0)
+    if not minutes:
+        return "the policy says never"
+    if held:
+        return "the plaza is held"
+    if a["role"] in (policy.get("sleep_never_roles") or ()):
+        return f"its role {a['role']} never sleeps"
+    if idle < dt.timedelta(minutes=minutes):
+        return f"it was idle {idle} only"
+    if a["working"] is not None:
+        return f"it was working on {a['working']}"
+    if a["queue"]:
+        return f"work was queued for it ({', '.join(sorted(a['queue']))})"
+    if task is not None:
+        return f"it held {task}"
+    return "an approval of its waited" if waits else None
+
+
+def a_torn_blob_is_never_served(look: Look) -> None:
+    """Every Library item and shared file, read back as a download reads it: what is served is the
+    blob the log's digest names; a blob cut short on disk is refused (``item_corrupt``), never served
+    as good; a whole one is never refused as corrupt."""
+    from .blobs import problem
+
+    found = problem(look.world, look.memory)
+    if found:
+        raise Broken("a_torn_blob_is_never_served", found)
+
+
 def _at(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text)
 
@@ -381,7 +573,8 @@ INVARIANTS: dict[str, Invariant] = {f.__name__: f for f in (
     nothing_runs_while_held, an_approved_call_runs_once, reputation_in_range, council_decides_by_the_table,
     no_secret_value_anywhere, read_models_equal_a_fold_from_event_one, audit_verify_intact,
     a_work_item_ends_cleanly, the_vault_audit_log_verifies, a_suspended_tool_is_refused,
-    project_stages_along_the_edges,
+    project_stages_along_the_edges, refs_move_only_by_recorded_events, a_pull_request_merges_once,
+    idle_sleep_by_the_rule, a_torn_blob_is_never_served,
 )}
 #: Checked by the runner around a step rather than on a look: a refusal wrote nothing; a crash lost
 #: nothing (the log, its head and every read model the same before and after the restart).

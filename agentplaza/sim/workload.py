@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import jhrl
@@ -31,9 +30,8 @@ from ..commands import (
     conduct,
     conversations,
     council,
-    git,
     hiring,
-    library,
+    models,
     payments,
     projects,
     scheduler,
@@ -47,8 +45,11 @@ from ..domain.approvals import approval_id
 from ..domain.base import Refusal
 from ..domain.council import SEATS, motion_id
 from ..domain.plaza import held as plaza_held
-from ..domain.tasks import task_id
 from ..projections import work
+from . import blobs, gitwork, guests
+from .gitwork import create_repo, git_push, merge_pr, open_pr, project_repos_step, review_pr
+from .invariants import Broken
+from .memory import Memory, Step, as_agent, holder, of_role, owner, pick, role_of, task_in
 from .world import SIM_PASSPHRASE, World
 
 #: The roles of the simulated agents, in the order they are spawned (round the list): workers,
@@ -63,86 +64,6 @@ NO_GIT = 'law no-git "No git for builders" {\n  statement "Builders leave git al
          '  when role == builder\n}\n'
 #: A tool call an agent makes (a write, so an agent in ask mode asks first).
 TOOLS = (("vm.write_file", "write"), ("vm.read_file", "read"), ("plaza_git", "write"))
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of a history: an action (or a fault, ``fault:NAME``) and the numbers it reads."""
-
-    name: str
-    args: tuple[int, int, int, int]
-
-    def __str__(self) -> str:
-        return f"{self.name}{list(self.args)}"
-
-
-@dataclass
-class Memory:
-    agents: list[tuple[int, str]] = field(default_factory=list)  # (cid, role)
-    tasks: list[str] = field(default_factory=list)
-    approvals: list[str] = field(default_factory=list)
-    payments: list[str] = field(default_factory=list)
-    motions: list[str] = field(default_factory=list)
-    projects: list[str] = field(default_factory=list)
-    secrets: dict[str, str] = field(default_factory=dict)  # name -> every value the owner gave (the last)
-    secret_values: set[str] = field(default_factory=set)
-    #: approval number -> how many times a call it approved ran
-    call_runs: dict[str, int] = field(default_factory=dict)
-    #: the calls that waited for an approval: approval number -> (agent, the call)
-    waiting_calls: dict[str, tuple[str, jhrl.Call]] = field(default_factory=dict)
-    #: the next model call's answer, set by a fault: "fail", "malformed", "timeout" or None
-    model_fault: str | None = None
-    fail_next_write: bool = False
-    #: approvals used by a step the hub died inside, before the call they let through could run
-    unrun_uses: int = 0
-    model_calls: dict[str, int] = field(default_factory=dict)  # how each model call ended
-    modes: dict[int, str] = field(default_factory=dict)  # the mode each agent was last set to
-    contacts: set[tuple[int, int]] = field(default_factory=set)  # who has dealt with whom
-    logs: list[str] = field(default_factory=list)  # every line the plaza's code logged in the run
-    incidents: list[str] = field(default_factory=list)
-    cases: list[str] = field(default_factory=list)
-    deliverables: dict[str, str] = field(default_factory=dict)  # project -> the Library item handed in for it
-    #: how each tool call under a suspension in force ended: refused (as it must) or ran
-    suspended_calls: dict[str, int] = field(default_factory=dict)
-
-
-def pick(seq: Sequence[Any], n: int) -> Any | None:
-    return seq[n % len(seq)] if seq else None
-
-
-def task_in(w: World, m: Memory, n: int, *states: str, phase: str | None = None) -> str:
-    """Mostly (two draws in three) a task in one of ``states``, as an agent that asked the hub would
-    pick; else any task the people know of, so the refusals are tried too."""
-    if n % 3:
-        found = [x for x in m.tasks if (t := w.store.get(task_id(x))) is not None and t.state in states
-                 and (phase is None or t.phase == phase)]
-        if found:
-            return pick(found, n // 3)
-    return pick(m.tasks, n) or "t999"
-
-
-def holder(w: World, n: str, who: str, fallback: int | None, draw: int) -> int | None:
-    """The task's worker or reviewer (two draws in three), else ``fallback``: a wrong one is tried too."""
-    t = w.store.get(task_id(n))
-    held = getattr(t, who, None) if t is not None else None
-    return int(held) if held is not None and draw % 3 else fallback
-
-
-def of_role(m: Memory, role: str, n: int) -> int | None:
-    found = [c for c, r in m.agents if r == role]
-    return pick(found, n)
-
-
-def owner(w: World, reason: str | None = None):
-    return w.cmds.context("owner", reason)
-
-
-def as_agent(w: World, cid: int):
-    return w.cmds.context(f"agent:{cid}")
-
-
-def role_of(m: Memory, cid: int) -> str:
-    return dict(m.agents)[cid]
 
 
 # -- the actions ----------------------------------------------------------------------------------
@@ -567,28 +488,60 @@ def advance_project(w: World, m: Memory, a: tuple) -> str:
     cid = of_role(m, "builder", a[2])
     item = m.deliverables.get(number)
     if item is None and a[2] % 4 and p is not None:  # the deliverable handed in to the Library first (a step)
-        item = library.submit(w.cmds, as_agent(w, cid), title=f"deliverable of {number}", description="the result",
-                              filename="result.txt", media_type="text/plain", size=1 + a[3] % 1000,
-                              sha256=f"{a[3]:064x}"[:64], storage="local", key=f"d{a[3]}", task=None,
-                              project=number).value
+        item = blobs.library(w).submit(as_agent(w, cid), blobs.content(a[3]), "result.txt", f"deliverable of {number}",
+                                       "the result", project=number).value
         m.deliverables[number] = item
+        m.items.append(item)
         return f"{cid} handed in {item} for {number}"
     projects.deliver(w.cmds, as_agent(w, cid), number, "the result", "what was built", item, role="builder")
     return f"{cid} delivered {number} ({item})"
 
 
-def create_repo(w: World, m: Memory, a: tuple) -> str:
-    name = f"repo-{a[0] % 4}"
-    git.create_repo(w.cmds, owner(w), name, f"{a[1]:040x}"[:40])
-    return f"made {name}"
+def guest_connects(w: World, m: Memory, a: tuple) -> str:
+    """An agent's harness connects (its VM booted, or woke) and says hello, asks for work and, handed
+    an item, does it; it stays connected, idle, until its channel closes or the hub dies."""
+    cid = pick([c for c, _ in m.agents if c not in w.guests], a[0])
+    if cid is None:
+        return "every agent's guest is connected"
+    g = guests.Guest(w.runtime, cid, works=True)
+    g.ask({"op": "hello"})
+    item = guests.take_and_do(g)
+    if g.ended:
+        return f"agent {cid}'s guest connected and its session ended"
+    w.guests[cid] = g
+    return f"agent {cid}'s guest connected" + (f" and did {item}" if item else "; it is idle")
+
+
+def owner_tells(w: World, m: Memory, a: tuple) -> str:
+    """The owner gives an agent work (a sleeping agent is woken by it; its harness does it when time passes)."""
+    cid = pick([c for c, _ in m.agents], a[0])
+    asleep = agent_commands.agent(w.cmds, cid).status == "asleep"
+    agent_commands.tell(w.cmds, owner(w), cid, f"a job, number {a[1] % 100}")
+    return f"the owner gave {cid} work" + (" (it was asleep: woken)" if asleep else "")
+
+
+def set_idle_policy(w: World, m: Memory, a: tuple) -> str:
+    """The owner sets how long an idle agent waits before it sleeps (0: never) and who never sleeps."""
+    minutes = (0, 5, 10, 60)[a[0] % 4]
+    never = (["orchestrator"], [], ["orchestrator", "reviewer"])[a[1] % 3]
+    models.set_policy(w.cmds, owner(w), {"idle_sleep_min": minutes, "sleep_never_roles": never})
+    return f"idle sleep after {minutes} minutes; never: {', '.join(never) or 'nobody'}"
 
 
 def submit_item(w: World, m: Memory, a: tuple) -> str:
-    number = library.submit(w.cmds, as_agent(w, pick([c for c, _ in m.agents], a[0])), title=f"item {a[1] % 9}",
-                            description="a deliverable", filename="out.txt", media_type="text/plain",
-                            size=1 + a[2] % 1000, sha256=f"{a[3]:064x}"[:64], storage="local", key=f"k{a[3]}",
-                            task=None, project=None).value
+    """An agent hands a deliverable in to the Library (its bytes in the library's store, then the record)."""
+    number = blobs.library(w).submit(as_agent(w, pick([c for c, _ in m.agents], a[0])), blobs.content(a[2]),
+                                     "out.txt", f"item {a[1] % 9}", "a deliverable").value
+    m.items.append(number)
     return f"submitted {number}"
+
+
+def share_file(w: World, m: Memory, a: tuple) -> str:
+    """An agent shares a file of its workspace (the file store: the same store's folder, then the record)."""
+    cid = pick([c for c, _ in m.agents], a[0])
+    number = blobs.files(w).share(as_agent(w, cid), cid, f"notes/{a[1] % 9}.txt", blobs.content(a[2])).value
+    m.shared.append(number)
+    return f"{cid} shared {number}"
 
 
 def set_secret(w: World, m: Memory, a: tuple) -> str:
@@ -623,18 +576,39 @@ def unseal(w: World, m: Memory, a: tuple) -> str:
 def time_passes(w: World, m: Memory, a: tuple) -> str:
     """Time passes: the hub's periodic work runs (the vault's watch records the uses whose minute ended;
     the scheduler's pass gives open tasks to idle workers and reported ones to idle reviewers, on the
-    read models, none while held). Reputation and contacts fade with the clock itself: every read of
-    the society (``reputation_in_range`` among them) is at the new time, so a long jump (91 days)
-    fades opinions past ``OPINION_FADE_DAYS``."""
+    read models, none while held; the projects' repositories are kept in git; the runtime's reconcile
+    delivers work, sends idle agents looking for people and puts agents idle past ``idle_sleep_min``
+    to sleep). Reputation and contacts fade with the clock itself: every read of the society
+    (``reputation_in_range`` among them) is at the new time, so a long jump (91 days) fades opinions
+    past ``OPINION_FADE_DAYS``. The hub runs its passes every second; here they run at the end of each
+    stretch of the time: a minute in, just past the idle limit, and at the end (so an agent idle past
+    the limit sleeps before a later pass, outreach's, would give it work)."""
     seconds = (60, 7 * 3600, 24 * 3600, 8 * 24 * 3600, 91 * 24 * 3600)[a[0] % 5]
-    w.clock.advance(seconds)
-    flushed = w.vault.flush_uses()  # the hub's vault watch records the uses whose minute has ended
-    said = f"{seconds}s passed" + (f"; {flushed} use groups recorded" if flushed else "")
-    if a[1] % 3:  # the scheduler's pass (the hub runs one every second; here when time passes)
-        w.rm.catch_up()
-        done = scheduler.run_pass(w.cmds, work.queue(w.rm))
-        said += "; the scheduler is held" if done.held else f"; the scheduler assigned {len(done.assigned)}"
-    return said
+    idle_min = models.load(w.cmds).policy.get("idle_sleep_min", 0)
+    marks = sorted({s for s in (60, (idle_min + 1) * 60) if 0 < s < seconds} | {seconds})
+    said, at, slept, woke, assigned, held = f"{seconds}s passed", 0, 0, 0, 0, False
+    for mark in marks:
+        w.clock.advance(mark - at)
+        at = mark
+        if mark == seconds:
+            flushed = w.vault.flush_uses()  # the hub's vault watch records the uses whose minute has ended
+            said += f"; {flushed} use groups recorded" if flushed else ""
+        if a[1] % 3:  # the scheduler's pass (the hub runs one every second; here when time passes)
+            w.rm.catch_up()
+            done = scheduler.run_pass(w.cmds, work.queue(w.rm))
+            assigned, held = assigned + len(done.assigned), done.held
+            if mark == seconds:
+                said += "; the scheduler is held" if held else f"; the scheduler assigned {assigned}"
+        try:  # the hub's loops that follow the log: the projects' repositories, the runtime's reconcile
+            kept = gitwork.project_repos(w)
+        except Refusal as r:
+            kept = f"the project repository pass was refused ({r.code})"
+        try:
+            asleep, put, woken = guests.hub_passes(w)
+        except AssertionError as e:
+            raise Broken("idle_sleep_by_the_rule", str(e)) from None
+        slept, woke = slept + put, woke + woken
+    return f"{said}; {kept}; {asleep} asleep ({slept} put to sleep, {woke} woken)"
 
 
 Action = Callable[[World, Memory, tuple], str]
@@ -652,6 +626,9 @@ ACTIONS: dict[str, tuple[Action, int]] = {
     "time_passes": (time_passes, 3),
     "open_incident": (open_incident, 1), "file_case": (file_case, 2), "defend_case": (defend_case, 1),
     "rule_case": (rule_case, 2), "advance_project": (advance_project, 4),
+    "git_push": (git_push, 3), "open_pr": (open_pr, 2), "review_pr": (review_pr, 2), "merge_pr": (merge_pr, 2),
+    "project_repos": (project_repos_step, 2), "guest_connects": (guest_connects, 2), "set_idle_policy": (set_idle_policy, 1),
+    "owner_tells": (owner_tells, 1), "share_file": (share_file, 1),
 }
 
 

@@ -141,10 +141,13 @@ class World:
             self.other.store.close()
             self.other = None
 
-    def crash(self) -> None:
+    def crash(self, dying: Callable[[], None] | None = None) -> None:
         """The hub dies between two commits: everything in memory is lost; the next start opens the
-        store, loads the read models from their tables and catches them up, and finds the vault sealed."""
+        store, loads the read models from their tables and catches them up, and finds the vault sealed.
+        ``dying``: what the process left last as it died (a torn write), after everything else it did."""
         self._close_process()
+        if dying is not None:
+            dying()
         self.dying = False
         self.crashes += 1
         self._open()
@@ -154,12 +157,15 @@ class World:
         self.reconnect()
 
     def reconnect(self) -> None:
-        """Every guest that was connected reconnects to the hub that runs now (hello, then asks for work)."""
+        """Every guest that was connected reconnects to the hub that runs now (hello, then asks for work);
+        a harness that works its queue (``Guest.works``) works it again."""
         for cid in sorted(self.guests):
-            g = guests.Guest(self.runtime, cid)
+            g = guests.Guest(self.runtime, cid, works=getattr(self.guests[cid], "works", False))
             self.guests[cid] = g
             g.ask({"op": "hello"})
-            if not g.ended:
+            if g.works:
+                guests.take_and_do(g)  # (a working harness does the item it is handed)
+            elif not g.ended:
                 g.ask({"op": "next", "wait": 0})
             if g.ended:
                 del self.guests[cid]

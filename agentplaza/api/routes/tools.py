@@ -16,6 +16,7 @@ from ...domain.toollib import tool_name
 from ...projections import toollib as rm
 from ...projections import work as approvals_rm
 from ...runtime.library import library_of
+from ...runtime.librarystore import read_checked
 from ..errors import Body, read_body
 from ..kit import api_of, endpoint
 
@@ -44,8 +45,8 @@ async def show(request: Request) -> dict:
 
 
 def _program(hub, name: str, version: int) -> tuple[dict, bytes]:
-    v = cmd.load(hub.commands, name).version_of(version)
-    return v, library_of(hub).store.get(v["key"])
+    v = cmd.load(hub.commands, name).version_of(version)  # (a blob cut short is refused, never shown)
+    return v, read_checked(library_of(hub).store, v["key"], v["sha256"], f"{name} version {version}")
 
 
 @endpoint

@@ -84,8 +84,8 @@ AREA = Area("simulate", "run a whole plaza from a seed, with faults, checking ev
     arg("--steps", type=int, default=200, metavar="K", help="steps of the run (default 200)"),
     arg("--agents", type=int, default=9, metavar="A", help="agents spawned at the start (default 9)"),
     arg("--faults", default="all", metavar="LIST",
-        help="all (default), none, or some of: crash, write_fails, second_writer, model_fails, model_malformed, "
-             "vault_sealed, clock_jump, guest_lost"),
+        help="all (default), none, or fault names separated by commas (docs/simulate.md lists them; an unknown "
+             "name is refused with the list)"),
     arg("--store", choices=("sqlite", "postgres"), default="sqlite",
         help="a fresh SQLite store (default), or a fresh database on the server APZ_DATABASE_URL names"),
     arg("--until-failure", action="store_true", help="run --seed, then the next seed ..., until one fails"),
