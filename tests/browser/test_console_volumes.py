@@ -66,10 +66,32 @@ def test_the_owner_makes_mounts_and_is_refused_removing_a_mounted_volume(browser
         assert http.delete("/v1/volumes/roles/builder").status_code == 200
         page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Volumes').length > {again}")
 
-        # The same name again: refused next to the form, nothing made.
-        made.get_by_label("Name").fill("corpus")
-        made.get_by_label("Source").fill(str(src))
-        made.get_by_role("button", name="Create volume").click()
+        # What the owner is typing survives the section drawn again by a change made elsewhere: the
+        # fields' values (an input, a select), the focused field and its selection; the form still sends.
+        mount = page.get_by_role("form", name="Mount volumes on a role")
+        mount.get_by_label("Role").select_option("researcher")
+        name_f, source_f = made.get_by_label("Name"), made.get_by_label("Source")
+        name_f.fill("corpus")
+        source_f.fill(str(src))
+        source_f.evaluate("(el) => el.setSelectionRange(2, 5)")
+        again, roles_again = drawn(page, "Volumes"), drawn(page, "Roles")
+        assert http.put("/v1/volumes/roles/builder", json={"volumes": ["corpus"]}).status_code == 200
+        page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Volumes').length > {again}")
+        page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Roles').length > {roles_again}")
+        expect(page.get_by_role("table", name="Roles and their volumes")).to_contain_text("corpus")
+        expect(name_f).to_have_value("corpus")
+        expect(source_f).to_have_value(str(src))
+        expect(source_f).to_be_focused()
+        assert source_f.evaluate("(el) => [el.selectionStart, el.selectionEnd]") == [2, 5]
+        expect(mount.get_by_label("Role")).to_have_value("researcher")
+        again = drawn(page, "Volumes")
+        assert http.delete("/v1/volumes/roles/builder").status_code == 200
+        page.wait_for_function(f"() => performance.getEntriesByName('apz:drawn Volumes').length > {again}")
+        expect(source_f).to_be_focused()
+        expect(name_f).to_have_value("corpus")
+
+        # The same name again (sent with Enter from the kept field): refused next to the form, nothing made.
+        source_f.press("Enter")
         expect(made.get_by_role("alert")).to_contain_text("volume_exists")
         assert len(http.get("/v1/volumes").json()["volumes"]) == 1
 

@@ -6,7 +6,7 @@
 import {get, post} from "./api.js";
 import {listen, onStatus} from "./live.js";
 import {GROUPS, SCREENS} from "./screens/index.js";
-import {action, errorBox, fill, fmt, h, keepNotes} from "./ui.js";
+import {action, errorBox, fill, fmt, h, keepNotes, keepTyped} from "./ui.js";
 
 //: Events that arrive together reload a section once, this long after the first.
 export const COALESCE_MS = 120;
@@ -148,8 +148,10 @@ function live(families, load, {tag = "section", label} = {}) {
       const out = await load(el);
       if (out !== undefined) {
         const keep = keepNotes(el);  // a form's or a button's message stays (ui.js)
+        const typing = keepTyped(el);  // and what the owner typed into its forms, and the caret (ui.js)
         fill(el, out);
         keep(el);
+        typing(el);
       }
     } catch (err) {
       fill(el, errorBox(err));

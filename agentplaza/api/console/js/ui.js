@@ -133,6 +133,68 @@ export function keepNotes(root) {
   };
 }
 
+// A live section drawn again (frame.js) keeps what the owner has typed into its forms, and the field
+// they are in with its caret: an event (a change made elsewhere) must not wipe a half-written rule or a
+// reason. keepTyped(section) before the section is filled again; the function it returns, after: each
+// field the owner changed (inputs, textareas, selects, checkboxes and radios) goes to the new field of the
+// same key: the names (aria-label) of the forms and groups around it, its own name, and a choice's value.
+// A key that is not one field's alone, before and after (rows' forms of one name), is not carried: a
+// value never goes into another row's form. A secret goes only from the old field to the new one, in
+// memory. A form reset (a sent form clears itself) forgets that its fields were typed into.
+const typed = new WeakSet();
+document.addEventListener("input", (e) => typed.add(e.target), true);
+document.addEventListener("change", (e) => typed.add(e.target), true);
+document.addEventListener("reset", (e) => { for (const f of e.target.elements || []) typed.delete(f); }, true);
+
+const FIELDS = "input[name], textarea[name], select[name]";
+const CHOICE = new Set(["checkbox", "radio"]);
+const CARET = new Set(["text", "search", "url", "tel", "password", "textarea"]);
+
+function fieldKey(f, root) {
+  const names = [];
+  for (let n = f.parentElement; n && n !== root; n = n.parentElement) {
+    if (n.hasAttribute("aria-label")) names.unshift(n.getAttribute("aria-label"));
+  }
+  return JSON.stringify([names, f.name, CHOICE.has(f.type) ? f.value : null]);
+}
+
+function byKey(root) {
+  const out = new Map();
+  for (const f of root.querySelectorAll(FIELDS)) {
+    if (f.type === "hidden" || f.type === "file") continue;
+    const k = fieldKey(f, root);
+    out.set(k, out.has(k) ? null : f);  // null: more than one field has this key
+  }
+  return out;
+}
+
+export function keepTyped(root) {
+  const old = byKey(root);
+  const focused = root.contains(document.activeElement) ? document.activeElement : null;
+  return (now) => {
+    const fresh = byKey(now);
+    for (const [k, f] of old) {
+      const next = fresh.get(k);
+      if (!f || !next) continue;
+      if (typed.has(f)) {
+        if (CHOICE.has(f.type)) next.checked = f.checked;
+        else if (f.tagName === "SELECT") {
+          const picked = new Set([...f.selectedOptions].map((o) => o.value));
+          if (![...picked].every((v) => [...next.options].some((o) => o.value === v))) continue;
+          for (const o of next.options) o.selected = picked.has(o.value);
+        } else next.value = f.value;
+        typed.add(next);
+      }
+      if (f === focused) {
+        next.focus({preventScroll: true});
+        if (CARET.has(f.type) && f.selectionStart !== null) {
+          next.setSelectionRange(f.selectionStart, f.selectionEnd, f.selectionDirection || "none");
+        }
+      }
+    }
+  };
+}
+
 // columns: [{label, value(row) -> node|string, sort(row) -> comparable}]; rows paginate by PAGE_ROWS.
 export function table(columns, rows, {empty = "Nothing yet.", caption, sortable = false, label} = {}) {
   if (!rows.length) return h("p", {class: "empty"}, empty);
