@@ -14,6 +14,7 @@ from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import treasury as treasury_commands
 from agentplaza.commands.unit import Commands, Done
 from agentplaza.domain.base import Context, Refusal
+from agentplaza.domain.plaza import PLAZA_ID
 from agentplaza.domain.plaza import held as plaza_held
 from agentplaza.events.store import EventStore
 
@@ -93,6 +94,54 @@ def test_a_hold_made_through_another_store_handle_holds_the_next_command_here(fo
         with pytest.raises(Refusal) as held:
             treasury_commands.transfer(a.cmds, a.ctx("agent:3"), "3", "4", 10, "a transfer", None)
         assert held.value.code == "plaza_held" and a.store.max_position() == before
+    finally:
+        a.close()
+        store_b.close()
+
+
+def test_a_hold_made_through_another_handle_refuses_the_next_model_call_after_checks_that_passed(
+        folders, database_url):
+    """The gateway's payer check reads the plaza's hold on every call.  A's checks pass (on SQLite A then
+    knows that nothing was committed since it found its copy the newest, and skips the read); B holds
+    the plaza; A's very next check refuses."""
+    a = Plaza(folders.state, database_url)
+    store_b = EventStore.open(state_dir=folders.state, database_url=database_url)
+    b = Commands(store_b, clock=a.clock)
+    try:
+        a.wallet("3")
+        a.earn("3", 100, task="start")
+        for _ in range(3):
+            treasury_commands.quick_check_gateway_call(a.cmds, "3", None)
+        plaza_commands.stop_all(b, b.context("owner", "from the other hub"))
+        with pytest.raises(Refusal) as held:
+            treasury_commands.quick_check_gateway_call(a.cmds, "3", None)
+        assert held.value.code == "plaza_held"
+        plaza_commands.resume(b, b.context("owner", "resumed on the other hub"))
+        treasury_commands.quick_check_gateway_call(a.cmds, "3", None)
+    finally:
+        a.close()
+        store_b.close()
+
+
+def test_a_guard_read_fresh_skips_the_database_only_while_nothing_was_committed(folders, backend):
+    """SQLite's data_version: while no connection committed anything, a fresh read of the plaza gives
+    the copy found newest without a read of the log; any commit (here another handle's, to another
+    aggregate) makes the next fresh read ask the database again."""
+    if backend != "sqlite":
+        pytest.skip("PostgreSQL has no data_version: every fresh read asks the database")
+    a = Plaza(folders.state)
+    store_b = EventStore.open(state_dir=folders.state)
+    reads = []
+    select = a.store.app.recorder.select_events
+    a.store.app.recorder.select_events = lambda *args, **kw: reads.append(args) or select(*args, **kw)
+    try:
+        first = a.store.get(PLAZA_ID, fresh=True)
+        assert len(reads) == 1
+        assert a.store.get(PLAZA_ID, fresh=True).version == first.version and len(reads) == 1
+        store_b.commit(Tally.start(ctx(), label="elsewhere"))
+        assert a.store.get(PLAZA_ID, fresh=True).version == first.version and len(reads) == 2
+        assert a.store.get(PLAZA_ID, fresh=True) is not a.store.get(PLAZA_ID, fresh=True)  # private copies
+        assert len(reads) == 2
     finally:
         a.close()
         store_b.close()

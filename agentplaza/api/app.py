@@ -23,6 +23,7 @@ from .hub import Hub
 from .kit import Api
 from .mcp_door import McpDoor
 from .routes import AREAS
+from .routes import gateway as gateway_routes
 from .routes.console import ASSETS_PREFIX as CONSOLE_ASSETS
 from .routes.e2b import E2B_PREFIX
 from .routes.gateway import GATEWAY_PREFIX
@@ -128,7 +129,9 @@ def create_app(hub: Hub) -> Starlette:
     async def crashed(request: Request, exc: Exception) -> Response:
         return error_response(500, "internal", "the hub failed to answer; see its log")
 
-    routes = [r for area in AREAS for r in area.ROUTES]
+    # The gateway's routes first: every model call is a request, and Starlette tries the routes in turn
+    # (over 100 came before them). No other route matches a gateway path (tests/test_gateway_routes.py).
+    routes = [*gateway_routes.ROUTES, *(r for area in AREAS if area is not gateway_routes for r in area.ROUTES)]
     routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus, lambda scope: session_holds(hub, scope))))
     routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE", "OPTIONS"]))  # OPTIONS: CORS preflight
     routes.append(WebSocketRoute(ACP_PATH, acp.endpoint))

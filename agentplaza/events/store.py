@@ -41,6 +41,7 @@ from ..permissions import make_private_file
 from . import catalogue
 from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, Anchor, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
+from .commitwatch import commit_watch
 from .records import VOIDED_KIND, EventRecord, Unreadable, UnreadableEvent
 from .storable import stored_form
 
@@ -152,6 +153,8 @@ class EventStore:
         self._local = threading.local()
         self._close_lock = threading.Lock()
         self._closed = False
+        self._watch = commit_watch(env)  # SQLite's data_version: has anything been committed since?
+        self._current: dict[uuid.UUID, tuple[int, int]] = {}  # a guard's (mark, version) last found newest
 
     @classmethod
     def open(cls, *, state_dir: Path | None = None, database_url: str | None = None, read_only: bool = False) -> EventStore:
@@ -188,15 +191,23 @@ class EventStore:
         return aggregate
 
     def _get_current(self, aggregate_id: uuid.UUID) -> Any | None:
-        """The aggregate as the database holds it now: the cached copy when the newest stored event is
-        its version (one indexed read), else loaded."""
-        newest = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
+        """The aggregate as the database holds it now: the cached copy when nothing was committed since
+        it was last found the newest (SQLite: ``commitwatch``, no read), or when the newest stored event
+        is its version (one indexed read), else loaded."""
+        mark = self._watch.mark() if self._watch is not None else None  # taken BEFORE the database is read
         with self._cache_lock:
             cached = self._cache.get(aggregate_id)
+        if mark is not None and cached is not None and self._current.get(aggregate_id) == (mark, cached.version):
+            return clone(cached)  # nothing at all was committed since this copy was found the newest
+        newest = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
         if cached is not None and newest and newest[0].originator_version == cached.version:
-            return clone(cached)
-        with self.fresh():
-            return self.get(aggregate_id)
+            found = clone(cached)
+        else:
+            with self.fresh():
+                found = self.get(aggregate_id)
+        if mark is not None and found is not None:
+            self._current[aggregate_id] = (mark, found.version)
+        return found
 
     @contextmanager
     def fresh(self) -> Iterator[None]:
@@ -468,4 +479,6 @@ class EventStore:
                 return
             self._closed = True
         self.committer.close()
+        if self._watch is not None:
+            self._watch.close()
         self.app.close()
