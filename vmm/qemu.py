@@ -139,6 +139,8 @@ class QemuMachine(MachineState, Machine):
         self._lock = threading.RLock()
         self._expect_exit = False
         self._ram: Path | None = None   # the RAM file of the running process
+        #: Programs held started in the running guest (channeld's ``park``), each let go by ``unpark``.
+        self.parked: set = set()
         self._legacy_workspace()
 
     @property
@@ -305,6 +307,7 @@ class QemuMachine(MachineState, Machine):
                     trace.mark(self.spec.name, "workspace copied")
                     self._restore_from(folder, man, timeout, new_top_over=man.layers)
                     self.booted_from = f"template:{key}"
+                    self.parked = set(self.templates.parked)
                     return self
                 except (VMError, DiskError, snap.SnapshotError) as e:
                     log.warning("machine %s: template %s failed (%s); booting cold",
@@ -332,6 +335,7 @@ class QemuMachine(MachineState, Machine):
             raise VMError("the vsock channel's host side is not built yet; this host has "
                           "/dev/vhost-vsock, use the virtio-serial channel (see docs/vmm.md)")
         t0 = time.monotonic()
+        self.parked = set()
         img = self._image()
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.run_dir.exists():
@@ -614,6 +618,26 @@ class QemuMachine(MachineState, Machine):
         st.close()
         out = st.read_all(timeout)
         return st.close_info.get("exit"), out
+
+    def park(self, name: str, argv: list, cwd: str | None = None, env: dict | None = None,
+             timeout: float = 30.0) -> None:
+        """Start a program in the guest and hold it, waiting on its stdin, until ``unpark(name)``
+        (a warm template is saved with its parked programs: each restored copy has them started)."""
+        st = self.channel.open("exec", argv=list(argv), cwd=cwd or "/workspace", env=dict(env or {}),
+                               park=name)
+        st.close()
+        st.read_all(timeout)
+        if st.close_info.get("parked") != name:
+            raise VMError(f"guest {self.spec.name} did not park {name}: {st.close_info}")
+        self.parked.add(name)
+
+    def unpark(self, name: str, end: bool = False):
+        """The parked program let go (its stdin closed): a stream that carries its output and, as it
+        closes, its exit code, as an ``exec`` stream does. ``end``: killed instead (not wanted here)."""
+        if name not in self.parked:
+            raise VMError(f"nothing is parked as {name} in {self.spec.name}")
+        self.parked.discard(name)
+        return self.channel.open("unpark", name=name, end=bool(end))
 
     def _refresh_guest(self, timeout: float = 30.0) -> None:
         """A restored guest resumes with the clock and random pool it was frozen

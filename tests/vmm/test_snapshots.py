@@ -284,6 +284,10 @@ def test_template_key_covers_images_shape_and_version():
                    {"vcpus": 2}, {"cmdline": "x"}, {"vmm_version": "9"}, {"workspace_mib": 1}):
         assert key_of(dict(SHAPE, **change), "qemu-microvm") != k
     assert key_of(SHAPE, "firecracker") != k
+    # the programs parked in a template are part of its key; none parked keeps the plain key
+    harness = {"harness": {"argv": ["/usr/bin/python3", "h.py"], "cwd": "/workspace"}}
+    assert key_of(SHAPE, "qemu-microvm", {}) == k
+    assert key_of(SHAPE, "qemu-microvm", harness) not in (k, key_of(SHAPE, "qemu-microvm", {"other": {"argv": ["x"]}}))
 
 
 def platform():

@@ -13,6 +13,11 @@ Host -> guest services (the host opens a stream with {"service": ...}):
 - ``echo``     sends back whatever it reads (used to test the channel).
 - ``shutdown`` syncs the disks and powers the guest off.
 - ``envd``     one HTTP request of the E2B SDK to a sandbox (``envd.py``).
+- ``exec`` with {"park": NAME}: starts the program as ``exec`` does but holds it (its stdin open, its
+  output kept in its pipe) and closes the stream at once with {"parked": NAME}; a warm template is
+  saved with such a program started and waiting. ``unpark`` {"name": NAME}: closes the held program's
+  stdin (its signal to go on) and serves it on this stream as ``exec`` would have; once only
+  (with {"end": true}: kills it instead).
 
 Guest -> host: a program in the guest connects to the unix socket
 ``/run/apz/channel.sock`` and writes one line, the service it wants on the
@@ -63,11 +68,19 @@ def cmdline() -> dict:
 
 
 # -- services -----------------------------------------------------------------
+#: Programs started with {"park": name}, held until an ``unpark`` serves them (name -> Popen).
+_parked: dict = {}
+
+
 def serve_exec(st: chan.Stream) -> None:
     meta = st.meta
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/workspace", "LANG": "C.UTF-8"}
     env.update(meta.get("env") or {})
+    park = meta.get("park")
+    if park is not None and (not isinstance(park, str) or park in _parked):
+        st.close({"exit": 127, "error": f"cannot park {park!r}"})
+        return
     try:
         proc = subprocess.Popen(meta["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env,
@@ -78,7 +91,34 @@ def serve_exec(st: chan.Stream) -> None:
         return
     with _children_lock:
         _children.add(proc.pid)
+    if park is not None:
+        _parked[park] = proc
+        st.close({"parked": park})
+        return
+    serve_proc(st, proc)
 
+
+def serve_unpark(st: chan.Stream) -> None:
+    """The held program of that name, told to go on (its stdin closed) and served on this stream."""
+    proc = _parked.pop(st.meta.get("name"), None)
+    if proc is None or proc.poll() is not None:
+        st.close({"exit": 127, "error": f"nothing parked as {st.meta.get('name')!r}"})
+        return
+    if st.meta.get("end"):   # not wanted in this machine (a sandbox restored from an agent's template)
+        proc.kill()
+        st.close({"exit": proc.wait()})
+        with _children_lock:
+            _children.discard(proc.pid)
+        return
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    serve_proc(st, proc, stdin=False)
+
+
+def serve_proc(st: chan.Stream, proc: subprocess.Popen, stdin: bool = True) -> None:
+    """The stream's data to the process's stdin, its output back, then its exit code."""
     def pump_in():
         try:
             while True:
@@ -95,8 +135,8 @@ def serve_exec(st: chan.Stream) -> None:
             except OSError:
                 pass
 
-    t = threading.Thread(target=pump_in, daemon=True)
-    t.start()
+    if stdin:
+        threading.Thread(target=pump_in, daemon=True).start()
     try:
         while True:
             data = proc.stdout.read1(chan.MAX_PAYLOAD)
@@ -145,7 +185,8 @@ def serve_envd(st: chan.Stream) -> None:
     envd.serve(st)
 
 
-SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown, "envd": serve_envd}
+SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown, "envd": serve_envd,
+            "unpark": serve_unpark}
 
 
 def on_open(st: chan.Stream) -> None:

@@ -762,6 +762,21 @@ def name_self(hub: Hub, prompt: str) -> str | None:
     return named.get("name") if err is None else None
 
 
+#: Set by the node when it starts the harness held (parked) in a guest that is saved as a warm template.
+PARK_ENV = "APZ_HARNESS_PARKED"
+
+
+def unparked() -> None:
+    """A parked harness waits here, started and imported, until channeld closes its stdin (the node's
+    ``unpark``, in each copy restored from the template). Each copy then draws its own randomness: the
+    pool channeld reseeded at the restore, not the state the template was saved with."""
+    while sys.stdin.buffer.read(4096):
+        pass
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        rnd.seed()
+
+
 def main() -> int:
     os.makedirs(WORKSPACE, exist_ok=True)
     for port, service in ((PROXY_PORT, "egress"), (contract.GIT_PORT, "git")):
@@ -769,6 +784,8 @@ def main() -> int:
             forwarder(port, service)
         except OSError as e:
             log(f"no {service} forwarder: {e}")
+    if os.environ.pop(PARK_ENV, None):
+        unparked()
     backoff = 0.5
     while True:
         try:
