@@ -36,7 +36,6 @@ import threading
 import time
 
 # What only a tool needs, that tool imports (http.client, ssl, re...: ~2.6 CPU-s under TCG before a hello).
-
 if __package__:  # imported from the hub's tree (vmm.guest.harness)
     from . import contract
 else:  # run in the guest, where contract.py sits beside this file
@@ -762,21 +761,6 @@ def name_self(hub: Hub, prompt: str) -> str | None:
     return named.get("name") if err is None else None
 
 
-#: Set by the node when it starts the harness held (parked) in a guest that is saved as a warm template.
-PARK_ENV = "APZ_HARNESS_PARKED"
-
-
-def unparked() -> None:
-    """A parked harness waits here, started and imported, until channeld closes its stdin (the node's
-    ``unpark``, in each copy restored from the template). Each copy then draws its own randomness: the
-    pool channeld reseeded at the restore, not the state the template was saved with."""
-    while sys.stdin.buffer.read(4096):
-        pass
-    rnd = sys.modules.get("random")
-    if rnd is not None:
-        rnd.seed()
-
-
 def main() -> int:
     os.makedirs(WORKSPACE, exist_ok=True)
     for port, service in ((PROXY_PORT, "egress"), (contract.GIT_PORT, "git")):
@@ -784,8 +768,7 @@ def main() -> int:
             forwarder(port, service)
         except OSError as e:
             log(f"no {service} forwarder: {e}")
-    if os.environ.pop(PARK_ENV, None):
-        unparked()
+    contract.unparked()   # a harness the node parked in a warm template waits here until it is let go
     backoff = 0.5
     while True:
         try:

@@ -48,7 +48,7 @@ from vmm import (
     trace,
 )
 from vmm import volumes as volumesmod
-from vmm.guest.contract import SERVICES, error
+from vmm.guest.contract import PARK_ENV, SERVICES, error
 from vmm.image.build import Image, ensure_image
 from vmm.readiness import blockers
 
@@ -67,7 +67,7 @@ DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
 HARNESS_ARGV = ["/usr/bin/python3", "-S", "-u", "-B", "-c",
                 "import sys; sys.path.insert(0, '/opt/apz'); import harness; sys.exit(harness.main())"]
 #: The harness as a warm template holds it, started and waiting (``vmm.templates``: ``parked``).
-PARKED_HARNESS = {"argv": HARNESS_ARGV, "cwd": "/workspace", "env": {"APZ_HARNESS_PARKED": "1"}}
+PARKED_HARNESS = {"argv": HARNESS_ARGV, "cwd": "/workspace", "env": {PARK_ENV: "1"}}
 #: The role a sandbox VM is started with (the E2B API's sandboxes run no harness).
 SANDBOX_ROLE = "sandbox"
 BOOT_TIMEOUT_S = 90.0
