@@ -297,7 +297,11 @@ class QemuMachine(MachineState, Machine):
                 return self.wake(timeout)
             trace.mark(self.spec.name, "boot")
             tmpl = None
-            if self.templates is not None and not self.spec.volumes and not self.disks.exists():
+            # Only a machine that starts from a fresh workspace may become its shape's template: one
+            # booted again over its own workspace (an agent stopped, or booted after an upgrade changed
+            # the key) would hand its files and memory to every machine restored from it.
+            fresh = not self.disks.exists()
+            if self.templates is not None and not self.spec.volumes and fresh:
                 tmpl = self.templates.find(self)
             if tmpl is not None:
                 key, folder, man = tmpl
@@ -317,7 +321,7 @@ class QemuMachine(MachineState, Machine):
                     self.disks.wipe()
             self._launch(None, wait_ready, timeout)
             self.booted_from = "cold"
-            if wait_ready and self.templates is not None and not self.spec.volumes:
+            if wait_ready and fresh and self.templates is not None and not self.spec.volumes:
                 try:
                     self.templates.save(self)
                 except Exception as e:  # a template is an optimisation; never fail the boot

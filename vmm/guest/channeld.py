@@ -100,7 +100,8 @@ def serve_exec(st: chan.Stream) -> None:
 
 def serve_unpark(st: chan.Stream) -> None:
     """The held program of that name, told to go on (its stdin closed) and served on this stream."""
-    proc = _parked.pop(st.meta.get("name"), None)
+    name = st.meta.get("name")
+    proc = _parked.pop(name, None) if isinstance(name, str) else None
     if proc is None or proc.poll() is not None:
         st.close({"exit": 127, "error": f"nothing parked as {st.meta.get('name')!r}"})
         return
@@ -341,8 +342,9 @@ def refresh(hello: dict) -> bool:
                 # now, so two restored copies never hand out the same bytes (root, PID 1).
                 try:
                     fcntl.ioctl(f.fileno(), RNDRESEEDCRNG)
-                except OSError as e:
+                except OSError as e:   # the host refuses a copy whose generator was not reseeded
                     log(f"random generator not reseeded: {e}")
+                    return False
         except (OSError, ValueError) as e:
             log(f"entropy not mixed: {e}")
             done = False

@@ -107,6 +107,21 @@ def unparked() -> None:
         return
     while sys.stdin.buffer.read(4096):
         pass
+    reseed()
+
+
+def reseed() -> None:
+    """Whatever random state this process drew before it was copied, drawn again from the kernel's pool
+    (reseeded by channeld at the restore): the random module, tempfile's names (their generator is
+    remade only when the pid changes, and a copy keeps its pid), OpenSSL's generator (reseeded on a
+    fork, not on a copy). The string hash secret cannot be changed in a running process: a parked
+    program shares it with its siblings (see docs/vmm.md)."""
     rnd = sys.modules.get("random")
     if rnd is not None:
         rnd.seed()
+    tf = sys.modules.get("tempfile")
+    if tf is not None:
+        tf._name_sequence = None
+    ssl = sys.modules.get("ssl")
+    if ssl is not None:
+        ssl.RAND_add(os.urandom(48), 48.0)
