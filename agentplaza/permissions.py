@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -75,8 +76,16 @@ def private_umask() -> int:
 
 
 def write_private_bytes(path: Path, data: bytes) -> None:
-    """Write ``path`` whole as 0600 (made so, and set so if it was there before with another mode)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(path, PRIVATE_FILE_MODE)
+    """Write ``path`` whole as 0600, atomically: a reader sees the old contents or the new, never a
+    half-written or empty file (the node's status file is read while the uplink rewrites it)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, PRIVATE_FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

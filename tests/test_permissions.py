@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import stat
+import threading
 
 import pytest
 from support.hubproc import HubProcess
 
-from agentplaza.permissions import Exposed, check_private
+from agentplaza.permissions import Exposed, check_private, write_private_bytes
 
 NO_NODE = ("--node", "off")
 
@@ -86,3 +87,27 @@ def test_the_rule_passes_missing_files_and_names_the_first_exposed_one(tmp_path)
     (folder / "a").chmod(0o666)
     with pytest.raises(Exposed, match="readable and writable by other users"):
         check_private([(folder, "state folder")], [(folder / "a", "owner token")])
+
+
+def test_a_private_file_rewritten_while_read_is_never_seen_half_written(tmp_path):
+    """The node's status file is read (by ``node status`` and the tests) while the uplink rewrites it:
+    a reader sees the old contents or the new, never an empty or cut file, and it stays 0600."""
+    path = tmp_path / "status.json"
+    versions = [(b'{"n": %d, "pad": "%s"}' % (i, b"x" * 4000)) for i in range(200)]
+    write_private_bytes(path, versions[0])
+    seen: set[bytes] = set()
+    done = threading.Event()
+
+    def read():
+        while not done.is_set():
+            seen.add(path.read_bytes())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for v in versions:
+        write_private_bytes(path, v)
+    done.set()
+    reader.join()
+    assert seen <= set(versions)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temporary file left behind

@@ -9,9 +9,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.storeplaza import plaza_on_store
 
 from agentplaza.commands import agents as ac
-from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands.unit import Commands
 from agentplaza.domain import agents as agents_domain
 from agentplaza.domain.agents import CID_RANGE_SIZE, LOCAL_CID_FIRST, Agent
@@ -20,24 +20,14 @@ from agentplaza.domain.conduct import mode_of
 from agentplaza.domain.refusals import Kind
 from agentplaza.events.store import EventStore
 from agentplaza.projections.agents import agents_table, transcript_table
-from agentplaza.projections.registry import all_projections
-from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
 def plaza(folders, database_url):
-    store = EventStore.open(state_dir=folders.state, database_url=database_url)
-    engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
-    rm = ReadModels(engine, store, all_projections())
-    rm.setup()
-    clock = iter(T0 + dt.timedelta(seconds=i) for i in range(100_000))
-    cmds = Commands(store, clock=lambda: next(clock))
-    plaza_commands.ensure_founded(cmds)
-    yield cmds, rm
-    store.close()
-    engine.dispose()
+    with plaza_on_store(folders, database_url, T0) as plaza:
+        yield plaza
 
 
 def owner(cmds, reason=None):

@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from support.nodeplaza import hub_with_node
 
-from agentplaza.adapters.kvm.noded import Node
-from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.projections.agents import agents_table
 from agentplaza.projections.agents import transcript as read_transcript
@@ -87,26 +85,8 @@ def wait_for(what, fn, timeout=180.0, diag=None):
 
 @pytest.fixture
 def plaza(folders, image, tmp_path):
-    yield from a_plaza(folders, image, tmp_path)
-
-
-def a_plaza(folders, image, tmp_path, **node_kw):
-    os.chmod(tmp_path, 0o755)
-    hub = Hub.open(folders)
-    node = Node("n0", folders.data / "vms", image=image, **node_kw)
-    stop = threading.Event()
-    sock = folders.state / "node.sock"
-    t = threading.Thread(target=node.serve, args=(sock, stop), daemon=True)
-    t.start()
-    wait_for("noded's socket", sock.exists, 10)
-    rt = AgentRuntime(hub, node=str(sock))
-    hub.runtime = rt
-    rt.start()
-    yield hub, node, rt
-    rt.close()
-    stop.set()
-    node.stop_all()
-    hub.close()
+    with hub_with_node(folders, image, tmp_path) as plaza:
+        yield plaza
 
 
 def kick(hub, rt):
@@ -325,9 +305,7 @@ def test_agents_restored_from_the_warm_template_go_on_each_as_itself(folders, im
     # The first agent boots cold and is saved as the template with its harness parked; the next two
     # are restored from it at once and their parked harnesses let go: each says hello as its own cid
     # (the node's word), draws its own randomness, and no guest can ask for a park or an unpark.
-    plaza = a_plaza(folders, image, tmp_path, templates_dir=folders.data / "templates")
-    hub, node, rt = next(plaza)
-    try:
+    with hub_with_node(folders, image, tmp_path, templates_dir=folders.data / "templates") as (hub, node, rt):
         owner = hub.commands.context("owner")
         (a,) = ac.spawn(hub.commands, owner, "builder", 1).value
         kick(hub, rt)
@@ -345,5 +323,3 @@ def test_agents_restored_from_the_warm_template_go_on_each_as_itself(folders, im
         outs = [guest(node, x, GUEST_OWN).split() for x in (a, b, c)]
         assert len({o[0] for o in outs}) == 3, outs
         assert all(o[1:] == ["CLOSED", "CLOSED"] for o in outs), outs
-    finally:
-        next(plaza, None)

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.storeplaza import plaza_on_store
 
 from agentplaza.adapters.kvm.link import NodeError, NodeLink
 from agentplaza.adapters.kvm.noded import Node
@@ -19,14 +20,10 @@ from agentplaza.adapters.kvm.nodemoves import PIECE_HEADER, check_files
 from agentplaza.commands import agents as ac
 from agentplaza.commands import nodes as node_commands
 from agentplaza.commands import plaza as plaza_commands
-from agentplaza.commands.unit import Commands
 from agentplaza.domain.agents import LOCAL_CID_FIRST, node_id
 from agentplaza.domain.base import Refusal
-from agentplaza.events.store import EventStore
 from agentplaza.joincode import parse
 from agentplaza.projections.agents import agents_table, transcript_table
-from agentplaza.projections.registry import all_projections
-from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 from agentplaza.runtime import moves
 from tests.support.deadline import until
 from vmm.channel import StreamReset
@@ -38,16 +35,8 @@ FIGURES = {"bytes_moved": 52_428_800, "apparent_bytes": 1 << 30, "seconds": 2.5}
 
 @pytest.fixture
 def plaza(folders, database_url):
-    store = EventStore.open(state_dir=folders.state, database_url=database_url)
-    engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
-    rm = ReadModels(engine, store, all_projections())
-    rm.setup()
-    clock = iter(T0 + dt.timedelta(seconds=i) for i in range(100_000))
-    cmds = Commands(store, clock=lambda: next(clock))
-    plaza_commands.ensure_founded(cmds)
-    yield cmds, rm
-    store.close()
-    engine.dispose()
+    with plaza_on_store(folders, database_url, T0) as plaza:
+        yield plaza
 
 
 def owner(cmds):

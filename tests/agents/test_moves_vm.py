@@ -12,10 +12,10 @@ import os
 import resource
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from support.nodeplaza import serve
 from test_agents_vm import IMAGES, guest, image, kick, roster, transcript, wait_for  # noqa: F401 - the fixtures
 
 from agentplaza.adapters.kvm.link import NodeLink, wait_gone
@@ -38,13 +38,6 @@ def join(hub, label: str) -> str:
     cmds = hub.commands
     code = parse(node_commands.make_code(cmds, cmds.context("owner"), label, 15, "https://hub.test:7700", None).value["code"])
     return node_commands.redeem(cmds, cmds.context("hub"), code.id, code.secret, "A" * 43, "10.0.0.9").value.name
-
-
-def serve(node: Node, sock: Path) -> threading.Event:
-    stop = threading.Event()
-    threading.Thread(target=node.serve, args=(sock, stop), daemon=True).start()
-    wait_for("noded's socket", sock.exists, 10)
-    return stop
 
 
 def limited_noded(folder: Path) -> tuple[subprocess.Popen, Path]:

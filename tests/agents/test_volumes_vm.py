@@ -8,18 +8,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from support.nodeplaza import hub_with_node
 
-from agentplaza.adapters.kvm.noded import Node
-from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.commands import volumes as cv
 from agentplaza.projections.agents import agents_table
-from agentplaza.runtime.fleet import AgentRuntime
 from vmm import MachineSpec, Volume
 from vmm import snapshot as snap
 from vmm import volumes as images
@@ -51,22 +48,8 @@ def image():
 
 @pytest.fixture
 def plaza(folders, image, tmp_path):
-    os.chmod(tmp_path, 0o755)
-    hub = Hub.open(folders)
-    node = Node("n0", folders.data / "vms", image=image)
-    stop = threading.Event()
-    sock = folders.state / "node.sock"
-    t = threading.Thread(target=node.serve, args=(sock, stop), daemon=True)
-    t.start()
-    wait_for("noded's socket", sock.exists, 10)
-    rt = AgentRuntime(hub, node=str(sock))
-    hub.runtime = rt
-    rt.start()
-    yield hub, node, rt
-    rt.close()
-    stop.set()
-    node.stop_all()
-    hub.close()
+    with hub_with_node(folders, image, tmp_path) as plaza:
+        yield plaza
 
 
 def wait_for(what, fn, timeout=180.0):

@@ -8,30 +8,20 @@ import datetime as dt
 import json
 
 import pytest
+from support.storeplaza import open_plaza as open_store_plaza
 
 from agentplaza.commands import e2b as cmd
 from agentplaza.commands import plaza as plaza_commands
-from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.e2b import FIRST_SANDBOX_CID
-from agentplaza.events.store import EventStore
 from agentplaza.projections import e2b as q
 from agentplaza.projections.agents import transcript_table
-from agentplaza.projections.registry import all_projections
-from agentplaza.projections.runner import ReadModels, make_engine, read_model_url
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def open_plaza(folders, database_url):
-    store = EventStore.open(state_dir=folders.state, database_url=database_url)
-    engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
-    rm = ReadModels(engine, store, all_projections())
-    rm.setup()
-    clock = iter(T0 + dt.timedelta(seconds=i) for i in range(100_000))
-    cmds = Commands(store, clock=lambda: next(clock))
-    plaza_commands.ensure_founded(cmds)
-    return store, rm, cmds
+    return open_store_plaza(folders, database_url, T0)
 
 
 @pytest.fixture
