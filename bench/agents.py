@@ -151,8 +151,9 @@ def main() -> int:
     shut(rt, stop, node)
     hub.close()
     if a.timeline:   # the floor: the same template restored four times at once, vmm alone
+        from agentplaza.adapters.kvm.noded import PARKED_HARNESS
         from vmm.templates import Templates
-        tpl = Templates(f.data / "templates")
+        tpl = Templates(f.data / "templates", parked={"harness": PARKED_HARNESS})   # the node's template
 
         def restore(i: int, out: list) -> None:
             mm = QemuMachine(MachineSpec(f"floor{i}", image=img, cid=9000 + i), work / "vms-floor", probe(),

@@ -139,6 +139,8 @@ class QemuMachine(MachineState, Machine):
         self._lock = threading.RLock()
         self._expect_exit = False
         self._ram: Path | None = None   # the RAM file of the running process
+        #: Programs held started in the running guest (channeld's ``park``), each let go by ``unpark``.
+        self.parked: set = set()
         self._legacy_workspace()
 
     @property
@@ -295,7 +297,11 @@ class QemuMachine(MachineState, Machine):
                 return self.wake(timeout)
             trace.mark(self.spec.name, "boot")
             tmpl = None
-            if self.templates is not None and not self.spec.volumes and not self.disks.exists():
+            # Only a machine that starts from a fresh workspace may become its shape's template: one
+            # booted again over its own workspace (an agent stopped, or booted after an upgrade changed
+            # the key) would hand its files and memory to every machine restored from it.
+            fresh = not self.disks.exists()
+            if self.templates is not None and not self.spec.volumes and fresh:
                 tmpl = self.templates.find(self)
             if tmpl is not None:
                 key, folder, man = tmpl
@@ -305,6 +311,7 @@ class QemuMachine(MachineState, Machine):
                     trace.mark(self.spec.name, "workspace copied")
                     self._restore_from(folder, man, timeout, new_top_over=man.layers)
                     self.booted_from = f"template:{key}"
+                    self.parked = set(self.templates.parked)
                     return self
                 except (VMError, DiskError, snap.SnapshotError) as e:
                     log.warning("machine %s: template %s failed (%s); booting cold",
@@ -314,7 +321,7 @@ class QemuMachine(MachineState, Machine):
                     self.disks.wipe()
             self._launch(None, wait_ready, timeout)
             self.booted_from = "cold"
-            if wait_ready and self.templates is not None and not self.spec.volumes:
+            if wait_ready and fresh and self.templates is not None and not self.spec.volumes:
                 try:
                     self.templates.save(self)
                 except Exception as e:  # a template is an optimisation; never fail the boot
@@ -332,6 +339,7 @@ class QemuMachine(MachineState, Machine):
             raise VMError("the vsock channel's host side is not built yet; this host has "
                           "/dev/vhost-vsock, use the virtio-serial channel (see docs/vmm.md)")
         t0 = time.monotonic()
+        self.parked = set()
         img = self._image()
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.run_dir.exists():

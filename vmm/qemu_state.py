@@ -28,6 +28,27 @@ CHECKPOINT_NAME = re.compile(r"(?!sleep\Z)[a-z0-9][a-z0-9_-]{0,39}")
 class MachineState:
     """Sleep, wake, checkpoints, restores and forks of a ``QemuMachine``."""
 
+    # -- programs parked in a saved guest (a warm template's) ------------------------------
+    def park(self, name: str, argv: list, cwd: str | None = None, env: dict | None = None,
+             timeout: float = 30.0) -> None:
+        """Start a program in the guest and hold it, waiting on its stdin, until ``unpark(name)``
+        (a warm template is saved with its parked programs: each restored copy has them started)."""
+        st = self.channel.open("exec", argv=list(argv), cwd=cwd or "/workspace", env=dict(env or {}),
+                               park=name)
+        st.close()
+        st.read_all(timeout)
+        if st.close_info.get("parked") != name:
+            raise VMError(f"guest {self.spec.name} did not park {name}: {st.close_info}")
+        self.parked.add(name)
+
+    def unpark(self, name: str, end: bool = False):
+        """The parked program let go (its stdin closed): a stream that carries its output and, as it
+        closes, its exit code, as an ``exec`` stream does. ``end``: killed instead (not wanted here)."""
+        if name not in self.parked:
+            raise VMError(f"nothing is parked as {name} in {self.spec.name}")
+        self.parked.discard(name)
+        return self.channel.open("unpark", name=name, end=bool(end))
+
     # -- memory and disk state ------------------------------------------------------
     def _memory_format(self, compression: str = "zstd") -> str:
         """How this machine's memory is saved: ``mapped`` where its RAM is a file."""

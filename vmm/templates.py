@@ -9,6 +9,12 @@ moment) into ``<templates>/<key>/`` and resumed. A later machine of that shape
 gets a copy of the template's workspace and a restore of its memory.
 
 Templates carry no volumes: a machine with volumes always boots cold.
+
+``Templates(root, parked={name: {"argv": [...], "cwd": ..., "env": {...}}})``: before a template is
+saved, each of those programs is started in the guest and held (channeld's ``park``), so every machine
+restored from it has them started, imported and waiting; ``machine.parked`` names them, and
+``machine.unpark(name)`` lets one go on (the node's harness: no Python start on the spawn path). The
+programs are part of the key: a store with other programs parked never restores this template.
 Removing a template does not touch machines restored from it (each has its
 own copy of the workspace).
 """
@@ -34,22 +40,25 @@ def templates_dir(explicit: os.PathLike | None = None) -> Path:
     return Path.home() / ".local/share/agentplaza/templates"
 
 
-def key_of(shape: dict, backend: str) -> str:
-    """The template key of a shape (pure)."""
+def key_of(shape: dict, backend: str, parked: dict | None = None) -> str:
+    """The template key of a shape and the programs parked in it (pure)."""
     doc = {"backend": backend, "vmm_version": shape.get("vmm_version"),
            "artifacts": shape.get("artifacts"), "image": shape.get("image"),
            "vcpus": shape.get("vcpus"), "memory_mib": shape.get("memory_mib"),
            "workspace_mib": shape.get("workspace_mib"), "cmdline": shape.get("cmdline"),
            "accel": shape.get("accel"), "channel": shape.get("channel")}
+    if parked:
+        doc["parked"] = parked
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
 class Templates:
-    def __init__(self, root: os.PathLike | None = None) -> None:
+    def __init__(self, root: os.PathLike | None = None, parked: dict | None = None) -> None:
         self.root = templates_dir(root)
+        self.parked = dict(parked or {})
 
     def key(self, machine) -> str:
-        return key_of(machine.shape(), machine.backend_name)
+        return key_of(machine.shape(), machine.backend_name, self.parked)
 
     def find(self, machine) -> tuple | None:
         """(key, folder, manifest) of the template for machine's shape, or None."""
@@ -72,6 +81,9 @@ class Templates:
         folder = self.root / key
         if (folder / snap.MANIFEST).exists():
             return key
+        for name, prog in self.parked.items():   # started and held in the guest the template keeps
+            if name not in machine.parked:
+                machine.park(name, prog["argv"], prog.get("cwd"), prog.get("env"))
         self.root.mkdir(parents=True, exist_ok=True)
         work = self.root / f".{key}.{os.getpid()}.{time.monotonic_ns()}"
         try:

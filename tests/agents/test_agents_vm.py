@@ -288,3 +288,38 @@ def test_fork_copies_the_machine_at_a_checkpoint_and_a_hub_restart_keeps_workspa
         assert guest(node, a, "print(open('/workspace/mark.txt').read())").strip() == "from a"
     finally:
         rt2.close()
+
+
+#: From a guest: its kernel pool's next bytes, and whether channeld serves ``unpark`` (or ``park``) to it.
+GUEST_OWN = r"""
+import os, socket
+res = [os.urandom(16).hex()]
+for svc in (b"unpark\n", b"park\n"):
+    s = socket.socket(socket.AF_UNIX); s.connect("/run/apz/channel.sock"); s.sendall(svc)
+    res.append("OPEN" if s.recv(100) else "CLOSED")
+print(" ".join(res))
+"""
+
+
+def test_agents_restored_from_the_warm_template_go_on_each_as_itself(folders, image, tmp_path):
+    # The first agent boots cold and is saved as the template with its harness parked; the next two
+    # are restored from it at once and their parked harnesses let go: each says hello as its own cid
+    # (the node's word), draws its own randomness, and no guest can ask for a park or an unpark.
+    with hub_with_node(folders, image, tmp_path, templates_dir=folders.data / "templates") as (hub, node, rt):
+        owner = hub.commands.context("owner")
+        (a,) = ac.spawn(hub.commands, owner, "builder", 1).value
+        kick(hub, rt)
+        wait_for("the first agent idle", lambda: roster(hub).get(a, {}).get("status") == "idle")
+        assert node.runs[a].machine.booted_from == "cold"
+        b, c = ac.spawn(hub.commands, owner, "builder", 2).value
+        kick(hub, rt)
+        wait_for("both restored agents idle",
+                 lambda: all(roster(hub).get(x, {}).get("status") == "idle" for x in (b, c)))
+        assert all(node.runs[x].machine.booted_from.startswith("template:") for x in (b, c))
+        assert all(node.runs[x].machine.parked == set() for x in (a, b, c))
+        for x in (a, b, c):
+            wait_for(f"{x}'s hello", lambda x=x: f"connected as cid {x} " in node.runs[x].harness_log.read_text())
+            assert all(f"connected as cid {y} " not in node.runs[x].harness_log.read_text() for y in {a, b, c} - {x})
+        outs = [guest(node, x, GUEST_OWN).split() for x in (a, b, c)]
+        assert len({o[0] for o in outs}) == 3, outs
+        assert all(o[1:] == ["CLOSED", "CLOSED"] for o in outs), outs

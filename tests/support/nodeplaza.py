@@ -28,12 +28,13 @@ def serve(node: Node, sock: Path) -> threading.Event:
 
 
 @contextmanager
-def hub_with_node(folders, image, tmp_path) -> Iterator[tuple[Hub, Node, AgentRuntime]]:
+def hub_with_node(folders, image, tmp_path, **node_kw) -> Iterator[tuple[Hub, Node, AgentRuntime]]:
     """``(hub, node, runtime)``, the runtime started; everything stopped after (every VM of the node too).
-    ``tmp_path`` is opened to others (0755) so the jailed QEMU can reach the VMs' folders below it."""
+    ``tmp_path`` is opened to others (0755) so the jailed QEMU can reach the VMs' folders below it.
+    ``node_kw``: more of ``Node``'s arguments (``templates_dir``...)."""
     os.chmod(tmp_path, 0o755)
     hub = Hub.open(folders)
-    node = Node("n0", folders.data / "vms", image=image)
+    node = Node("n0", folders.data / "vms", image=image, **node_kw)
     sock = folders.state / "node.sock"
     stop = serve(node, sock)
     rt = AgentRuntime(hub, node=str(sock))

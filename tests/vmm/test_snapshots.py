@@ -284,6 +284,10 @@ def test_template_key_covers_images_shape_and_version():
                    {"vcpus": 2}, {"cmdline": "x"}, {"vmm_version": "9"}, {"workspace_mib": 1}):
         assert key_of(dict(SHAPE, **change), "qemu-microvm") != k
     assert key_of(SHAPE, "firecracker") != k
+    # the programs parked in a template are part of its key; none parked keeps the plain key
+    harness = {"harness": {"argv": ["/usr/bin/python3", "h.py"], "cwd": "/workspace"}}
+    assert key_of(SHAPE, "qemu-microvm", {}) == k
+    assert key_of(SHAPE, "qemu-microvm", harness) not in (k, key_of(SHAPE, "qemu-microvm", {"other": {"argv": ["x"]}}))
 
 
 def platform():
@@ -316,6 +320,35 @@ def test_restore_command_line_and_busy_while_waking(tmp_path):
         m.wake()
     with pytest.raises(ValueError):
         m.checkpoint(name="sleep")
+
+
+class RecordingTemplates:
+    """A template store with no template yet: it records what it was asked to save."""
+    parked: dict = {}
+
+    def __init__(self):
+        self.saved = []
+
+    def find(self, machine):
+        return None
+
+    def save(self, machine):
+        self.saved.append(machine.spec.name)
+
+
+def test_only_a_fresh_workspace_becomes_a_template(tmp_path, monkeypatch):
+    # a machine booted again over its own workspace (its files, its memory) must never be saved as the
+    # template every later machine of its shape restores from
+    monkeypatch.setattr("vmm.qemu.make_workspace", raw_base)
+    monkeypatch.setattr(QemuMachine, "_launch", lambda self, incoming, wait_ready=True, timeout=60.0: None)
+    tpl = RecordingTemplates()
+    old = QemuMachine(MachineSpec("old", image=FakeImage(), workspace_mib=4), tmp_path, platform(), templates=tpl)
+    old.disks.create(raw_base, 4)
+    old.boot()
+    assert old.booted_from == "cold" and tpl.saved == []
+    new = QemuMachine(MachineSpec("new", image=FakeImage(), workspace_mib=4), tmp_path, platform(), templates=tpl)
+    new.boot()
+    assert tpl.saved == ["new"]
 
 
 def test_stopped_machine_gets_disk_only_checkpoints(tmp_path, monkeypatch):
@@ -403,3 +436,35 @@ def test_an_empty_layer_is_the_one_qemu_img_makes(tmp_path):
             os.unlink(c.dir / f)
     with pytest.raises(FileExistsError):     # never over a file that is there
         empty_layer(c.top, BASE, "raw", c.dir / BASE)
+
+
+#: The harness at the point where it parks, then let go: what it draws must be its own in each copy.
+PARK_POINT = r"""
+import os, random, sys, tempfile
+sys.path.insert(0, "vmm/guest")
+import harness, contract
+os.environ[contract.PARK_ENV] = "1"
+random.seed(7); tempfile._get_candidate_names()
+before = (random.getrandbits(64), tempfile._name_sequence)
+random.seed(7)
+contract.unparked()        # stdin is empty: let go at once
+assert contract.PARK_ENV not in os.environ
+print(random.getrandbits(64) != before[0], tempfile._name_sequence is None)
+"""
+
+
+def test_a_parked_program_draws_its_randomness_again_when_let_go():
+    r = subprocess.run([os.sys.executable, "-S", "-c", PARK_POINT], stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, cwd=Path(__file__).parents[2], timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
+
+
+def test_the_harness_holds_no_other_random_state_when_it_parks():
+    # what the harness has imported when it parks: nothing with a generator of its own that
+    # contract.reseed() does not draw again (OpenSSL's, tempfile's, random's are; others must not load)
+    code = "import sys; sys.path.insert(0, 'vmm/guest'); import harness; print(' '.join(sorted(sys.modules)))"
+    r = subprocess.run([os.sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).parents[2], timeout=60)
+    loaded = set(r.stdout.split())
+    assert "harness" in loaded and not loaded & {"_ssl", "ssl", "uuid", "_uuid", "multiprocessing", "hmac"}

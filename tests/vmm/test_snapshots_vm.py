@@ -175,6 +175,54 @@ def test_template_restore_reaches_ready(guest_image, vm_dir, tmp_path):
         second.kill()
 
 
+#: Held by channeld until unparked (stdin closed): then says what it draws from the guest's pool.
+PARKED = {"waiter": {"argv": ["/bin/sh", "-c", "cat >/dev/null; echo released; head -c 16 /dev/urandom | od -An -tx1"],
+                     "cwd": "/workspace"},
+          # a Python program parked as the node parks its harness: its random module was seeded in the template
+          "py": {"argv": ["/usr/bin/python3", "-S", "-c",
+                          "import os, random, sys; sys.path.insert(0, '/opt/apz'); import contract; "
+                          "contract.unparked(); print(random.getrandbits(64), os.urandom(16).hex())"],
+                 "cwd": "/workspace", "env": {"APZ_HARNESS_PARKED": "1"}}}
+
+
+def test_template_holds_a_parked_program_each_copy_lets_go_with_its_own_randomness(guest_image, vm_dir,
+                                                                                    tmp_path):
+    tpl = Templates(tmp_path / "templates", parked=PARKED)
+    spec = dict(image=guest_image, memory_mib=192)
+    ms = [QemuMachine(MachineSpec(f"p{i}", **spec, cid=40 + i), vm_dir, templates=tpl) for i in range(3)]
+    try:
+        for m in ms:
+            m.boot()
+        assert ms[0].booted_from == "cold" and all(m.booted_from.startswith("template:") for m in ms[1:])
+        outs, pys = [], []
+        for m in ms:
+            assert m.parked == {"waiter", "py"}
+            st = m.unpark("waiter")
+            st.close()
+            out = st.read_all(30)
+            assert st.close_info.get("exit") == 0 and out.startswith(b"released\n"), out
+            outs.append(out)
+            st = m.unpark("py")
+            st.close()
+            out = st.read_all(60)
+            assert st.close_info.get("exit") == 0, out
+            pys.append(out.split())
+            assert m.parked == set()
+            with pytest.raises(VMError):
+                m.unpark("waiter")
+        assert len(set(outs)) == 3        # the copies reseeded: no two draw the same bytes
+        # the parked Python program: its random module and the kernel's pool are its own in each copy
+        assert len({p[0] for p in pys}) == 3 and len({p[1] for p in pys}) == 3, pys
+        # unparked once only: channeld holds nothing more of that name
+        st = ms[1].channel.open("unpark", name="waiter")
+        st.close()
+        st.read_all(30)
+        assert st.close_info.get("exit") == 127
+    finally:
+        for m in ms:
+            m.kill()
+
+
 def test_crash_recovery_from_checkpoint_then_stays_exited(guest_image, vm_dir):
     m = QemuMachine(MachineSpec("crashy", image=guest_image), vm_dir, keep_alive=True)
     try:

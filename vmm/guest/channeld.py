@@ -13,6 +13,11 @@ Host -> guest services (the host opens a stream with {"service": ...}):
 - ``echo``     sends back whatever it reads (used to test the channel).
 - ``shutdown`` syncs the disks and powers the guest off.
 - ``envd``     one HTTP request of the E2B SDK to a sandbox (``envd.py``).
+- ``exec`` with {"park": NAME}: starts the program as ``exec`` does but holds it (its stdin open, its
+  output kept in its pipe) and closes the stream at once with {"parked": NAME}; a warm template is
+  saved with such a program started and waiting. ``unpark`` {"name": NAME}: closes the held program's
+  stdin (its signal to go on) and serves it on this stream as ``exec`` would have; once only
+  (with {"end": true}: kills it instead).
 
 Guest -> host: a program in the guest connects to the unix socket
 ``/run/apz/channel.sock`` and writes one line, the service it wants on the
@@ -63,11 +68,19 @@ def cmdline() -> dict:
 
 
 # -- services -----------------------------------------------------------------
+#: Programs started with {"park": name}, held until an ``unpark`` serves them (name -> Popen).
+_parked: dict = {}
+
+
 def serve_exec(st: chan.Stream) -> None:
     meta = st.meta
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/workspace", "LANG": "C.UTF-8"}
     env.update(meta.get("env") or {})
+    park = meta.get("park")
+    if park is not None and (not isinstance(park, str) or park in _parked):
+        st.close({"exit": 127, "error": f"cannot park {park!r}"})
+        return
     try:
         proc = subprocess.Popen(meta["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env,
@@ -78,7 +91,35 @@ def serve_exec(st: chan.Stream) -> None:
         return
     with _children_lock:
         _children.add(proc.pid)
+    if park is not None:
+        _parked[park] = proc
+        st.close({"parked": park})
+        return
+    serve_proc(st, proc)
 
+
+def serve_unpark(st: chan.Stream) -> None:
+    """The held program of that name, told to go on (its stdin closed) and served on this stream."""
+    name = st.meta.get("name")
+    proc = _parked.pop(name, None) if isinstance(name, str) else None
+    if proc is None or proc.poll() is not None:
+        st.close({"exit": 127, "error": f"nothing parked as {st.meta.get('name')!r}"})
+        return
+    if st.meta.get("end"):   # not wanted in this machine (a sandbox restored from an agent's template)
+        proc.kill()
+        st.close({"exit": proc.wait()})
+        with _children_lock:
+            _children.discard(proc.pid)
+        return
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    serve_proc(st, proc, stdin=False)
+
+
+def serve_proc(st: chan.Stream, proc: subprocess.Popen, stdin: bool = True) -> None:
+    """The stream's data to the process's stdin, its output back, then its exit code."""
     def pump_in():
         try:
             while True:
@@ -95,8 +136,8 @@ def serve_exec(st: chan.Stream) -> None:
             except OSError:
                 pass
 
-    t = threading.Thread(target=pump_in, daemon=True)
-    t.start()
+    if stdin:
+        threading.Thread(target=pump_in, daemon=True).start()
     try:
         while True:
             data = proc.stdout.read1(chan.MAX_PAYLOAD)
@@ -145,7 +186,8 @@ def serve_envd(st: chan.Stream) -> None:
     envd.serve(st)
 
 
-SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown, "envd": serve_envd}
+SERVICES = {"exec": serve_exec, "echo": serve_echo, "shutdown": serve_shutdown, "envd": serve_envd,
+            "unpark": serve_unpark}
 
 
 def on_open(st: chan.Stream) -> None:
@@ -274,34 +316,33 @@ def find_port() -> str:
 RNDRESEEDCRNG = 0x5207     # _IO('R', 0x07): reseed the kernel's random generator from its pool
 
 
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
 def refresh(hello: dict) -> bool:
     """A host that restored this guest from a snapshot sends its wall clock and
-    fresh entropy in its HELLO: set the clock, mix the bytes into the pool."""
+    fresh entropy in its HELLO: set the clock, mix the bytes into the pool.
+    Every line here runs from code TCG has not translated yet (a restored guest's code cache is empty),
+    so it takes the shortest ways: ``time.clock_settime_ns`` (no ctypes, no libffi) and plain fds."""
     done = False
     if isinstance(hello.get("time"), (int, float)):
-        t = float(hello["time"])
-        ts = _Timespec(int(t), int((t - int(t)) * 1e9))
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.clock_settime(0, ctypes.byref(ts)) == 0:     # CLOCK_REALTIME
+        try:
+            time.clock_settime_ns(time.CLOCK_REALTIME, int(float(hello["time"]) * 1e9))
             done = True
-        else:
-            log(f"clock_settime failed: {os.strerror(ctypes.get_errno())}")
+        except (OSError, ValueError, OverflowError) as e:
+            log(f"clock_settime failed: {e}")
     if isinstance(hello.get("entropy"), str):
         try:
-            with open("/dev/urandom", "wb") as f:             # mixed into the pool
-                f.write(bytes.fromhex(hello["entropy"]))
-                f.flush()
+            fd = os.open("/dev/urandom", os.O_WRONLY)
+            try:
+                os.write(fd, bytes.fromhex(hello["entropy"]))      # mixed into the pool
                 # A write only mixes the bytes into the input pool; the generator /dev/urandom reads
                 # from is the copy that was saved until its next reseed (up to a minute): reseed it
                 # now, so two restored copies never hand out the same bytes (root, PID 1).
                 try:
-                    fcntl.ioctl(f.fileno(), RNDRESEEDCRNG)
-                except OSError as e:
+                    fcntl.ioctl(fd, RNDRESEEDCRNG)
+                except OSError as e:   # the host refuses a copy whose generator was not reseeded
                     log(f"random generator not reseeded: {e}")
+                    return False
+            finally:
+                os.close(fd)
         except (OSError, ValueError) as e:
             log(f"entropy not mixed: {e}")
             done = False

@@ -18,6 +18,9 @@ this file, so a new one is built on first need).
 
 from __future__ import annotations
 
+import os
+import sys
+
 #: The services a guest may open towards the hub (through channeld); anything else is reset at the node.
 SERVICES = ("harness", "egress", "gateway", "git")
 #: In the guest: the port the harness forwards, as it is, to the hub's git server (service ``git``), so the
@@ -89,3 +92,36 @@ def error_of(answer: object) -> dict | None:
     if isinstance(err, dict):
         return {"code": str(err.get("code") or "error"), "message": str(err.get("message") or "")}
     return {"code": "error", "message": str(err)}
+
+
+#: In the harness's environment when the node starts it held (parked) in a guest saved as a warm template.
+PARK_ENV = "APZ_HARNESS_PARKED"
+
+
+def unparked() -> None:
+    """With ``PARK_ENV`` set (then taken out of the environment), a parked harness waits here, started
+    and imported, until channeld closes its stdin (the node's ``unpark``, in each copy restored from the
+    template). Each copy then draws its own randomness: the pool channeld reseeded at the restore, not
+    the state the template was saved with. Without it, returns at once."""
+    if not os.environ.pop(PARK_ENV, None):
+        return
+    while sys.stdin.buffer.read(4096):
+        pass
+    reseed()
+
+
+def reseed() -> None:
+    """Whatever random state this process drew before it was copied, drawn again from the kernel's pool
+    (reseeded by channeld at the restore): the random module, tempfile's names (their generator is
+    remade only when the pid changes, and a copy keeps its pid), OpenSSL's generator (reseeded on a
+    fork, not on a copy). The string hash secret cannot be changed in a running process: a parked
+    program shares it with its siblings (see docs/vmm.md)."""
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        rnd.seed()
+    tf = sys.modules.get("tempfile")
+    if tf is not None:
+        tf._name_sequence = None
+    ssl = sys.modules.get("ssl")
+    if ssl is not None:
+        ssl.RAND_add(os.urandom(48), 48.0)

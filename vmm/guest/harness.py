@@ -36,7 +36,6 @@ import threading
 import time
 
 # What only a tool needs, that tool imports (http.client, ssl, re...: ~2.6 CPU-s under TCG before a hello).
-
 if __package__:  # imported from the hub's tree (vmm.guest.harness)
     from . import contract
 else:  # run in the guest, where contract.py sits beside this file
@@ -769,6 +768,7 @@ def main() -> int:
             forwarder(port, service)
         except OSError as e:
             log(f"no {service} forwarder: {e}")
+    contract.unparked()   # a harness the node parked in a warm template waits here until it is let go
     backoff = 0.5
     while True:
         try:

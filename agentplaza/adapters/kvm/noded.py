@@ -48,7 +48,7 @@ from vmm import (
     trace,
 )
 from vmm import volumes as volumesmod
-from vmm.guest.contract import SERVICES, error
+from vmm.guest.contract import PARK_ENV, SERVICES, error
 from vmm.image.build import Image, ensure_image
 from vmm.readiness import blockers
 
@@ -66,6 +66,8 @@ DEFAULT_VCPUS, DEFAULT_MEMORY_MIB = 1, 256
 #: The harness, imported (so the tuned image's compiled copy is used) with the standard library only (-S).
 HARNESS_ARGV = ["/usr/bin/python3", "-S", "-u", "-B", "-c",
                 "import sys; sys.path.insert(0, '/opt/apz'); import harness; sys.exit(harness.main())"]
+#: The harness as a warm template holds it, started and waiting (``vmm.templates``: ``parked``).
+PARKED_HARNESS = {"argv": HARNESS_ARGV, "cwd": "/workspace", "env": {PARK_ENV: "1"}}
 #: The role a sandbox VM is started with (the E2B API's sandboxes run no harness).
 SANDBOX_ROLE = "sandbox"
 BOOT_TIMEOUT_S = 90.0
@@ -148,8 +150,11 @@ class Run:
         """Carry the (new) channel's guest streams, run the harness, watch the process."""
         self._tail_console()
         threading.Thread(target=self._accept_loop, daemon=True, name=f"guest-{self.cid}").start()
+        parked = "harness" in getattr(self.machine, "parked", ())
         if not self.sandbox:
             self._start_harness()
+        elif parked:   # a sandbox restored from an agent's template runs no harness
+            self.machine.unpark("harness", end=True).close()
         if not getattr(self.machine, "keep_alive", False):  # a kept-alive machine watches itself
             threading.Thread(target=self._watch, daemon=True, name=f"watch-{self.cid}").start()
 
@@ -179,7 +184,10 @@ class Run:
         return {"safety": safety, "restore_s": round(time.monotonic() - t0, 3)}
 
     def _start_harness(self) -> None:
-        st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
+        if "harness" in getattr(self.machine, "parked", ()):   # restored from the template: let it go on
+            st = self.machine.unpark("harness")
+        else:
+            st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
         st.close()  # no stdin
 
         def pump() -> None:
@@ -300,7 +308,10 @@ class Node:
         # With a templates folder, a new agent restores from its shape's warm template (the first
         # boots cold and is saved as the template once ready).
         # ``recover``: a guest that stops by itself is started again (``vmm.recovery``); noded --no-recover: not.
-        self.backend = QemuBackend(templates=Templates(templates_dir) if templates_dir else None, recover=recover)
+        # The template is saved with a harness started and parked in it (imported, waiting to be let go), so
+        # an agent restored from it skips Python's start in its guest: the node only unparks it.
+        tpl = Templates(templates_dir, parked={"harness": PARKED_HARNESS}) if templates_dir else None
+        self.backend = QemuBackend(templates=tpl, recover=recover)
         self._image = image
         self._images_dir = images_dir
         self.runs: dict[int, Run] = {}
