@@ -46,13 +46,13 @@ def logged(hub: Hub) -> dict[str, dict[str, str]]:
 
 def reopened(folders, hub: Hub) -> tuple[Hub, forge.GitServer]:
     hub.close()
-    again = Hub.open(folders)
+    again = Hub.open(folders, database_url=hub.database_url or "")
     return again, forge.server_of(again)
 
 
 @pytest.fixture
-def demo(folders, tmp_path):
-    hub = Hub.open(folders)
+def demo(folders, database_url, tmp_path):
+    hub = Hub.open(folders, database_url=database_url or "")
     server = forge.server_of(hub)
     server.create(forge.OWNER, "demo")
     body, _old, new = _push_body(server.store.path("demo"), tmp_path / "w1", "feature", "one\n")
@@ -133,7 +133,7 @@ def test_a_ref_whose_commit_the_repository_lacks_is_reported_and_left(folders, d
     shutil.rmtree(server.store.path("demo"))
     shutil.copytree(older, server.store.path("demo"))  # ... restored older than the log
     with caplog.at_level(logging.WARNING, logger="agentplaza.runtime.gitrepair"):
-        hub = holder["hub"] = Hub.open(folders)
+        hub = holder["hub"] = Hub.open(folders, database_url=hub.database_url or "")
         server = forge.server_of(hub)
     assert server.store.refs("demo")["refs/heads/main"] != new  # no object invented, the ref left
     assert [(r.ref, r.new, r.done) for r in server.repaired] == [("refs/heads/main", new, False)]
@@ -175,8 +175,8 @@ def test_a_normal_history_is_left_as_it_is(folders, demo, tmp_path):
     assert {name: server.store.refs(name) for name in ("demo", "second")} == before
 
 
-def test_apid_repairs_the_refs_before_it_listens_one_line_each(folders, tmp_path):
-    h = HubProcess(folders).start()
+def test_apid_repairs_the_refs_before_it_listens_one_line_each(folders, database_url, tmp_path):
+    h = HubProcess(folders, database_url).start()
     try:
         with h.client() as c:
             ok(c.post("/v1/git/repos", json={"name": "demo"}))
@@ -191,7 +191,7 @@ def test_apid_repairs_the_refs_before_it_listens_one_line_each(folders, tmp_path
     subprocess.run(["git", "--git-dir", str(repo), "fetch", "-q", str(work / ".git"), "HEAD"], check=True,
                    capture_output=True)
     subprocess.run(["git", "--git-dir", str(repo), "update-ref", "refs/heads/main", moved], check=True)
-    h = HubProcess(folders).start()
+    h = HubProcess(folders, database_url).start()
     try:
         assert f"git repair: demo refs/heads/main {moved} -> {main} (as the log has it)" in h.output
         served = git(work, "ls-remote", f"{h.url}/git/demo.git", "refs/heads/main").stdout.split()
