@@ -302,3 +302,27 @@ def test_a_torn_audit_line_is_the_last_thing_the_dying_hub_wrote():
     steps = [Step("set_secret", (1, 0, 0, 0)), Step("use_secret", (1, 0, 0, 0)), Step("fault:torn_file", (0, 0, 0, 0))]
     r = execute(Options(39, steps=200), steps)
     assert r.failure is None, report(r)
+
+
+@pytest.mark.parametrize("variant", [1, 4])
+def test_a_hub_that_dies_between_git_and_the_record_starts_with_the_refs_the_log_has(variant):
+    """``crash_before_git_record``: the owner's push to main (1 mod 7) or an agent's to its own branch
+    (4) is received by git and the hub dies before the record; the restart sets the ref back
+    (``runtime.gitrepair``) and every invariant holds; the same push then goes through."""
+    from agentplaza.sim.run import _one_step
+    from agentplaza.sim.workload import create_repo
+
+    w, m = _world()
+    try:
+        create_repo(w, m, (0, 0, 0, 0))
+        before = w.store.max_position()
+        assert "die before" in faults.crash_before_git_record(w, m, (0, 0, 0, 0))
+        text = _one_step(w, m, Step("git_push", (0, 0, variant, 1)))
+        assert "the hub died inside git_push" in text and w.crashes == 1, text
+        assert not [e for e in w.store.read(after=before) if e.kind == "Repo.Pushed"]
+        w.rm.catch_up()
+        _check_all(w, m)
+        assert "accepted" in _one_step(w, m, Step("git_push", (0, 0, variant, 1)))
+        _check_all(w, m)
+    finally:
+        w.close()

@@ -21,6 +21,7 @@ from ..runtime.e2b import sandboxes_of
 from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway
 from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
 from ..runtime.fleet import AgentRuntime
+from ..runtime.forge import server_of
 from ..runtime.modelrelay import GatewayCall
 from . import acp_door, ws
 from .app import create_app
@@ -130,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for note in hub.start_notes():
         print(note, flush=True)
+    try:  # before it listens: the repositories' refs set to what the log says (a line for each it repairs)
+        server_of(hub)
+    except Exception as e:  # noqa: BLE001 - the git server is not the whole hub; its first use tries again
+        print(f"apid: the git server's repositories could not be checked against the log: {e}", file=sys.stderr)
     if not hub.caught_up_at_start:
         print(f"apid: the read models are {hub.read_models.behind():,} events behind the log; they catch up "
               "while the hub listens (reads show the past until then)", flush=True)

@@ -12,6 +12,7 @@ the domain allows.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..domain.agents import LOCAL_NODE, node_id, transcript_id
 from ..domain.base import Context, Refusal
 from ..domain.git import BRANCH_PREFIX, ZERO, pr_number
 from ..domain.nodes import range_node
+from . import gitrepair
 from .githttp import GitAnswer, GitRequest, serve
 from .gitstore import MAX_SHOWN_BYTES, REPOS_DIR, GitStore
 
@@ -95,6 +97,8 @@ class GitServer:
         self.hub = hub
         self.cmds = hub.commands
         self.store = GitStore(hub.folders.state / REPOS_DIR, clock=self.cmds.clock)  # commits dated by the hub's clock
+        #: The refs a hub that died between git and the log left moved, put back before anything is served.
+        self.repaired = gitrepair.repair(self.store, self.cmds.store)
 
     def ctx(self, caller: Caller, reason: str | None = None) -> Context:
         return self.cmds.context(caller.actor, reason)
@@ -232,9 +236,16 @@ class GitServer:
             return None, True, False
 
 
+_MAKING = threading.Lock()
+
+
 def server_of(hub: Any) -> GitServer:
-    """The hub's git server (made once per hub)."""
+    """The hub's git server, made once per hub (apid makes it before it listens): its repositories' refs
+    are first set to what the log says (``gitrepair``)."""
     found = hub.__dict__.get("_git_server")
     if found is None:
-        found = hub.__dict__["_git_server"] = GitServer(hub)
+        with _MAKING:
+            found = hub.__dict__.get("_git_server")
+            if found is None:
+                found = hub.__dict__["_git_server"] = GitServer(hub)
     return found

@@ -68,6 +68,31 @@ def crash_mid_step(w: World, m: Memory, a: tuple) -> str:
     return f"the hub will die after the next step's commit number {after}"
 
 
+#: The events that record a ref git moved (a push, a spec commit; a merge).
+GIT_MOVE_TOPICS = ("git:Repo.Pushed", "git:PullRequest.Merged")
+
+
+def crash_before_git_record(w: World, m: Memory, a: tuple) -> str:
+    """The hub will die in its next record of a ref git moved (a push, a merge, a code project's spec
+    commit): git holds the move, the record is never stored, nothing of the process undoes it. The next
+    start (``World.crash``, as apid's) sets every ref back to the log's (``runtime.gitrepair``), so
+    ``refs_move_only_by_recorded_events`` holds after the restart."""
+    committer = w.store.committer
+    real = committer.submit
+
+    def dying_unrecorded(events):
+        if w.dying:
+            raise guests.HubDied
+        if any(getattr(e, "topic", "").endswith(GIT_MOVE_TOPICS) for e in events):
+            w.dying = True
+            committer.submit = real
+            raise guests.HubDied
+        return real(events)
+
+    committer.submit = dying_unrecorded
+    return "the hub will die before its next record of a ref git moved"
+
+
 def second_writer(w: World, m: Memory, a: tuple) -> str:
     """A second hub on the same store moves the budget; this hub's next funding finds its copy stale,
     loses the race and decides again on fresh state."""
@@ -192,6 +217,7 @@ FAULTS: dict[str, tuple[Fault, int]] = {
     "clock_jump": (clock_jump, 1), "guest_lost": (guest_lost, 1), "guest_misbehaves": (guest_misbehaves, 3),
     "silence_ends": (silence_ends, 1), "node_lost": (node_lost, 1),
     "torn_file": (torn_file, 1), "crash_mid_step": (crash_mid_step, 2),
+    "crash_before_git_record": (crash_before_git_record, 2),
 }
 
 

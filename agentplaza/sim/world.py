@@ -33,6 +33,7 @@ from ..config import Folders
 from ..events.store import EventStore
 from ..projections.registry import all_projections
 from ..projections.runner import ReadModels, make_engine, read_model_url
+from ..runtime import forge
 from ..vault import VaultService
 from . import guests
 
@@ -154,6 +155,7 @@ class World:
         self.rm.catch_up()
         self.vault = self._open_vault()
         self.runtime = guests.runtime_of(self)
+        forge.server_of(self.runtime.hub)  # as apid's start: the repositories' refs set to the log's
         self.reconnect()
 
     def reconnect(self) -> None:
