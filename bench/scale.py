@@ -206,9 +206,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory now (``VmRSS``) or the most it has held (``VmHWM``, its peak)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -241,7 +242,8 @@ class Apid:
         while self.client.get("/v1/hub").json()["projections_at"] < position:
             time.sleep(0.05)
         caught_up = time.perf_counter() - t0
-        return {"listening_s": listening, "caught_up_s": caught_up, "rss_mb": rss_mb(self.proc.pid)}
+        return {"listening_s": listening, "caught_up_s": caught_up, "rss_mb": rss_mb(self.proc.pid),
+                "peak_mb": rss_mb(self.proc.pid, "VmHWM")}
 
     def stop(self) -> None:
         self.client.close()
@@ -319,7 +321,7 @@ def measure(backend: str, events: int, pg: TempPostgres | None) -> dict:
         hub.stop()
         res = {"events": position, "first": first, "second": second, "reads": latency, **offline(folders, url, position)}
         print(f"  {backend} {position:,}: first start listening {first['listening_s']:.2f} s, caught up "
-              f"{first['caught_up_s']:.2f} s, {first['rss_mb']:.0f} MB; second start listening "
+              f"{first['caught_up_s']:.2f} s, {first['rss_mb']:.0f} MB (peak {first['peak_mb']:.0f} MB); second start listening "
               f"{second['listening_s']:.2f} s, {second['rss_mb']:.0f} MB; rebuild {res['rebuild_eps']:,.0f} ev/s "
               f"({res['rebuild_cpu_eps']:,.0f} a CPU second); verify {res['verify_eps']:,.0f} ev/s "
               f"({res['verify_cpu_eps']:,.0f} a CPU second)", flush=True)
@@ -364,12 +366,14 @@ def main() -> None:
                   + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()) + " (goal <= 1.2x each)")
             listen = max(big["first"]["listening_s"], big["second"]["listening_s"])
             print(f"{backend}: at {large:,} events: listening {listen:.2f} s (goal <= 2 s), caught up "
-                  f"{big['first']['caught_up_s']:.1f} s; memory {big['second']['rss_mb']:.0f} MB, "
+                  f"{big['first']['caught_up_s']:.1f} s; first start's peak memory {big['first']['peak_mb']:.0f} MB "
+                  f"(goal < 300 MB); memory {big['second']['rss_mb']:.0f} MB, "
                   f"{big['second']['rss_mb'] / small['second']['rss_mb']:.2f}x the small log's (goal < 300 MB); "
                   f"rebuild {big['rebuild_eps']:,.0f} ev/s (goal >= 150,000); verify {big['verify_eps']:,.0f} ev/s "
                   "(goal >= 500,000)")
             heads.append(f"{backend} reads worst {worst} {ratios[worst]:.2f}x, listen {listen:.2f} s, "
                          f"memory {big['second']['rss_mb']:.0f} MB ({big['second']['rss_mb'] / small['second']['rss_mb']:.2f}x), "
+                         f"first start peak {big['first']['peak_mb']:.0f} MB, "
                          f"rebuild {big['rebuild_eps'] / 1000:.0f}k ev/s, verify {big['verify_eps'] / 1000:.0f}k ev/s")
     finally:
         if pg is not None:

@@ -79,8 +79,9 @@ def make_engine(url: str) -> sa.Engine:
 INSERT_BATCH = 5_000
 #: The most records a catch-up without ``most`` hands back (the newest): such a caller (a route that
 #: wants the read models current, the price fetch) rarely reads them, and a long way behind it must
-#: not hold the whole log's records while it folds. A caller that needs every record pages with ``most``.
-SEEN_MAX = 50_000
+#: not hold the log's records while it folds: it holds one page being folded and at most this many
+#: of the pages before. A caller that needs every record pages with ``most``.
+SEEN_MAX = CATCH_UP_BATCH
 
 
 class _InsertPlan:
@@ -278,8 +279,10 @@ class ReadModels:
     def catch_up(self, most: int | None = None) -> list[EventRecord]:
         """Fold every new event into every read model; returns the new (readable) events in order (at
         most the newest ``SEEN_MAX`` of them without ``most``).
-        With ``most``, it stops after the batch that reaches that many events (the hub's follower
-        catching up a long way hands each batch to the bus, instead of holding the whole log).
+        With ``most``, it stops once it has that many events, and never reads past them (the hub's
+        follower catching up a long way hands each batch to the bus, instead of holding the whole log).
+        Either way what it holds at once is bounded by a page and ``most`` (or ``SEEN_MAX``), never by
+        how far behind the log it is.
 
         A read model's rows in memory never run ahead of its saved position: when its fold
         or its save fails, it is loaded back from SQL (else the next catch-up would fold the
@@ -287,42 +290,54 @@ class ReadModels:
         model such as ``event_counts`` would count them twice).  Its failure is logged and
         kept in ``failing`` (the overview shows it); the other read models and the hub go on."""
         seen: list[EventRecord] = []
-        failed = False
         page = CATCH_UP_BATCH
         with self._lock:
             while True:
-                start = self.position()
-                raw = self.store.read_raw(start, page)
-                if not raw:
+                want = page if most is None else max(1, min(page, most - len(seen)))
+                read, failed, recs = self._fold_page(want)
+                if not read:
                     break
-                recs = [decode(r) for r in raw]
-                last = raw[-1][0]
-                for st in self.states.values():
-                    if st.position >= last:
-                        continue
-                    try:
-                        for rec in recs:
-                            if rec.position > st.position:
-                                apply(st.projection, st.rows, rec)
-                        saved = self._save(st, last)
-                    except Exception as e:  # noqa: BLE001 - this read model stays where it was saved
-                        log.error("read model %s cannot fold events %s-%s: %s", st.projection.name,
-                                  st.position + 1, last, e)
-                        self._load(st)
-                        self.failing[st.projection.name] = f"cannot fold events after {st.position}: {e}"
-                        failed = True
-                        continue
-                    self.failing.pop(st.projection.name, None)
-                    if not saved:
-                        self._load(st)  # another hub moved it first: take its work
-                seen.extend(r for r in recs if isinstance(r, EventRecord))
+                seen.extend(recs)
+                del recs  # the page's records live on in ``seen`` only as far as it keeps them
                 if most is None and len(seen) > SEEN_MAX:
                     del seen[:-SEEN_MAX]
-                if failed or len(raw) < page or (most is not None and len(seen) >= most):
+                if failed or read < want or (most is not None and len(seen) >= most):
                     break
                 page = REBUILD_PAGE  # far behind (a first start): bigger batches, fewer writes
             self._caught_up.notify_all()
         return seen
+
+    def _fold_page(self, page: int) -> tuple[int, bool, list[EventRecord]]:
+        """Read at most ``page`` events after the slowest read model and fold them into each read
+        model that has not seen them; (events read, whether a read model failed, the readable
+        records).  The page's rows and records are this call's own: nothing of the page before is
+        still held while the next is read and decoded."""
+        raw = self.store.read_raw(self.position(), page)
+        if not raw:
+            return 0, False, []
+        recs = [decode(r) for r in raw]
+        last, read = raw[-1][0], len(raw)
+        del raw
+        failed = False
+        for st in self.states.values():
+            if st.position >= last:
+                continue
+            try:
+                for rec in recs:
+                    if rec.position > st.position:
+                        apply(st.projection, st.rows, rec)
+                saved = self._save(st, last)
+            except Exception as e:  # noqa: BLE001 - this read model stays where it was saved
+                log.error("read model %s cannot fold events %s-%s: %s", st.projection.name,
+                          st.position + 1, last, e)
+                self._load(st)
+                self.failing[st.projection.name] = f"cannot fold events after {st.position}: {e}"
+                failed = True
+                continue
+            self.failing.pop(st.projection.name, None)
+            if not saved:
+                self._load(st)  # another hub moved it first: take its work
+        return read, failed, [r for r in recs if isinstance(r, EventRecord)]
 
     def wait_for(self, position: int, timeout: float = 5.0) -> bool:
         with self._caught_up:
@@ -371,11 +386,12 @@ class ReadModels:
                     if not raw:
                         break
                     last = fold(projections, slots, raw)
-                    after = raw[-1][0]
+                    after, read = raw[-1][0], len(raw)
+                    del raw  # not held while the next page is read
                     for rows, _ in slots:
                         self._write_rows(conn, rows, fresh=True)
                         rows.clear_changes()
-                    if len(raw) < REBUILD_PAGE:
+                    if read < REBUILD_PAGE:
                         break
                 for p in projections:
                     conn.execute(positions.delete().where(positions.c.name == p.name))

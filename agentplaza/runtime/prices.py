@@ -22,6 +22,9 @@ PRICE_FETCH_ENV = "APZ_PRICE_FETCH"
 FIRST_FETCH_DELAY_S = 60.0
 #: The longest error text kept for a list that could not be fetched.
 MAX_ERROR_CHARS = 300
+#: After a list is kept, the read models are brought up to it in rounds of at most this many events
+#: (a hub still catching up a long log at the first fetch holds a round at a time, never the log).
+CATCH_UP_MOST = 20_000
 
 
 def fetch_prices(hub: Any, client: httpx.Client | None = None) -> dict:
@@ -29,6 +32,7 @@ def fetch_prices(hub: Any, client: httpx.Client | None = None) -> dict:
     kept = rm.price_lists(hub.read_models)
     day = hub.commands.clock().date().isoformat()
     out: dict[str, Any] = {}
+    stored_at = 0  # the position of the last list kept, if one was
     own = client is None
     client = client or httpx.Client(follow_redirects=True)
     try:
@@ -45,10 +49,16 @@ def fetch_prices(hub: Any, client: httpx.Client | None = None) -> dict:
             done = model_commands.store_price_list(hub.commands, ctx, source, day, got, digest,
                                                    kept[source]["digest"] if source in kept else None)
             out[source] = {"ok": True, "count": len(got), "day": day, "stored": done.value}
+            stored_at = max([stored_at, *done.positions])
     finally:
         if own:
             client.close()
-    hub.read_models.catch_up()
+    # The lists kept are read from the read models next: fold up to them, a round at a time (the lock is
+    # let go between rounds, so the hub's follower goes on too); a fetch that kept nothing folds nothing.
+    while (at := hub.read_models.position()) < stored_at:
+        hub.read_models.catch_up(CATCH_UP_MOST)
+        if hub.read_models.position() == at:
+            break  # a read model that cannot fold stays where it is (``failing`` says why); so does this
     return out
 
 
