@@ -208,3 +208,40 @@ def test_stored_bytes_are_judged_by_the_same_rules_on_the_way_back():
     assert "NUL" in stored_problem(b'{"a":"x\\u0000"}')
     assert "not a JSON object" in stored_problem(b"[1]")
     assert stored_problem(b'{"a":"\\\\u0000"}') is None  # a backslash and "u0000" is text, not NUL
+
+
+def test_verify_s_page_check_finds_what_the_event_by_event_check_finds():
+    """``audit verify`` checks a page's states in one scan (``catalogue.PageChecker``): each state still
+    passes or fails exactly as ``check_readable`` alone says, with the same reason, whatever its neighbours."""
+    from agentplaza.events.catalogue import PageChecker, check_readable
+
+    ts = b'"timestamp":{"_type_":"datetime_iso","_data_":"2026-11-29T12:00:00+00:00"}'
+    states = [
+        b'{' + ts + b',"x":1}',
+        b'{' + ts + b',"n":' + str(INT_MAX).encode() + b'}',  # 19 digits, within 64 bits
+        b'{' + ts + b',"n":' + str(2**70).encode() + b'}',  # over 64 bits: read back as a float
+        b'{' + ts + b',"s":"a\\u0000b"}',  # NUL
+        b'{' + ts + b',"x":NaN}',
+        b'{"a":',  # not JSON
+        b'[1, 2]',  # not an object
+        b'{' + ts + b',"id":"12345678901234567890"}',  # 20 digits in a string: fine
+        b'{' + ts + b',"x":2}',
+    ]
+    topic = "agentplaza.domain.plaza:Plaza.Held"
+
+    def outcome(check, position, state):
+        try:
+            check(position, "o", 1, topic, state)
+        except Exception as e:  # noqa: BLE001 - the finding compared
+            return f"{type(e).__name__}: {e}"
+        return "readable"
+
+    expected = [outcome(check_readable, i + 1, s) for i, s in enumerate(states)]
+    assert expected.count("readable") == 4
+    for order in (states, states[::-1], [states[0]] * 3 + [states[2]]):
+        rows = [(i + 1, "o", 1, topic, s) for i, s in enumerate(order)]
+        checker = PageChecker()
+        checker.page(rows)
+        want = [outcome(check_readable, r[0], r[4]) for r in rows]
+        assert [outcome(checker.check, r[0], r[4]) for r in rows] == want
+    assert [outcome(PageChecker().check, i + 1, s) for i, s in enumerate(states)] == expected  # no page told
