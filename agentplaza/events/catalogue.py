@@ -13,21 +13,16 @@ methods here, so projections and replay see one schema.
 
 from __future__ import annotations
 
-import bisect
 import functools
-import itertools
-from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-import orjson
 from eventsourcing.utils import resolve_topic
 
 from .records import EventRecord, UnreadableEvent
-from .storable import _DIGITS_AS_ZERO, _LONG_RUN, _NUL_ESCAPE, StateProblem, read_back
+from .storable import StateProblem, read_back
 
 _META = ("actor", "reason", "correlation_id")
-_loads = orjson.loads
 _HIDDEN = ("timestamp", "originator_topic", "class_version")
 #: How the transcoder's wrapper names its type in the stored bytes (a string holding it is escaped: \\").
 _TYPE_KEY = b'"_type_"'
@@ -93,48 +88,6 @@ def check_readable(position: int, originator_id: Any, version: int, topic: str, 
         raise UnreadableEvent(position, str(e)) from None
     except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
         raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
-
-
-class PageChecker:
-    """``check_readable`` for a walk over the log page by page (``audit verify`` reads every stored event).
-
-    ``page(rows)`` is told each page's rows (position first, state last) before their events are checked.
-    It scans the page's bytes once (the states joined by a space, which is neither a digit nor part of
-    the escape, so the page holds JSON's NUL escape or a run of 19 digits exactly where a state does) and
-    keeps the positions of the states that hold one.  ``read_back`` of any other state of bytes is orjson's
-    read and the object check alone, so that is all ``check`` does for it when its class is at version 1;
-    anything else (a state named by the scan, one orjson refuses or that is not an object, a class with
-    upcasters, a state that is not bytes) goes to ``check_readable``, for the same failures with the same
-    reasons."""
-
-    def __init__(self) -> None:
-        self.marked: set[int] | None = None  # None: no page scanned, check everything the full way
-
-    def page(self, rows: Sequence[tuple]) -> None:
-        self.marked = None
-        states = [r[-1] for r in rows]
-        if not all(type(st) is bytes for st in states):
-            return
-        joined = b" ".join(states)
-        starts = list(itertools.accumulate(map((1).__add__, map(len, states)), initial=0))  # each state and its space
-        marked: set[int] = set()
-        for text, needle in ((joined, _NUL_ESCAPE), (joined.translate(_DIGITS_AS_ZERO), _LONG_RUN)):
-            i = text.find(needle)
-            while i >= 0:
-                n = bisect.bisect_right(starts, i) - 1
-                marked.add(rows[n][0])
-                i = text.find(needle, starts[n + 1]) if n + 1 < len(starts) else -1
-        self.marked = marked
-
-    def check(self, position: int, originator_id: Any, version: int, topic: str, state: bytes) -> None:
-        marked = self.marked
-        if marked is not None and position not in marked and upcast_target(topic) == 1:
-            try:
-                if type(_loads(state)) is dict:
-                    return
-            except orjson.JSONDecodeError:
-                pass
-        check_readable(position, originator_id, version, topic, state)
 
 
 def record(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> EventRecord:

@@ -88,15 +88,12 @@ LINK_SIZE = 32
 REMOVED = "a chain link has no event (an event was removed)"
 
 
-def expand(chain_rows: Iterable[tuple[int, bytes]], upto: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(position, link) for every link in the stored chain rows, in order (up to position ``upto``)."""
+def expand(chain_rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """(position, link) for every link in the stored chain rows, in order."""
     for first, links in chain_rows:
         links = bytes(links)
         for i in range(0, len(links), LINK_SIZE):
-            position = first + i // LINK_SIZE
-            if upto is not None and position > upto:
-                return
-            yield position, links[i : i + LINK_SIZE]
+            yield first + i // LINK_SIZE, links[i : i + LINK_SIZE]
 
 
 def verify(

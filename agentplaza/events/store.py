@@ -410,9 +410,8 @@ class EventStore:
         # One bound for both reads: events and their chain rows are committed together, so up to the
         # head seen here the two agree, whatever commits while the walk goes on.
         upto = max(self.max_position(), self.chain_head()[0])
-        links = expand(self._chain_rows(0, upto), upto)
-        checker = catalogue.PageChecker()
-        return verify(self._chain_events(0, upto, checker.page), links, anchors=anchors, read=checker.check)
+        links = ((p, x) for p, x in expand(self._chain_rows(0, upto)) if p <= upto)
+        return verify(self._chain_events(0, upto), links, anchors=anchors, read=catalogue.check_readable)
 
     def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
         """Does the log still extend ``head`` at ``position``?  The stored link there must
@@ -442,25 +441,22 @@ class EventStore:
         links = bytes(rows[0][1])
         return links[i : i + LINK_SIZE] if i + LINK_SIZE <= len(links) else None
 
-    def _pages(self, sql: str, after: int, upto: int | None, heard: Any = None) -> Iterator[tuple]:
-        """Rows of ``sql`` (which selects position first) after ``after``, page by page; ``heard``, when
-        given, is told each page's rows before the first of them is yielded."""
+    def _pages(self, sql: str, after: int, upto: int | None) -> Iterator[tuple]:
+        """Rows of ``sql`` (which selects position first) after ``after``, page by page."""
         params = [after] if upto is None else [after, upto]
         while True:
             page = self._select(sql, params)
-            if heard is not None:
-                heard(page)
             yield from page
             if len(page) < READ_PAGE:
                 return
             params[0] = page[-1][0]
 
-    def _chain_events(self, after: int, upto: int | None = None, heard: Any = None) -> Iterator[tuple]:
+    def _chain_events(self, after: int, upto: int | None = None) -> Iterator[tuple]:
         ph, col = self._ph(), self._id_col()
         bound = "" if upto is None else f" AND {col} <= {ph}"
         rows = self._pages(
             f"SELECT {col}, originator_id, originator_version, topic, state FROM {self._events_table} "
-            f"WHERE {col} > {ph}{bound} ORDER BY {col} LIMIT {READ_PAGE}", after, upto, heard)
+            f"WHERE {col} > {ph}{bound} ORDER BY {col} LIMIT {READ_PAGE}", after, upto)
         if self.backend == "sqlite":  # the ids are stored as text: the rows are the walk's tuples as they come
             return rows
         return ((r[0], r[1].hex if isinstance(r[1], uuid.UUID) else r[1], r[2], r[3], r[4]) for r in rows)
