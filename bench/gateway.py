@@ -18,7 +18,9 @@ that upstream in the same run.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -120,6 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     n, secs = (200, 2.0) if args.quick else (2000, 8.0)
     tmp = Path(tempfile.mkdtemp(prefix="apz-bench-gw-"))
+    atexit.register(shutil.rmtree, tmp, True)  # the run's store and folders go with it
     folders = Folders(tmp / "state", tmp / "config", tmp / "data").make()
     os.environ["APZ_PRICE_FETCH"] = "off"
     with FakeUpstream() as up:
