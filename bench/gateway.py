@@ -8,7 +8,7 @@ same request, on the same kind of kept-alive connection, sent straight to
 that upstream in the same run.
 
 1. added latency, one caller: p50 and p99 of (through the gateway) - (direct)
-   (goal: p50 <= 2 ms added).  Every call through the gateway is checked
+   (goal, issue 25: p50 <= 1 ms added).  Every call through the gateway is checked
    against the policy and the payer, metered, then charged to the task's
    escrow and committed with its ``ModelCalled`` event (after the answer
    is sent, on the recorder thread).
@@ -18,7 +18,9 @@ that upstream in the same run.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -98,6 +100,12 @@ def rate_of(name: str, url: str, headers: dict, seconds: float) -> float:
     return rate
 
 
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far, all its threads (user + system, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def setup(hub: HubProcess, c: httpx.Client) -> dict:
     """The caller: an agent with a wallet (the treasury's open_wallet) on a task whose escrow pays its calls
     (the wallet and the escrow written beside the hub, on its store, as the agents and tasks areas do)."""
@@ -114,6 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     n, secs = (200, 2.0) if args.quick else (2000, 8.0)
     tmp = Path(tempfile.mkdtemp(prefix="apz-bench-gw-"))
+    atexit.register(shutil.rmtree, tmp, True)  # the run's store and folders go with it
     folders = Folders(tmp / "state", tmp / "config", tmp / "data").make()
     os.environ["APZ_PRICE_FETCH"] = "off"
     with FakeUpstream() as up:
@@ -134,15 +143,19 @@ def main() -> None:
                 timed(cv, via, hv, 50)
                 timed(cd, direct, hd, 50)  # warm both paths
                 gw, base = [], []
+                hub_cpu = 0.0
                 for _ in range(4):  # interleave so both see the same machine
+                    before = cpu_s(hub.proc.pid)
                     gw += timed(cv, via, hv, n // 4)
+                    hub_cpu += cpu_s(hub.proc.pid) - before
                     base += timed(cd, direct, hd, n // 4)
             up.requests.clear()
             added50 = (statistics.median(gw) - statistics.median(base)) * 1000
             added99 = (pct(gw, 99) - pct(base, 99)) * 1000
             print(f"direct:  p50 {statistics.median(base) * 1000:.2f} ms  p99 {pct(base, 99) * 1000:.2f} ms  ({n} calls)")
             print(f"gateway: p50 {statistics.median(gw) * 1000:.2f} ms  p99 {pct(gw, 99) * 1000:.2f} ms")
-            print(f"added:   p50 {added50:+.2f} ms (goal <= 2 ms)  p99 {added99:+.2f} ms")
+            print(f"added:   p50 {added50:+.2f} ms (goal <= 1 ms)  p99 {added99:+.2f} ms")
+            print(f"apid's CPU a call, one caller: {hub_cpu / len(gw) * 1000:.2f} ms (all its threads, /proc)")
             rate_gw = rate_of("through the gateway", via, hv, secs)
             up.requests.clear()
             rate_direct = rate_of("straight to the upstream", direct, hd, secs)

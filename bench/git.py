@@ -9,7 +9,9 @@ Each figure is the best of ``ROUNDS``; the ratio is hub time / file:// time. The
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,6 +57,7 @@ def main() -> int:
     from agentplaza.config import Folders
 
     tmp = Path(tempfile.mkdtemp(prefix="apz-bench-git-"))
+    atexit.register(shutil.rmtree, tmp, True)  # the run's store and folders go with it
     folders = Folders(tmp / "state", tmp / "config", tmp / "data").make()
     os.environ.update(APZ_STATE_DIR=str(folders.state), APZ_CONFIG_DIR=str(folders.config),
                       APZ_DATA_DIR=str(folders.data))

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
+import shutil
 import statistics
 import sys
 import tempfile
@@ -43,6 +45,11 @@ from agentplaza.projections.runner import ReadModels, make_engine  # noqa: E402
 T0 = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
 
 
+#: Every store and read model this run makes, under one folder that is removed when it ends.
+SCRATCH = Path(tempfile.mkdtemp(prefix="apz-bench-treasury-"))
+atexit.register(shutil.rmtree, SCRATCH, True)
+
+
 class Note(Aggregate):
     def __init__(self, memo: str, postings: dict):
         self.memo, self.postings = memo, postings
@@ -50,7 +57,7 @@ class Note(Aggregate):
 
 def library_rate(commands: int) -> float:
     """Events/s: per command, two aggregates counted and one created, saved in one transaction."""
-    env = {k: v for k, v in store_env(state_dir=Path(tempfile.mkdtemp(prefix="apz-bench."))).items()
+    env = {k: v for k, v in store_env(state_dir=Path(tempfile.mkdtemp(dir=SCRATCH))).items()
            if k != "APPLICATION_RECORDER_TOPIC"}
     app = Application(env=env)
     a, b = Counter("a"), Counter("b")
@@ -67,7 +74,7 @@ def library_rate(commands: int) -> float:
 
 def treasury_rate(commands: int) -> tuple[float, float]:
     """(events/s, postings/s) for transfers of one credit between two wallets."""
-    d = Path(tempfile.mkdtemp(prefix="apz-bench."))
+    d = Path(tempfile.mkdtemp(dir=SCRATCH))
     clock = Clock(T0)
     p = Plaza(d, None, clock)
     p.wallet("1"), p.wallet("2")
@@ -88,7 +95,7 @@ INSERT_ONLY = ("rm_treasury_journal", "rm_treasury_postings", "rm_treasury_entry
 
 
 def new_engine() -> sa.Engine:
-    engine = make_engine(f"sqlite:///{Path(tempfile.mkdtemp(prefix='apz-bench.')) / 'rm.sqlite'}")
+    engine = make_engine(f"sqlite:///{Path(tempfile.mkdtemp(dir=SCRATCH)) / 'rm.sqlite'}")
     metadata.create_all(engine, tables=[positions, *rm.TreasuryProjection.tables])
     return engine
 

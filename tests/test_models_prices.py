@@ -86,6 +86,21 @@ def test_cache_prices_fall_back_to_the_input_price():
     assert P.credits_from_micro(1) == 1 and P.credits_from_micro(0) == 0  # whole credits, rounded up
 
 
+def test_a_cost_is_the_exact_price_rounded_up_and_a_book_answers_the_same_each_time():
+    # prices with awkward denominators: the cost is the exact sum, in millionths, rounded up once
+    p = P.Price(Fraction(1, 3), Fraction(7, 10**6), Fraction(2, 7), Fraction(0), "owner", "m")
+    for tokens in ((1, 0, 0, 0), (0, 1, 0, 0), (3, 10**6, 7, 9), (10**9, 10**9, 10**9, 10**9), (0, 0, 0, 0)):
+        exact = (tokens[0] * p.input + tokens[1] * p.output + tokens[2] * p.cache_read
+                 + tokens[3] * p.cache_write) * P.MICRO / P.TOKENS_PER_PRICE
+        assert p.cost_micro(*tokens) == -(-exact.numerator // exact.denominator)
+    b = book(openrouter=False)
+    first = b.lookup("anthropic", "claude-opus-5-5")
+    assert b.lookup("anthropic", "claude-opus-5-5") == first and b.lookup("local", "nothing-knows-me") is None
+    assert b.lookup("local", "nothing-knows-me") is None  # an unpriced answer is kept as unpriced
+    # a new list is a new book: its own answers
+    assert book(owner={"claude-opus-5-5": [1, 2]}).lookup("anthropic", "claude-opus-5-5").source == "owner"
+
+
 def test_unpriced():
     assert book().lookup("local", "nothing-knows-me") is None
 

@@ -362,7 +362,7 @@ class Gateway:
         self.on_recorded = on_recorded or (lambda: None)
         self.scrubber = scrubber_of(hub)
         self.recorder = Recorder(self._record, self.scrubber)
-        self._book: tuple[Any, PriceBook] | None = None
+        self._book: tuple[Any, PriceBook, PriceBook] | None = None
         self._snapshots: dict | None = None
 
     def _record(self, calls: list) -> None:
@@ -400,11 +400,20 @@ class Gateway:
                       link.get("route") or GATEWAY_ROUTE)
 
     def price_book(self) -> PriceBook:
+        return self._books()[1]
+
+    def owner_book(self) -> PriceBook:
+        """The owner's prices alone (the agents' own loop is charged by them), made with ``price_book``."""
+        return self._books()[2]
+
+    def _books(self) -> tuple[Any, PriceBook, PriceBook]:
         rows = self._rows("models")
         policy_row = rows.get("rm_model_policy", "policy")
         lists = {r["source"]: r for r in rows.all("rm_price_lists")}
-        stamp = (id(policy_row), tuple(sorted((s, r["digest"]) for s, r in lists.items())))
-        if self._book is None or self._book[0] != stamp:
+        # The policy row itself, not its id: the book holds it, so a new policy (a new row) is never
+        # mistaken for the old one whose memory it took.
+        stamp = tuple(sorted((s, r["digest"]) for s, r in lists.items()))
+        if self._book is None or self._book[0][0] is not policy_row or self._book[0][1] != stamp:
             if self._snapshots is None:
                 self._snapshots = snapshots()
             merged = {}
@@ -415,8 +424,8 @@ class Gateway:
                 if snap is None or r["day"] >= snap[0]:
                     merged[source] = r["prices"]
             owner = policy_row["policy"]["prices"] if policy_row else {}
-            self._book = (stamp, PriceBook(owner, merged))
-        return self._book[1]
+            self._book = ((policy_row, stamp), PriceBook(owner, merged), PriceBook(owner))
+        return self._book
 
     # -- one call ------------------------------------------------------------------------------
 
@@ -660,8 +669,8 @@ class _Call:
         unpaid and its reply must be discarded."""
         self.done = True
         gw, caller, allowed, t = self.gw, self.caller, self.allowed, self.meter.tokens
-        owner = gw.price_book().owner
-        price = PriceBook(owner).lookup(allowed.provider, allowed.model) if owner else None
+        owner = gw.owner_book()
+        price = owner.lookup(allowed.provider, allowed.model) if owner.owner else None
         pair = (int(price.input), int(price.output)) if price is not None else None  # the owner's: whole credits
         credits = own_loop_charge(t.input, t.output, pair) if http_status < 400 else 0
         fields = self._fields(http_status, credits * MICRO_PER_CREDIT, "owner" if pair else "flat", None)

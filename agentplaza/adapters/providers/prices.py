@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +66,19 @@ class Price:
     source: str  # "owner", "muse", "openrouter" or "litellm"
     name: str  # the name it was found under
 
+    @cached_property
+    def _whole(self) -> tuple[int, int, int, int, int]:
+        """The four prices over one common denominator: (denominator, four numerators), so that a call's
+        cost is integer arithmetic (exactly what the Fractions give, without making one a call)."""
+        fs = (self.input, self.output, self.cache_read, self.cache_write)
+        den = math.lcm(*(f.denominator for f in fs))
+        return (den, *(f.numerator * (den // f.denominator) for f in fs))  # type: ignore[return-value]
+
     def cost_micro(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> int:
         """The cost in millionths of a credit, rounded up."""
-        total = (input_tokens * self.input + output_tokens * self.output
-                 + cache_read * self.cache_read + cache_write * self.cache_write)
-        micro = total * MICRO / TOKENS_PER_PRICE
-        return -(-micro.numerator // micro.denominator)
+        den, i, o, r, w = self._whole
+        total = (input_tokens * i + output_tokens * o + cache_read * r + cache_write * w) * MICRO
+        return -(-total // (den * TOKENS_PER_PRICE))
 
     def public(self) -> dict:
         def f(x: Fraction) -> float | int:
@@ -167,14 +176,34 @@ def fetch(source: str, client: httpx.Client) -> dict[str, list]:
 # -- looking a price up ------------------------------------------------------------------------
 
 
+#: The most (provider, model) answers a price book keeps (the gateway's policy lists the models it may call).
+LOOKUPS_KEPT = 4096
+
+
 class PriceBook:
-    """Every source in the guide's order; ``lookup`` returns the first that prices the model."""
+    """Every source in the guide's order; ``lookup`` returns the first that prices the model.
+
+    A book is made from its lists and never changed (a new list makes a new book), so each answer
+    is kept: a gateway call looks its model's price up once per book, not once per call."""
 
     def __init__(self, owner: dict[str, list] | None = None, lists: dict[str, dict[str, list]] | None = None):
         self.owner = owner or {}
         self.lists = lists or {}
+        self._found: dict[tuple[str, str], Price | None] = {}
 
     def lookup(self, provider: str, model: str) -> Price | None:
+        key = (provider, model)
+        try:
+            return self._found[key]
+        except KeyError:
+            pass
+        price = self._lookup(provider, model)
+        if len(self._found) >= LOOKUPS_KEPT:
+            self._found.clear()
+        self._found[key] = price
+        return price
+
+    def _lookup(self, provider: str, model: str) -> Price | None:
         full, short = f"{provider}/{model}", model.rsplit("/", 1)[-1]
         for name in (full, model, short):
             if name in self.owner:
