@@ -193,3 +193,39 @@ def test_cli_events_reconnects_when_the_hub_comes_back(tmp_path):
         err = proc.communicate(timeout=10)[1]
     assert "live events lost" in err and "reconnecting in 1 s" in err
     assert any("back again" in x for x in lines)
+
+
+def test_an_event_a_route_folds_itself_still_reaches_the_live_stream(folders):
+    """A route that reads its own write folds the log itself (``read_models.catch_up()``) and drops what
+    it returns; the events it folded still go out on the follower's next publish, once, in order."""
+    from agentplaza.commands import plaza as plaza_commands
+
+    hub = Hub.open(folders)
+    try:
+        woke: list[int] = []
+        sub = hub.bus.subscribe("127.0.0.1", ["plaza"], lambda: woke.append(1))
+        hub.read_models.catch_up()
+        hub.bus.take_folded()  # what the start folded
+        plaza_commands.stop_all(hub.commands, hub.commands.context("owner"))
+        plaza_commands.resume(hub.commands, hub.commands.context("owner"))
+        hub.read_models.catch_up()  # as a route does: what it returns is dropped
+        assert hub.read_models.catch_up() == []  # the follower's own catch-up finds nothing new ...
+        hub.bus.publish(hub.bus.take_folded())  # ... and publishes what the route folded
+        assert [r.kind for r in sub.queue] == ["Plaza.Held", "Plaza.Resumed"] and woke
+        assert sub.queue[1].position == sub.queue[0].position + 1
+        assert hub.bus.take_folded() == []  # once
+    finally:
+        hub.close()
+
+
+def test_more_folded_than_a_subscriber_may_fall_behind_cuts_every_subscriber_off():
+    bus = Bus()
+    assert bus.take_folded() == []
+    bus.folded([_rec(1)])  # no one watches: nothing is kept
+    assert bus.take_folded() == []
+    sub = bus.subscribe("127.0.0.1", None, lambda: None)
+    bus.folded([_rec(i) for i in range(1, MAX_BEHIND)])
+    bus.folded([_rec(MAX_BEHIND), _rec(MAX_BEHIND + 1)])
+    assert bus.take_folded() == [] and sub.dropped and not sub.queue  # it reconnects and reads again
+    bus.folded([_rec(MAX_BEHIND + 2)])
+    assert [r.position for r in bus.take_folded()] == [MAX_BEHIND + 2]

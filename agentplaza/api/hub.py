@@ -104,6 +104,14 @@ class Hub:
         return cls(folders, store, read_models, commands, token_hash, new_token, url, vault, anchors=anchors,
                    caught_up_at_start=not deferred)
 
+    def __post_init__(self) -> None:
+        self.read_models.on_folded = self.folded
+
+    def folded(self, records: list) -> None:
+        """Every page of events the read models fold, whoever folded it (on that caller's thread)."""
+        self.store.forget_moved(records)  # another hub's events: the copies cached here are stale
+        self.bus.folded(records)
+
     def info(self) -> dict:
         return {
             "version": VERSION,

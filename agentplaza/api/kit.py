@@ -60,8 +60,9 @@ class Follower:
             records = await anyio.to_thread.run_sync(self.hub.read_models.catch_up, FOLLOW_BATCH_MAX)
             if len(records) >= FOLLOW_BATCH_MAX:
                 self.kick.set()  # more to fold: go on at once, with this batch handed on first
-            self.hub.store.forget_moved(records)  # another hub's events: its copies here are stale
-            self.hub.bus.publish(records)
+            del records
+            # Every event folded since the last turn, by this catch-up or any other (``Hub.folded``).
+            self.hub.bus.publish(self.hub.bus.take_folded())
             self.hub.bus.publish(self.hub.bus.take_console())  # the VMs' console lines (events --all)
             done, self.caught_up = self.caught_up, anyio.Event()
             done.set()

@@ -18,11 +18,17 @@ Besides the stored events, the bus carries what the VMs write to their serial co
 --all``). A line is not an event: it is never stored, and it has no position. The runtime hands
 lines in from its own thread (``Bus.console``); the follower publishes them on the hub's loop with
 the events it reads (``Bus.take_console``).
+
+The stored events come the same way: whichever catch-up folds them (the follower's, a route's that
+must read its own write, the runtime's) hands them in (``Bus.folded``, from any thread), and the
+follower publishes them in the log's order on its next turn (``Bus.take_folded``). Nothing is kept
+while no one watches; past ``MAX_BEHIND`` waiting, every subscriber is cut off as if it had fallen behind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -102,6 +108,9 @@ class Bus:
         self.subscribers: list[Subscriber] = []
         self.clock, self.idle_s = clock, idle_s
         self.console_pending: deque[ConsoleLine] = deque(maxlen=CONSOLE_PENDING_MAX)
+        self._folded: list[EventRecord] = []  # folded, not yet published (``folded``)
+        self._folded_lost = False  # more were folded than any subscriber may fall behind
+        self._folded_lock = threading.Lock()
 
     def subscribe(self, address: str, families: Iterable[str] | None, wake: Callable[[], None],
                   console: bool = False) -> Subscriber:
@@ -133,6 +142,32 @@ class Bus:
         if records:
             for sub in list(self.subscribers):
                 sub.offer(records)
+
+    def folded(self, records: list[EventRecord]) -> None:
+        """Events just folded into the read models, from any thread, in the log's order: they go out with
+        the follower's next publish. Nothing is kept while no one subscribes."""
+        if not self.subscribers:
+            return
+        with self._folded_lock:
+            if self._folded_lost:
+                return
+            self._folded.extend(records)
+            if len(self._folded) > MAX_BEHIND:  # every subscriber would be cut off by them anyway
+                self._folded.clear()
+                self._folded_lost = True
+
+    def take_folded(self) -> list[EventRecord]:
+        """What was folded since the last take, to publish; when more were folded than ``MAX_BEHIND``,
+        every subscriber is cut off instead (it reconnects and reads the current state again)."""
+        with self._folded_lock:
+            out, lost = self._folded, self._folded_lost
+            self._folded, self._folded_lost = [], False
+        if lost:
+            for sub in list(self.subscribers):
+                sub.dropped = True
+                sub.queue.clear()
+                sub.wake()
+        return out
 
     def console(self, cid: int, text: str, actor: str) -> None:
         """A VM's console line, from any thread; it goes out with the follower's next publish. Nothing is

@@ -6,7 +6,7 @@ import json
 import logging
 import operator
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,10 @@ class ReadModels:
         self.states = {p.name: _State(p, self._backed(p.new_rows())) for p in projections}
         self._lock = threading.RLock()
         self._caught_up = threading.Condition(self._lock)
+        #: Called with each page's readable records as soon as it is folded, by whichever catch-up folded
+        #: it (the follower's, a route's, the runtime's): the hub hands them to the bus from here, so an
+        #: event folded by a caller that drops what ``catch_up`` returns still reaches the live stream.
+        self.on_folded: Callable[[list[EventRecord]], None] | None = None
         #: Read models whose last catch-up failed, and why: they stay at their saved position.
         self.failing: dict[str, str] = {}
 
@@ -297,6 +301,8 @@ class ReadModels:
                 read, failed, recs = self._fold_page(want)
                 if not read:
                     break
+                if recs and self.on_folded is not None:
+                    self.on_folded(recs)
                 seen.extend(recs)
                 del recs  # the page's records live on in ``seen`` only as far as it keeps them
                 if most is None and len(seen) > SEEN_MAX:
