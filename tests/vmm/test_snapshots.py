@@ -468,3 +468,18 @@ def test_the_harness_holds_no_other_random_state_when_it_parks():
                        cwd=Path(__file__).parents[2], timeout=60)
     loaded = set(r.stdout.split())
     assert "harness" in loaded and not loaded & {"_ssl", "ssl", "uuid", "_uuid", "multiprocessing", "hmac"}
+
+
+def test_tuned_image_carries_its_modules_unsigned(tmp_path):
+    from vmm.image import build
+    body = b"\x7fELF" + bytes(range(200))
+    sig = b"S" * 37
+    desc = bytes(8) + len(sig).to_bytes(4, "big")
+    ko = tmp_path / "m.ko"
+    ko.write_bytes(body + sig + desc + build.MODULE_SIG_MAGIC)
+    build.unsigned_module(ko)
+    assert ko.read_bytes() == body
+    build.unsigned_module(ko)   # one without a signature stays as it is
+    assert ko.read_bytes() == body
+    assert build.recipe("tuned")["profile"]["modules_signed"] is False
+    assert "initcall_blacklist=" in build.TUNED_CMDLINE

@@ -10,7 +10,8 @@ mount -t devtmpfs devtmpfs /dev
 fail() { echo "apz-init: $*" > /dev/kmsg; echo "apz-init: $*"; sleep 1; echo b > /proc/sysrq-trigger; poweroff -f; }
 
 channel=serial; vols=""; disks=1
-for w in $(cat /proc/cmdline); do
+read -r cmdline < /proc/cmdline   # a builtin: no process for it
+for w in $cmdline; do
   case "$w" in
     apz.channel=*) channel="${w#apz.channel=}" ;;
     apz.vols=*) vols="${w#apz.vols=}" ;;
