@@ -132,3 +132,20 @@ def test_the_bench_fetches_what_the_screens_read_first():
     assert set(first) == set(bench.READS)
     for screen, paths in bench.READS.items():
         assert sorted(paths) == sorted(["/v1/plaza", *first[screen]]), screen
+
+
+def test_early_js_runs_first_as_a_classic_script_and_speaks_the_streams_subprotocol():
+    """early.js starts the opened screen's reads before the page's first layout: a classic script in the
+    head, neither async nor deferred nor a module, before the stylesheet (a classic script waits for the
+    stylesheets above it); it opens the first socket with live.js's subprotocol."""
+    page = (CONSOLE_DIR / "index.html").read_text()
+    tags = re.findall(r"<(script|link)\b([^>]*)>", page)
+    first = tags[0]
+    assert first[0] == "script" and 'src="/console/js/early.js"' in first[1], tags
+    assert not re.search(r"\b(async|defer|type)\b", first[1]), first
+    assert "js/early.js" not in preload_order()
+    early = (CONSOLE_DIR / "js" / "early.js").read_text()
+    assert not re.search(r"^\s*(import|export)\b", early, re.M)  # a classic script: no module syntax
+    live = (CONSOLE_DIR / "js" / "live.js").read_text()
+    proto = re.compile(r'SUBPROTOCOL = "([^"]+)"')
+    assert proto.search(early).group(1) == proto.search(live).group(1) == "apz.events.v1"

@@ -115,12 +115,13 @@ def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> R
 
 #: A static import in a console module (``import {a} from "./x.js";``); ``import()`` of a screen is not one.
 STATIC_IMPORT = re.compile(rb'^import\s[^;]*?from\s+"(\.{1,2}/[^"]+)";', re.M)
-#: The modules the front page runs: the one that starts the opened screen's data, and the frame.
-FRONT_MODULES = ("js/early.js", "js/main.js")
+#: The module the front page runs: the frame.  (``js/early.js``, which starts the opened screen's data, is
+#: a classic script the parser runs at once: nothing to preload.)
+FRONT_MODULES = ("js/main.js",)
 
 
 def preload_order() -> list[str]:
-    """The modules the front page runs and those they need before they run (their static imports, each
+    """The module the front page runs and those it needs before they run (their static imports, each
     before the module that imports it): the front page preloads these, all at once. The screens are not preloaded: a browser
     fetches the preloads over its few connections and compiles each, and twenty screens the owner is not
     looking at delayed the one the owner is (bench/console.py). The frame imports the screen it opens

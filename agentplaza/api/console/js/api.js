@@ -1,7 +1,14 @@
 // The one way the console reads and changes the plaza: JSON requests to the hub's /v1 API, the same
 // requests the command line makes. A refusal is {"error": {"code", "message"}}; it becomes an ApiError.
 
-import {ask, takeEarly} from "./early.js";
+//: The first read of a path may take the answer early.js (the front page's first script) started for it.
+const takeEarly = (path) => (window.apzEarly ? window.apzEarly.take(path) : null);
+
+// A request to the hub: {ok, status, statusText, text}, or a rejection when the hub did not answer.
+function ask(path, {method = "GET", headers = {}, body} = {}) {
+  return fetch(path, {method, body, credentials: "same-origin", headers: {Accept: "application/json", ...headers}})
+    .then(async (r) => ({ok: r.ok, status: r.status, statusText: r.statusText, text: await r.text()}));
+}
 
 export class ApiError extends Error {
   constructor(status, code, message, detail = {}) {

@@ -3,13 +3,19 @@
 // A screen module exports render(view, ctx); ctx.live(families, load) makes a section that reloads
 // whenever an event of those families arrives (and after a reconnect), so it follows the plaza live.
 
-import {get, post} from "./api.js";
+import {SIGNED_OUT, get, post} from "./api.js";
 import {listen, onStatus} from "./live.js";
 import {GROUPS, SCREENS} from "./screens/index.js";
 import {action, errorBox, fill, fmt, h, keepNotes, keepTyped} from "./ui.js";
 
 //: Events that arrive together reload a section once, this long after the first.
 export const COALESCE_MS = 120;
+//: The frame goes into the page once the plaza's state and the first screen's sections have drawn their
+//: first answers (early.js has them on their way), or after this long at most: the page is laid out and
+//: painted once, whole, rather than drawn empty and then again section by section, and the screen's
+//: module is not kept waiting behind the empty frame's layout (bench/console.py). A slower hub shows the
+//: frame with its sections still loading.
+export const FIRST_DRAW_WAIT_MS = 400;
 
 let plaza = {held: false};
 const heldWatchers = new Set();
@@ -39,17 +45,26 @@ export function buildFrame(root) {
       location.reload();
     }
   }}, "Sign out");
-  fill(root,
+  const frame = [
     h("a", {class: "skip", href: "#main", onclick: (e) => { e.preventDefault(); main.focus(); }}, "Skip to the screen"),
     h("header", {class: "topbar"}, h("span", {class: "brand"}, "AgentPlaza"), conn, h("span", {class: "grow"}),
       stopSwitch, signOut),
     banner,
-    h("div", {class: "body"}, nav, main));
+    h("div", {class: "body"}, nav, main)];
+  let signedOut = false;  // the sign-in page (main.js) takes the frame's place: it never goes in
+  window.addEventListener(SIGNED_OUT, () => { signedOut = true; }, {once: true});
   listen(["plaza"], () => refreshPlaza());
   listen(["*"], (m) => { if (m === null) refreshPlaza(); });
   window.addEventListener("hashchange", route);
-  route();
-  return refreshPlaza();
+  const answered = refreshPlaza();
+  const drawn = Promise.all([answered, route()]);
+  Promise.race([drawn, new Promise((done) => setTimeout(done, FIRST_DRAW_WAIT_MS))])
+    .then(() => {
+      if (signedOut) return;
+      fill(root, ...frame);
+      performance.mark("apz:frame-in");
+    });
+  return answered;
 }
 
 export function onHeld(fn) {
@@ -92,6 +107,7 @@ function drawSwitch() {
   }
 }
 
+// Draws the screen the address names; resolves once each of its live sections has drawn once.
 async function route() {
   for (const fn of teardown) fn();
   teardown = [];
@@ -108,7 +124,9 @@ async function route() {
     fill(view, h("p", {class: "later-note"}, screen.later));
     return;
   }
-  const ctx = {params: rest, live, onHeld: (fn) => { teardown.push(onHeld(fn)); fn(plaza); }, plaza: () => plaza};
+  const sections = [];  // each live section's first draw, as the screen makes them
+  const ctx = {params: rest, onHeld: (fn) => { teardown.push(onHeld(fn)); fn(plaza); }, plaza: () => plaza,
+    live: (...args) => { const el = live(...args); sections.push(el.drawn); return el; }};
   try {
     performance.mark("apz:route");
     const mod = await screen.load();
@@ -118,6 +136,7 @@ async function route() {
   } catch (err) {
     fill(view, errorBox(err));
   }
+  await Promise.all(sections);
 }
 
 // The other screens' modules, fetched once the browser is idle a while after the first screen started:
@@ -165,6 +184,6 @@ function live(families, load, {tag = "section", label} = {}) {
   el.reload = run;
   teardown.push(listen(families, () => { if (!pending) pending = setTimeout(run, COALESCE_MS); }));
   teardown.push(() => clearTimeout(pending));
-  run();
+  el.drawn = run();  // settles (never rejects) once the section has drawn its first answer or refusal
   return el;
 }

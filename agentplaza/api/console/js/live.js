@@ -4,9 +4,9 @@
 // second, doubling the wait up to 30 seconds, and every listener reads the state again on reconnect.
 
 import {SIGNED_OUT} from "./api.js";
-import {SUBPROTOCOL, takeSocket} from "./early.js";
 
-export {SUBPROTOCOL};
+//: The subprotocol of /v1/ws (early.js, which may open the first socket, names the same).
+export const SUBPROTOCOL = "apz.events.v1";
 export const RETRY_FIRST_MS = 1000;
 export const RETRY_MAX_MS = 30000;
 //: The hub closes a socket it refuses to sign in with 4401.
@@ -52,7 +52,8 @@ export function connect() {
   if (stopped) return;
   const url = location.origin.replace(/^http/, "ws") + "/v1/ws";
   setState(everOpened ? "reconnecting" : "connecting");
-  const first = takeSocket();  // the first time: the socket early.js opened as the page opened
+  // The first time: the socket early.js (the front page's first script) opened as the page opened.
+  const first = window.apzEarly ? window.apzEarly.takeSocket() : null;
   socket = first ? first.socket : new WebSocket(url, SUBPROTOCOL);
   socket.onopen = () => {
     const again = everOpened;

@@ -81,7 +81,8 @@ export const fmt = {
 };
 
 export function money(credits) {
-  return h("span", {class: "money"}, fmt.credits(credits), h("small", {}, " ", fmt.dollars(credits)));
+  // Two text nodes, not three: a Treasury screen draws some 250 of these (bench/console.py).
+  return h("span", {class: "money"}, fmt.credits(credits), h("small", {}, " " + fmt.dollars(credits)));
 }
 
 // A refusal, readable, next to what caused it.
