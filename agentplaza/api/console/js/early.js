@@ -17,7 +17,7 @@
   //: (through get(), the empty parts of a query left out). A screen not named here loads as it is opened.
   const FIRST_READS = {
     overview: ["/v1/overview", "/v1/nodes", "/v1/treasury/flows"],
-    treasury: ["/v1/treasury/wallets", "/v1/treasury/journal?limit=50", "/v1/treasury/series?by=day",
+    treasury: ["/v1/treasury/wallets", "/v1/treasury/journal?limit=25", "/v1/treasury/series?by=day",
       "/v1/treasury/flows", "/v1/treasury", "/v1/settings"],
   };
 

@@ -2,8 +2,10 @@
 
 //: "On the Treasury screen one credit is shown as $0.001."
 export const DOLLARS_PER_CREDIT = 0.001;
-//: Rows a table shows before "Show more".
-export const PAGE_ROWS = 50;
+//: Rows a table shows before "Show more": about a screenful at 1280x800. Each row is a dozen nodes or more
+//: to build, lay out and paint; two 50-row tables made Treasury's first draw 14% slower than two of 25
+//: (bench/console.py, two hubs side by side, 35 loads each in turn).
+export const PAGE_ROWS = 25;
 
 // h("button", {class: "x", onclick: fn, "aria-label": "…"}, "text", child, …)
 export function h(tag, props = {}, ...kids) {
@@ -196,10 +198,11 @@ export function keepTyped(root) {
   };
 }
 
-// columns: [{label, value(row) -> node|string, sort(row) -> comparable}]; rows paginate by PAGE_ROWS.
-export function table(columns, rows, {empty = "Nothing yet.", caption, sortable = false, label} = {}) {
+// columns: [{label, value(row) -> node|string, sort(row) -> comparable}]; rows paginate by PAGE_ROWS
+// (page: Infinity for a list that pages itself, as the journal does with Load older).
+export function table(columns, rows, {empty = "Nothing yet.", caption, sortable = false, label, page = PAGE_ROWS} = {}) {
   if (!rows.length) return h("p", {class: "empty"}, empty);
-  let shown = PAGE_ROWS;
+  let shown = page;
   let order = null;
   const wrap = h("div", {class: "table-wrap"});
   const draw = () => {
@@ -224,7 +227,7 @@ export function table(columns, rows, {empty = "Nothing yet.", caption, sortable 
     const body = list.slice(0, shown).map((r) => h("tr", {}, columns.map((c) => h("td", {"data-label": c.label},
       c.value(r)))));
     const more = list.length > shown
-      ? h("button", {class: "more", onclick: () => { shown += PAGE_ROWS; draw(); }},
+      ? h("button", {class: "more", onclick: () => { shown += page; draw(); }},
         `Show more (${fmt.n(list.length - shown)} left)`)
       : null;
     fill(wrap, h("table", {"aria-label": label || caption}, caption ? h("caption", {}, caption) : null,

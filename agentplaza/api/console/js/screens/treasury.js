@@ -11,8 +11,8 @@ const JOURNAL_KINDS = ["Mint", "Subcontract", "Spend", "Model call", "Payment", 
 const RANGES = [["24", "Last 24 hours"], ["168", "Last 7 days"], ["720", "Last 30 days"], ["0", "All time"]];
 const FLOWS = [["minted", "Minted"], ["escrowed", "Escrowed"], ["paid", "Paid"], ["refunded", "Refunded"],
                ["fined", "Fined"], ["spent", "Spent"], ["model_calls", "Model calls"]];
-//: Journal entries per page.
-const JOURNAL_PAGE = 50;
+//: Journal entries per page: one table page (ui.js's PAGE_ROWS), then Load older.
+const JOURNAL_PAGE = 25;
 
 export async function render(view, ctx) {
   const range = select("range", RANGES, "0");
@@ -79,10 +79,18 @@ export async function render(view, ctx) {
   let before = null;
   const filters = () => ({kind: kind.value, wallet: wallet.value.trim(), task: task.value.trim(), limit: JOURNAL_PAGE});
   const journal = ctx.live(["treasury"], async () => {
-    const page = await get("/v1/treasury/journal", filters());
+    let page = await get("/v1/treasury/journal", filters());
+    let entries = page.entries;
+    // With older entries loaded, the newest page is read down to them: entries that arrived since push
+    // the page's last ones past its end, and those are shown too, not skipped.
+    const joined = older.length ? older[0].position : null;
+    while (joined !== null && page.older !== null && page.older > joined) {
+      page = await get("/v1/treasury/journal", {...filters(), before: page.older});
+      entries = entries.concat(page.entries);
+    }
     if (!older.length) before = page.older;
-    const seen = new Set(page.entries.map((e) => e.id));
-    return journalTable([...page.entries, ...older.filter((e) => !seen.has(e.id))]);
+    const seen = new Set(entries.map((e) => e.id));
+    return journalTable([...entries, ...older.filter((e) => !seen.has(e.id))]);
   }, {label: "Journal"});
   const loadOlder = h("button", {type: "button", onclick: async () => {
     if (before === null) { loadOlder.textContent = "No older entries"; return; }
@@ -112,7 +120,7 @@ function journalTable(entries) {
   return table([{label: "When", value: (e) => fmt.time(e.at)}, {label: "Kind", value: (e) => e.kind},
     {label: "Postings", value: (e) => Object.entries(e.postings).map(([acct, n]) => h("div", {}, `${acct} ${n > 0 ? "+" : ""}${fmt.n(n)}`))},
     {label: "Amount", value: (e) => money(e.amount)}, {label: "Memo", value: (e) => e.memo || ""},
-    {label: "Task", value: (e) => e.task || ""}], entries, {empty: "No entries match.", label: "Journal entries"});
+    {label: "Task", value: (e) => e.task || ""}], entries, {empty: "No entries match.", label: "Journal entries", page: Infinity});
 }
 
 // The budget over time, drawn as an SVG line (no script library).
