@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from support import chromium  # noqa: E402
 from support.hubproc import HubProcess  # noqa: E402
 from support.treasury import Teller  # noqa: E402
 
@@ -39,18 +40,8 @@ from agentplaza.commands import treasury as tc  # noqa: E402
 from agentplaza.config import Folders  # noqa: E402
 from agentplaza.domain import treasury as t  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-#: Chromium 156 starts a renderer of its own for each new tab, the address bar's WebUI popup
-#: (chrome://omnibox-popup.top-chrome/), which took 100 to 200 ms of one of this machine's two cores in
-#: five of six traced loads, the very window being timed. It is the browser's own UI, neither the console's
-#: work nor the JSON's, so the bench's browser goes without it. Chromium reads only the last
-#: --disable-features, so the list repeats Playwright's own defaults (1.65, chromiumSwitches.ts) first.
-PLAYWRIGHT_DISABLED = ("AvoidUnnecessaryBeforeUnloadCheckSync,DestroyProfileOnBrowserClose,HttpsUpgrades,"
-                       "HttpsFirstBalancedModeAutoEnable,LensOverlay,MediaRouter,PaintHolding,ThirdPartyStoragePartitioning,"
-                       "AvoidCorsURLLoaderRestartOnRedirect,TcpPortRandomizationWin,OptimizationHints,"
-                       "NetworkTimeServiceQuerying,AimEnabled,PreconnectToSearch")
-NO_BROWSER_UI = "WebUIOmniboxPopup,WebUIOmniboxFullPopup,WebUIOmniboxAimPopup"
-CHROMIUM_ARGS = ["--no-sandbox", f"--disable-features={PLAYWRIGHT_DISABLED},{NO_BROWSER_UI}"]
+CHROMIUM = str(chromium.CHROMIUM)
+CHROMIUM_ARGS = chromium.launch_args()
 JOURNAL_ENTRIES = 10_000
 AGENTS = 100
 #: Mints per commit while the store is filled (the bench's set-up, not timed).

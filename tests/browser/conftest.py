@@ -7,14 +7,11 @@ Without it these tests fail and say how to get it: they never skip.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.chromium import CHROMIUM, launch_args
 from support.hubproc import HubProcess
 
 from .attacker import REBIND_HOST, serving
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def need_chromium() -> None:
@@ -34,10 +31,8 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox",  # as root Chromium refuses to start with its sandbox
-            f"--host-resolver-rules=MAP {REBIND_HOST} 127.0.0.1",
-        ])
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=launch_args(
+            f"--host-resolver-rules=MAP {REBIND_HOST} 127.0.0.1"))
         try:
             yield b
         finally:
