@@ -2,7 +2,8 @@
 
 ``spawn(argv, JailSpec)`` starts this file as a helper (real root, outside):
 
-1. the helper joins the VM's cgroups (``vmm.cgroups``; limits were written before, by the caller);
+1. the caller moves the helper into the VM's cgroups (``vmm.cgroups``; limits were written before)
+   while the helper's interpreter starts, then hands it argv and the spec on its stdin;
 2. unshares mount, PID, network, IPC and UTS namespaces and forks; the child is
    PID 1 of the new PID namespace, dies with the helper (PDEATHSIG);
 3. the child builds a private root on a tmpfs holding only QEMU, its libraries,
@@ -99,10 +100,26 @@ def _qemu_files(qemu: str, accel: str) -> dict:
 
 
 def spawn(argv: list, spec: JailSpec, **popen_kw) -> subprocess.Popen:
-    """Start argv inside the jail. Returns the helper's Popen; kill it and the VM goes."""
-    cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec)})
-    return subprocess.Popen([sys.executable, "-S", HELPER, cfg],
-                            start_new_session=True, **popen_kw)
+    """Start argv inside the jail (its stdin /dev/null). Returns the helper's Popen; kill it and the VM goes.
+
+    The helper is moved into the VM's cgroups from here while its interpreter starts, and reads argv and
+    the spec from its stdin only then, so nothing it forks starts outside them. The first move into a
+    cgroup after a quiet spell waits for the kernel (an RCU grace period: 10 to 25 ms here), about as long
+    as the helper's start: done one after the other, as the helper once did itself, a wake paid both."""
+    cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec)}).encode()
+    proc = subprocess.Popen([sys.executable, "-S", HELPER], stdin=subprocess.PIPE, start_new_session=True,
+                            **popen_kw)
+    try:
+        for folder in spec.cgroups:
+            with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                f.write(str(proc.pid))
+        proc.stdin.write(cfg)
+        proc.stdin.close()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
 
 
 # -- the helper (runs as a script) ----------------------------------------------

@@ -1,6 +1,7 @@
 """The jail's helper: runs as root, builds the walls around one QEMU and execs it (see ``vmm.jail``).
 
-``vmm.jail.spawn`` starts this file as its own script (``python -S``). It stays alive as the parent of
+``vmm.jail.spawn`` starts this file as its own script (``python -S``), moves it into the VM's cgroups and
+then writes argv and the spec to its stdin (read to the end here; QEMU's stdin is /dev/null). It stays alive as the parent of
 the VM's PID namespace for as long as QEMU runs, so it imports only what it needs (``os``, ``ctypes``,
 ``signal``, ``json``): every module it loaded stayed resident for the VM's life (14 MiB with the host
 side's modules, about 10 MiB without).
@@ -111,9 +112,6 @@ def _open_fds(fds: dict) -> None:
 def _helper(cfg: dict) -> int:
     spec, argv = cfg["spec"], cfg["argv"]
     _open_fds(spec.get("fds"))
-    for folder in spec.get("cgroups") or ():
-        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
     # PID/net/IPC/UTS namespaces here; the child makes its own mount namespace,
     # so its pivot_root does not move this helper's root.
     _unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
@@ -161,6 +159,21 @@ def _helper(cfg: dict) -> int:
     return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
 
 
+def _read_cfg() -> dict:
+    """argv and the spec, from stdin to its end (the caller writes them once it has put this process in the
+    VM's cgroups); then stdin is /dev/null, for QEMU."""
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return json.loads(b"".join(chunks))
+
+
 if __name__ == "__main__":
-    rc = _helper(json.loads(sys.argv[1]))
+    rc = _helper(_read_cfg())
     sys.exit(rc if rc >= 0 else 128 - rc)

@@ -490,7 +490,7 @@ class QemuMachine(MachineState, Machine):
                                 cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
         argv = self.command(inner, incoming)
         argv[0] = os.path.realpath(self.platform.qemu)
-        self.proc = jailmod.spawn(argv, spec, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        self.proc = jailmod.spawn(argv, spec, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT)
         self.jailed = True
 
