@@ -14,13 +14,20 @@ the returned ``VMCgroup`` (``folders``) before it execs QEMU.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
+import signal
+import time
 from pathlib import Path
 
 NEEDED = ("memory", "cpu", "pids")
 SLICE = "agentplaza.slice"
 CPU_PERIOD_US = 100000          # cpu.max / cpu.cfs_period_us: the quota is CPUs x this
 V1_UNLIMITED = "-1"             # what v1 memory.memsw.limit_in_bytes takes for no limit
+#: How long ``remove`` waits for a VM's last process to leave its cgroup: QEMU ends a moment after its
+#: jail's helper (by its parent-death signal), and a folder with a process in it cannot be removed.
+REMOVE_WAIT_S = 5.0
+REMOVE_POLL_S = 0.005
 
 
 class CgroupError(RuntimeError):
@@ -65,11 +72,29 @@ class VMCgroup:
             return {}
 
     def remove(self) -> None:
+        """Remove the folders; a process still in one (the VM's own, ending) is killed and waited for, up
+        to REMOVE_WAIT_S, so that no empty cgroup stays behind each stopped VM."""
+        deadline = time.monotonic() + REMOVE_WAIT_S
         for d in self.folders:
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+            while True:
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as e:
+                    if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                        break
+                try:
+                    pids = (d / "cgroup.procs").read_text().split()
+                except OSError:
+                    pids = []
+                for pid in pids:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (OSError, ValueError):
+                        pass
+                time.sleep(REMOVE_POLL_S)
 
 
 def _write(f: Path, v: str) -> None:

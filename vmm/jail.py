@@ -23,12 +23,14 @@ The helper is ``vmm/jail_helper.py``, run as a script; it imports only the stand
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 log = logging.getLogger("vmm.jail")
@@ -99,20 +101,28 @@ def _qemu_files(qemu: str, accel: str) -> dict:
     return files
 
 
-def spawn(argv: list, spec: JailSpec, **popen_kw) -> subprocess.Popen:
+#: How a helper's Popen is made: its stdin carries argv and the spec, its output is the VM's log.
+HELPER_OUTPUT = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+
+
+def spawn(argv: list, spec: JailSpec, spare: Spare | None = None, **popen_kw) -> subprocess.Popen:
     """Start argv inside the jail (its stdin /dev/null). Returns the helper's Popen; kill it and the VM goes.
+    With ``spare`` (``take_spare``: a helper started ahead, already in the VM's cgroups) it only hands
+    that helper argv and the spec.
 
     The helper is moved into the VM's cgroups from here while its interpreter starts, and reads argv and
     the spec from its stdin only then, so nothing it forks starts outside them. The first move into a
     cgroup after a quiet spell waits for the kernel (an RCU grace period: 10 to 25 ms here), about as long
     as the helper's start: done one after the other, as the helper once did itself, a wake paid both."""
     cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec)}).encode()
-    proc = subprocess.Popen([sys.executable, "-S", HELPER], stdin=subprocess.PIPE, start_new_session=True,
-                            **popen_kw)
+    if spare is not None:
+        proc = spare.proc
+    else:
+        proc = subprocess.Popen([sys.executable, "-S", HELPER], stdin=subprocess.PIPE, start_new_session=True,
+                                **popen_kw)
     try:
-        for folder in spec.cgroups:
-            with open(os.path.join(folder, "cgroup.procs"), "w") as f:
-                f.write(str(proc.pid))
+        if spare is None:
+            _join(proc.pid, spec.cgroups)
         proc.stdin.write(cfg)
         proc.stdin.close()
     except BaseException:
@@ -120,6 +130,156 @@ def spawn(argv: list, spec: JailSpec, **popen_kw) -> subprocess.Popen:
         proc.wait()
         raise
     return proc
+
+
+def _join(pid: int, folders) -> None:
+    for folder in folders:
+        with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+
+# -- a spare helper, started ahead -------------------------------------------------
+# Moving a process into a cgroup waits for an RCU grace period when no move happened just before (10 to
+# 25 ms here), on every start of a VM: a wake's path. So once a jailed VM has started, this process keeps
+# one helper started ahead, in cgroup folders of its own (``vm-spare.<pid>.<n>``, no limits), blocked on
+# its stdin. A start takes it: its folders are renamed to the VM's (the process moves with them, no
+# migration), the VM's limits are written into them, and it gets argv and the spec; the next spare is
+# started in the background. A spare holds about 10 MiB; it ends at this process's exit (its stdin
+# closes, and atexit removes its folders), and a spare left by a killed process is removed by the next.
+
+@dataclasses.dataclass
+class Spare:
+    proc: subprocess.Popen
+    folders: tuple                  # its cgroup folders now (renamed to the VM's by take_spare)
+
+
+_spare_lock = threading.Lock()
+_spare: dict = {}                   # the VMs' cgroup parents -> the Spare ready there
+_filling: dict = {}                 # the VMs' cgroup parents -> set once the spare being started is ready
+#: A start that finds the next spare still starting waits for it, at most this long: side by side, a
+#: second helper's move into its cgroup waited behind the spare's (vmm.jail), and both were slower.
+SPARE_WAIT_S = 1.0
+_counter = iter(range(1, 1 << 62))
+SPARE_PREFIX = "vm-spare."
+
+
+def _parents(folders) -> tuple:
+    return tuple(str(Path(f).parent) for f in folders)
+
+
+def take_spare(folders_of, name: str) -> Spare | None:
+    """The spare helper with its folders renamed to the VM's (``folders_of(name)``), or None when there is
+    none ready under the same cgroup parents. ``folders_of`` is the hierarchy's ``folders``."""
+    target = tuple(folders_of(name))
+    key = _parents(target)
+    with _spare_lock:
+        starting = _filling.get(key)
+    if starting is not None:
+        starting.wait(SPARE_WAIT_S)
+    with _spare_lock:
+        spare = _spare.pop(key, None)
+    if spare is None:
+        return None
+    if spare.proc.poll() is not None or any(os.path.exists(t) for t in target):
+        end_spare(spare)
+        return None
+    done = []
+    try:
+        for src, dst in zip(spare.folders, target):
+            os.rename(src, dst)
+            done.append((src, dst))
+    except OSError as e:
+        log.debug("spare helper not taken: %s", e)
+        for src, dst in reversed(done):
+            try:
+                os.rename(dst, src)
+            except OSError:
+                pass
+        end_spare(spare)
+        return None
+    spare.folders = target
+    return spare
+
+
+def spare_ready(folders_of) -> int | None:
+    """The pid of the spare helper ready under these cgroup parents, or None."""
+    with _spare_lock:
+        spare = _spare.get(_parents(folders_of("x")))
+    return spare.proc.pid if spare is not None else None
+
+
+def fill_spare(folders_of) -> None:
+    """Start the next spare helper under the same cgroup parents, in the background (once at a time)."""
+    key = _parents(folders_of("x"))
+    with _spare_lock:
+        if key in _spare or key in _filling:
+            return
+        _filling[key] = threading.Event()
+    threading.Thread(target=_fill, args=(folders_of, key), name="vmm-spare", daemon=True).start()
+
+
+def _fill(folders_of, key) -> None:
+    spare = None
+    try:
+        _sweep(key)
+        folders = folders_of(f"spare.{os.getpid()}.{next(_counter)}")
+        proc = subprocess.Popen([sys.executable, "-S", HELPER], stdin=subprocess.PIPE, start_new_session=True,
+                                **HELPER_OUTPUT)
+        spare = Spare(proc, tuple(str(f) for f in folders))
+        for f in spare.folders:
+            os.mkdir(f)
+        _join(proc.pid, spare.folders)
+        with _spare_lock:
+            if key not in _spare:
+                _spare[key], spare = spare, None
+    except OSError as e:
+        log.debug("no spare helper: %s", e)
+    finally:
+        if spare is not None:
+            end_spare(spare)
+        with _spare_lock:
+            _filling.pop(key).set()
+
+
+def end_spare(spare: Spare) -> None:
+    """Stop a spare helper that no VM took and remove its folders."""
+    try:
+        spare.proc.kill()
+        spare.proc.wait(5)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    for f in spare.folders:
+        try:
+            os.rmdir(f)
+        except OSError:
+            pass
+
+
+def _sweep(key) -> None:
+    """Remove the empty folders of spares left by processes that are gone."""
+    for parent in key:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for n in names:
+            if not n.startswith(SPARE_PREFIX):
+                continue
+            owner = n[len(SPARE_PREFIX):].split(".")[0]
+            if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+                try:
+                    os.rmdir(os.path.join(parent, n))
+                except OSError:
+                    pass
+
+
+@atexit.register
+def _end_spares() -> None:
+    with _spare_lock:
+        spares = list(_spare.values())
+        _spare.clear()
+    for spare in spares:
+        end_spare(spare)
 
 
 # -- the helper (runs as a script) ----------------------------------------------

@@ -168,6 +168,8 @@ def _read_cfg() -> dict:
         if not chunk:
             break
         chunks.append(chunk)
+    if not chunks:   # a spare no VM took: its starter has gone (vmm.jail)
+        sys.exit(0)
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

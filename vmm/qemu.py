@@ -128,6 +128,8 @@ class QemuMachine(MachineState, Machine):
         self.qmp: QMP | None = None
         self._channel: Channel | None = None
         self.cgroup: cgroupsmod.VMCgroup | None = None
+        self._cgroups = None                # the hierarchy self.cgroup is in (vmm.cgroups)
+        self._spare: jailmod.Spare | None = None   # a helper started ahead, taken for this start (vmm.jail)
         self.jailed = False
         self.notes: list = []          # why a wall or a limit is not there
         self.boot_seconds: float | None = None
@@ -201,8 +203,11 @@ class QemuMachine(MachineState, Machine):
             return UID_BASE + self.spec.cid
         return UID_BASE + 10000 + zlib.crc32(self.spec.name.encode()) % 50000
 
+    def _jail_ok(self) -> bool:
+        return bool(self.spec.jail and jailmod.available()[0])
+
     def _owner(self) -> int | None:
-        return self._uid() if self.spec.jail and jailmod.available()[0] else None
+        return self._uid() if self._jail_ok() else None
 
     def _image(self):
         if self.spec.image is not None:
@@ -421,6 +426,10 @@ class QemuMachine(MachineState, Machine):
             for sock in listeners.values():
                 sock.close()
         self.phase = "running"
+        if self.jailed and self.cgroup is not None:
+            # The next start's spare helper, in the background once this one is up: its move into a
+            # cgroup holds back every fork on the host while it waits (vmm.jail), this start's included.
+            jailmod.fill_spare(self._cgroups.folders)
         if self.keep_alive:
             threading.Thread(target=self._watch, args=(self.proc,), daemon=True,
                              name=f"vmm-watch-{self.spec.name}").start()
@@ -448,11 +457,18 @@ class QemuMachine(MachineState, Machine):
             log.warning("machine %s runs without cgroup limits: %s", self.spec.name, why)
             return
         mem = (self.spec.memory_mib + self.spec.memory_overhead_mib) << 20
+        # A jailed start takes the spare helper when one is ready: its cgroup folders become the VM's
+        # (vmm.jail: no move into a cgroup on this path), and the limits are written into them here.
+        self._spare = jailmod.take_spare(cg.folders, self.cgroup_name()) if self._jail_ok() else None
         try:
             self.cgroup = cg.create(self.cgroup_name(), mem, self.spec.cpu_max or self.spec.vcpus,
                                     self.spec.pids_max)
         except cgroupsmod.CgroupError as e:
+            if self._spare is not None:
+                jailmod.end_spare(self._spare)
+                self._spare = None
             raise VMError(f"machine {self.spec.name} not started: {e}") from e
+        self._cgroups = cg
 
     def _inner_disks(self) -> str:
         return "/vm/disks"
@@ -490,8 +506,8 @@ class QemuMachine(MachineState, Machine):
                                 cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
         argv = self.command(inner, incoming)
         argv[0] = os.path.realpath(self.platform.qemu)
-        self.proc = jailmod.spawn(argv, spec, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT)
+        spare, self._spare = self._spare, None
+        self.proc = jailmod.spawn(argv, spec, spare=spare, **jailmod.HELPER_OUTPUT)
         self.jailed = True
 
     def _qemu_path(self, host: Path) -> str:
@@ -669,6 +685,9 @@ class QemuMachine(MachineState, Machine):
                 self.phase = "sleeping" if self.sleeping else "stopped"
 
     def _kill(self) -> None:
+        if self._spare is not None:   # taken for a start that failed before it spawned
+            jailmod.end_spare(self._spare)
+            self._spare = None
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

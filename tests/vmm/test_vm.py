@@ -1,6 +1,7 @@
 """Real boots under the host's accelerator (TCG here). Few on purpose: each takes seconds."""
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -45,6 +46,11 @@ print(s.makefile("rb").read().decode())
 """
 
 
+#: channeld's priority in the guest (vmm/guest/channeld.py's NICE; that file runs only in the guest).
+NICE = int(re.search(r"^NICE = (-?\d+)$", (Path(__file__).resolve().parents[2] / "vmm" / "guest" / "channeld.py")
+                     .read_text(), re.M).group(1))
+
+
 def _qemu_pid(m):
     kids = Path(f"/proc/{m.proc.pid}/task/{m.proc.pid}/children").read_text().split()
     return int(kids[0]) if m.jailed else m.proc.pid
@@ -56,6 +62,9 @@ def test_guest_boots_to_channel_only_lo_and_no_way_out(make_machine):
     assert m.channel.peer_hello["role"] == "guest"
     rc, out = m.exec(["ls", "/sys/class/net"])
     assert rc == 0 and out.split() == [b"lo"]
+    # channeld runs ahead of the guest's own programs; what it starts runs at the ordinary priority
+    rc, out = m.exec(["sh", "-c", "cut -d' ' -f19 /proc/1/stat; cut -d' ' -f19 /proc/self/stat"])
+    assert rc == 0 and out.split() == [str(NICE).encode(), b"0"], out
     rc, out = m.exec(["python3", "-c", NO_NET])
     # 127.0.0.1:9 is lo with nothing listening; every other address has no route
     assert out.decode().split() == ["ENETUNREACH", "ENETUNREACH", "ENETUNREACH", "ECONNREFUSED",
@@ -180,3 +189,33 @@ def test_a_limit_the_kernel_refuses_stops_a_real_start(make_machine):
         m.boot()
     assert m.proc is None and m.cgroup is None and not m.running()
     assert not any(f.exists() for f in cg.folders(m.cgroup_name()))        # no half-made cgroup stays behind
+
+
+def test_a_jailed_start_takes_the_spare_helper_and_a_stopped_vm_leaves_no_cgroup(make_machine):
+    """After a jailed start the process keeps one jail helper started ahead in cgroup folders of its own
+    (vmm.jail): the next start takes it (no move into a cgroup on its path), gets its own limits and names,
+    and every folder goes when the VM stops, the spare's too once nothing takes it."""
+    from vmm import jail
+
+    cg, why = cgroups.detect()
+    assert cg is not None, f"no cgroup controllers usable for the VM's limits here: {why}"
+    first = make_machine("spare-a", memory_mib=192)
+    first.boot(timeout=60)
+    assert first.jailed, first.notes
+    spare = until("a spare helper is started after the first start", lambda: jail.spare_ready(cg.folders), 30)
+    second = make_machine("spare-b", memory_mib=192, memory_overhead_mib=40, pids_max=96)
+    second.boot(timeout=60)
+    assert second.proc.pid == spare                         # the spare became the VM's helper
+    assert second.cgroup.limits()["memory"] == (192 + 40) << 20 and second.cgroup.limits()["pids"] == 96
+    assert all(str(_qemu_pid(second)) in p and str(spare) in p for p in second.cgroup.procs())
+    assert all(f.name == f"vm-{second.cgroup_name()}" for f in second.cgroup.folders)
+    assert second.exec(["/bin/true"])[0] == 0
+    folders = first.cgroup.folders + second.cgroup.folders
+    first.kill()
+    second.kill()
+    assert not [f for f in folders if f.exists()]            # QEMU ends after its helper: waited for
+    nxt = until("the next spare helper", lambda: jail.spare_ready(cg.folders), 30)
+    jail._end_spares()                                       # what the process's exit does
+    assert not Path(f"/proc/{nxt}").exists() or Path(f"/proc/{nxt}/stat").read_text().split()[2] == "Z"
+    leftovers = [n for f in cg.folders("x") for n in os.listdir(f.parent) if n.startswith(f"vm-spare.{os.getpid()}.")]
+    assert not leftovers, leftovers

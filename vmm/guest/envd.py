@@ -110,8 +110,14 @@ def ensure_devpts() -> None:
             raise RpcError("internal", f"no pseudo-terminals in this guest: {done.stderr.strip()}")
 
 
+def _ordinary_priority() -> None:
+    """In the child: nice 0, not the priority of channeld, which this module runs in (channeld.NICE)."""
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+
+
 def _controlling_tty() -> None:
     """In the child, after ``setsid``: its terminal (fd 0) becomes its controlling terminal."""
+    _ordinary_priority()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
@@ -140,7 +146,8 @@ class Proc:
                     os.close(slave)
             else:
                 self.p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, start_new_session=True)
+                                          stderr=subprocess.PIPE, start_new_session=True,
+                                          preexec_fn=_ordinary_priority)
         except OSError as e:
             if self.master is not None:
                 os.close(self.master)
