@@ -41,6 +41,16 @@ class VMCgroup:
     folders: tuple                  # every folder the VMM process joins (cgroup.procs)
     limit_files: dict               # "memory" | "cpu" | "pids" -> the file holding that limit
 
+    def joiner(self):
+        """A function that puts the calling process into every folder (a child's ``preexec_fn``)."""
+        procs = [str(d / "cgroup.procs") for d in self.folders]
+
+        def join() -> None:
+            for p in procs:
+                with open(p, "w") as f:
+                    f.write(str(os.getpid()))
+        return join
+
     def procs(self) -> list:
         """The pids in each folder, one set per folder."""
         return [set((d / "cgroup.procs").read_text().split()) for d in self.folders]

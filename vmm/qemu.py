@@ -386,7 +386,7 @@ class QemuMachine(MachineState, Machine):
                 argv = self.command(host_paths, incoming is not None)
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, start_new_session=True,
-                                             preexec_fn=self._join_cgroup_fn())
+                                             preexec_fn=self.cgroup.joiner() if self.cgroup else None)
             trace.mark(self.spec.name, "QEMU spawned")
             try:
                 self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
@@ -426,24 +426,11 @@ class QemuMachine(MachineState, Machine):
             for sock in listeners.values():
                 sock.close()
         self.phase = "running"
-        if self.jailed and self.cgroup is not None:
-            # The next start's spare helper, in the background once this one is up: its move into a
-            # cgroup holds back every fork on the host while it waits (vmm.jail), this start's included.
+        if self.jailed and self.cgroup is not None:   # the next start's helper, once this one is up (vmm.jail)
             jailmod.fill_spare(self._cgroups.folders)
         if self.keep_alive:
             threading.Thread(target=self._watch, args=(self.proc,), daemon=True,
                              name=f"vmm-watch-{self.spec.name}").start()
-
-    def _join_cgroup_fn(self):
-        if self.cgroup is None:
-            return None
-        procs = [str(d / "cgroup.procs") for d in self.cgroup.folders]
-
-        def join():
-            for p in procs:
-                with open(p, "w") as f:
-                    f.write(str(os.getpid()))
-        return join
 
     def cgroup_name(self) -> str:
         """The machine's cgroup: its name and a digest of its folder, so that two nodes (or two test runs)

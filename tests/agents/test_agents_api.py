@@ -35,6 +35,15 @@ def test_spawn_list_show_patch_tell_and_the_lifecycle_over_http(hub):
         assert told["agent"]["queue"] == 1
         logs = c.get("/v1/agents/3/logs").json()["transcript"]
         assert [(e["kind"], e["text"]) for e in logs] == [("told", "Introduce yourself in one line.")]
+        for n in range(3):
+            c.post("/v1/agents/3/tell", json={"text": f"and then {n}"})
+        texts = lambda **q: [e["text"] for e in c.get("/v1/agents/3/logs", params=q).json()["transcript"]]  # noqa: E731
+        assert texts(limit=2) == ["Introduce yourself in one line.", "and then 0"]
+        assert texts(limit=2, tail="1") == ["and then 1", "and then 2"]      # the last ones, oldest first
+        assert texts(tail="false", limit=1) == ["Introduce yourself in one line."]
+        for bad in ({"tail": "maybe"}, {"tail": "1", "after": 1}):
+            r = c.get("/v1/agents/3/logs", params=bad)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", r.text
         assert c.post("/v1/agents/3/stop", json={}).json()["agent"]["run"] == "stopped"
         again = c.post("/v1/agents/3/stop", json={})
         assert again.status_code == 409 and again.json()["error"]["code"] == "agent_stopped"

@@ -222,13 +222,24 @@ async def delete(request: Request) -> dict:
     return {"deleted": cid}
 
 
+#: ``tail`` on /v1/agents/{cid}/logs: the transcript's last ``limit`` entries (oldest first) instead of the
+#: first ones after ``after``.
+TAIL_VALUES = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
 @endpoint
 async def logs(request: Request) -> dict:
     api = api_of(request)
     cid = cid_of(request)
     after = api.int_param(request, "after", 0, 0)
     limit = api.int_param(request, "limit", 200, 1, MAX_LIST_LIMIT)
-    return {"cid": cid, "transcript": await api.query(rm.transcript, api.hub.read_models, cid, after, limit)}
+    given = request.query_params.get("tail")
+    if given is not None and given.lower() not in TAIL_VALUES:
+        raise ApiError("invalid_request", "tail is one of 1, true, yes, 0, false, no")
+    tail = TAIL_VALUES.get((given or "0").lower(), False)
+    if tail and after:
+        raise ApiError("invalid_request", "tail reads the last entries; it does not take after")
+    return {"cid": cid, "transcript": await api.query(rm.transcript, api.hub.read_models, cid, after, limit, tail)}
 
 
 @endpoint
