@@ -262,7 +262,7 @@ def reads(position: int) -> dict[str, str]:
         "approvals": "/v1/approvals",
         "rules": "/v1/rules",
         "usage": "/v1/usage/summary",
-        "transcript": f"/v1/agents/{FIRST_CID + 1}/logs?tail=1",
+        "transcript": f"/v1/agents/{FIRST_CID + 1}/logs?tail=1&limit=50",  # its last page, as the agent page shows
         "events": f"/v1/events?after={max(0, position - 100)}&limit=100",
     }
 
