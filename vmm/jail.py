@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -159,7 +160,7 @@ _filling: dict = {}                 # the VMs' cgroup parents -> set once the sp
 #: A start that finds the next spare still starting waits for it, at most this long: side by side, a
 #: second helper's move into its cgroup waited behind the spare's (vmm.jail), and both were slower.
 SPARE_WAIT_S = 1.0
-_counter = iter(range(1, 1 << 62))
+_counter = itertools.count(1)
 SPARE_PREFIX = "vm-spare."
 
 
