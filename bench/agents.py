@@ -128,12 +128,17 @@ def main() -> int:
             hub.read_models.catch_up()
             time.sleep(0.05)
         t0 = time.monotonic()
+        trace.take()
         (cid,) = rt.fork(src, 1, None, hub.commands.context("owner"))["forks"]
         while True:
             hub.read_models.catch_up()
             if any(r["cid"] == cid and r["status"] == "idle" for r in hub.read_models.rows(agents_table)):
-                return time.monotonic() - t0
+                took = time.monotonic() - t0
+                break
             time.sleep(0.05)
+        if a.timeline:
+            print_timeline(trace.take(), t0, "a fork of an idle agent")
+        return took
 
     def shut(rt, stop, node) -> None:
         rt.close()

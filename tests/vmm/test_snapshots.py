@@ -2,6 +2,7 @@
 the crash-recovery policy and template keys. Needs qemu-img/qemu-io (qemu-utils)."""
 import json
 import os
+import select
 import subprocess
 from pathlib import Path
 
@@ -458,6 +459,34 @@ def test_a_parked_program_draws_its_randomness_again_when_let_go():
                        text=True, cwd=Path(__file__).parents[2], timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "True"]
+
+
+#: A parked program that channeld handed a ready pipe (its number in PARK_ENV): it closes it, then waits.
+READY_POINT = r"""
+import sys
+sys.path.insert(0, "vmm/guest")
+import contract
+contract.unparked()
+print("let go")
+"""
+
+
+def test_a_parked_program_closes_its_ready_pipe_before_it_waits():
+    from vmm.guest import contract
+    r, w = os.pipe()
+    env = dict(os.environ, **{contract.PARK_ENV: str(w)})
+    p = subprocess.Popen([os.sys.executable, "-S", "-c", READY_POINT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         pass_fds=(w,), env=env, cwd=Path(__file__).parents[2])
+    os.close(w)
+    try:
+        assert select.select([r], [], [], 60)[0], "the program never closed its ready pipe"
+        assert os.read(r, 1) == b""           # closed by the program itself: it is still running, waiting
+        assert p.poll() is None
+        p.stdin.close()                       # the unpark
+        assert p.stdout.read() == b"let go\n" and p.wait(60) == 0
+    finally:
+        os.close(r)
+        p.kill()
 
 
 def test_the_harness_holds_no_other_random_state_when_it_parks():

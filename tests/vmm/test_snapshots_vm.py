@@ -178,9 +178,11 @@ def test_template_restore_reaches_ready(guest_image, vm_dir, tmp_path):
 #: Held by channeld until unparked (stdin closed): then says what it draws from the guest's pool.
 PARKED = {"waiter": {"argv": ["/bin/sh", "-c", "cat >/dev/null; echo released; head -c 16 /dev/urandom | od -An -tx1"],
                      "cwd": "/workspace"},
-          # a Python program parked as the node parks its harness: its random module was seeded in the template
+          # a Python program parked as the node parks its harness: its random module was seeded in the template;
+          # it takes a while to get to its wait, and the template is saved only once it is there
           "py": {"argv": ["/usr/bin/python3", "-S", "-c",
-                          "import os, random, sys; sys.path.insert(0, '/opt/apz'); import contract; "
+                          "import os, random, sys, time; sys.path.insert(0, '/opt/apz'); import contract; "
+                          "time.sleep(1.5); open('/tmp/py-waits', 'w').close(); "
                           "contract.unparked(); print(random.getrandbits(64), os.urandom(16).hex())"],
                  "cwd": "/workspace", "env": {"APZ_HARNESS_PARKED": "1"}}}
 
@@ -197,6 +199,8 @@ def test_template_holds_a_parked_program_each_copy_lets_go_with_its_own_randomne
         outs, pys = [], []
         for m in ms:
             assert m.parked == {"waiter", "py"}
+            # each copy has the Python program where it waits, not still on its way there
+            assert m.exec(["test", "-e", "/tmp/py-waits"])[0] == 0
             st = m.unpark("waiter")
             st.close()
             out = st.read_all(30)

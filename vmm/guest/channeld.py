@@ -14,8 +14,11 @@ Host -> guest services (the host opens a stream with {"service": ...}):
 - ``shutdown`` syncs the disks and powers the guest off.
 - ``envd``     one HTTP request of the E2B SDK to a sandbox (``envd.py``).
 - ``exec`` with {"park": NAME}: starts the program as ``exec`` does but holds it (its stdin open, its
-  output kept in its pipe) and closes the stream at once with {"parked": NAME}; a warm template is
-  saved with such a program started and waiting. ``unpark`` {"name": NAME}: closes the held program's
+  output kept in its pipe) and closes the stream with {"parked": NAME}; a warm template is saved with
+  such a program started and waiting. A program whose ``env`` names ``contract.PARK_ENV`` is handed a
+  pipe (its number is that variable's value) and the stream closes only once the program has closed
+  it (``contract.unparked()``: imported and waiting), or with an error if it exits or is not ready
+  within ``PARK_READY_S``. ``unpark`` {"name": NAME}: closes the held program's
   stdin (its signal to go on) and serves it on this stream as ``exec`` would have; once only
   (with {"end": true}: kills it instead).
 
@@ -69,6 +72,33 @@ def cmdline() -> dict:
 # -- services -----------------------------------------------------------------
 #: Programs started with {"park": name}, held until an ``unpark`` serves them (name -> Popen).
 _parked: dict = {}
+#: How long a parked program that takes the ready pipe (``contract.PARK_ENV``) has to close it, in seconds
+#: (the host waits 30 s for the park's answer).
+PARK_READY_S = 25.0
+#: What a program that failed to park last wrote, sent back on the stream (bytes).
+MAX_PARK_OUTPUT = 4096
+
+
+def ready_pipe(env: dict) -> tuple:
+    """For a program parked with ``contract.PARK_ENV`` in its environment: a pipe whose write end it
+    inherits (the variable now names it); (read end, write end), or (None, None) without it."""
+    if contract.PARK_ENV not in env:
+        return None, None
+    r, w = os.pipe()
+    env[contract.PARK_ENV] = str(w)
+    return r, w
+
+
+def wait_ready(r: int, proc: subprocess.Popen) -> bool:
+    """Until the program closed its ready pipe (True), or exited, or PARK_READY_S passed (False)."""
+    p = select.poll()
+    p.register(r, select.POLLIN | select.POLLHUP)
+    if not p.poll(PARK_READY_S * 1000):
+        return False
+    while os.read(r, 4096):    # bytes written on it are no signal: only its close is
+        if not p.poll(PARK_READY_S * 1000):
+            return False
+    return proc.poll() is None
 
 
 def serve_exec(st: chan.Stream) -> None:
@@ -80,17 +110,34 @@ def serve_exec(st: chan.Stream) -> None:
     if park is not None and (not isinstance(park, str) or park in _parked):
         st.close({"exit": 127, "error": f"cannot park {park!r}"})
         return
+    ready_r, ready_w = ready_pipe(env) if park is not None else (None, None)
     try:
         proc = subprocess.Popen(meta["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env,
+                                stderr=subprocess.STDOUT, env=env, pass_fds=() if ready_w is None else (ready_w,),
                                 cwd=meta.get("cwd") or "/workspace", preexec_fn=normal_priority)
     except (OSError, KeyError, TypeError) as e:
         st.write(f"exec failed: {e}\n".encode())
         st.close({"exit": 127, "error": str(e)})
         return
+    finally:
+        if ready_w is not None:
+            os.close(ready_w)
     with _children_lock:
         _children.add(proc.pid)
     if park is not None:
+        if ready_r is not None:
+            try:
+                ready = wait_ready(ready_r, proc)
+            finally:
+                os.close(ready_r)
+            if not ready:
+                proc.kill()
+                out = proc.communicate()[0] or b""
+                with _children_lock:
+                    _children.discard(proc.pid)
+                st.write(out[-MAX_PARK_OUTPUT:])
+                st.close({"exit": 127, "error": f"{park} did not say it was waiting (exit {proc.returncode})"})
+                return
         _parked[park] = proc
         st.close({"parked": park})
         return

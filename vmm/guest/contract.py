@@ -95,16 +95,25 @@ def error_of(answer: object) -> dict | None:
 
 
 #: In the harness's environment when the node starts it held (parked) in a guest saved as a warm template.
+#: channeld sets its value to the number of a pipe the program closes once it waits (see ``unparked``).
 PARK_ENV = "APZ_HARNESS_PARKED"
 
 
 def unparked() -> None:
     """With ``PARK_ENV`` set (then taken out of the environment), a parked harness waits here, started
     and imported, until channeld closes its stdin (the node's ``unpark``, in each copy restored from the
-    template). Each copy then draws its own randomness: the pool channeld reseeded at the restore, not
-    the state the template was saved with. Without it, returns at once."""
-    if not os.environ.pop(PARK_ENV, None):
+    template). First it closes the pipe ``PARK_ENV`` names: channeld answers the park, and the template
+    is saved, only then, so that a copy resumes here and not halfway through its imports. Each copy
+    then draws its own randomness: the pool channeld reseeded at the restore, not the state the
+    template was saved with. Without it, returns at once."""
+    ready = os.environ.pop(PARK_ENV, None)
+    if not ready:
         return
+    if ready.isdigit() and int(ready) > 2:   # never a standard stream (a "1" not set by channeld)
+        try:
+            os.close(int(ready))
+        except OSError:
+            pass
     while sys.stdin.buffer.read(4096):
         pass
     reseed()
