@@ -290,6 +290,16 @@ class Channel:
         with self._lock:
             return len(self._streams)
 
+    def drop_streams(self, reason: str) -> None:
+        """Every stream open now ends here as if the peer had reset it, and nothing is sent: the peer
+        that opened or took them is gone (a restored guest's channel, now carried by a new host)."""
+        with self._lock:
+            for st in list(self._streams.values()):
+                st._reset = reason
+                st._cond.notify_all()
+            self._streams.clear()
+            self._accept_q.clear()
+
     def close(self) -> None:
         with self._lock:
             self._die()

@@ -141,7 +141,7 @@ class QemuMachine(MachineState, Machine):
         self._lock = threading.RLock()
         self._expect_exit = False
         self._ram: Path | None = None   # the RAM file of the running process
-        #: Programs held started in the running guest (channeld's ``park``), each let go by ``unpark``.
+        #: Programs the running guest holds started (channeld's ``park``, ``hold``), each let go by ``unpark``.
         self.parked: set = set()
         self._legacy_workspace()
 
@@ -316,7 +316,6 @@ class QemuMachine(MachineState, Machine):
                     trace.mark(self.spec.name, "workspace copied")
                     self._restore_from(folder, man, timeout, new_top_over=man.layers)
                     self.booted_from = f"template:{key}"
-                    self.parked = set(self.templates.parked)
                     return self
                 except (VMError, DiskError, snap.SnapshotError) as e:
                     log.warning("machine %s: template %s failed (%s); booting cold",
@@ -641,6 +640,7 @@ class QemuMachine(MachineState, Machine):
                           f"console:\n{self.console()[-2000:]}")
         if not self._refresh_reply.get("refreshed"):
             raise VMError(f"restored guest {self.spec.name} could not set its clock or entropy")
+        self.parked = {n for n in self._refresh_reply.get("held") or () if isinstance(n, str)}  # see channeld
 
     def stop(self, timeout: float = 20.0) -> int:
         with self._lock:

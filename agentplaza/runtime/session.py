@@ -108,12 +108,15 @@ class HarnessSession:
         except (ChannelClosed, StreamReset):
             pass
         finally:
-            if self.rt.sessions.get(self.cid) is self:
+            # A newer connection of the same agent may have taken over (a restored guest's harness connects
+            # again before its old stream is seen gone): then the agent is not offline.
+            current = self.rt.sessions.get(self.cid) is self
+            if current:
                 del self.rt.sessions[self.cid]
             if self.taken is not None:  # the harness went mid-item: the item is cancelled, not lost
                 self.rt._safely(ac.finish_work, self.rt.ctx_node(), self.cid, self.taken, "cancelled",
                                 "the harness went away during this item")
-            if self.said_hello:
+            if self.said_hello and current:
                 self.rt._safely(ac.disconnected, self.rt.ctx_node(), self.cid, "the harness disconnected")
                 self.rt.worker_state(self.cid, "offline")
 

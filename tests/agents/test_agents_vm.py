@@ -111,6 +111,14 @@ def guest(node, cid, script, *args, stdin=b""):
     return out.decode()
 
 
+#: In a guest: how many harness processes it runs (the words split, so that this program is not one).
+HARNESSES = r"""
+import os
+mark = b"import " + b"harness"
+print(sum(mark in open(f"/proc/{p}/cmdline", "rb").read() for p in os.listdir("/proc") if p.isdigit()))
+"""
+
+
 def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
     hub, node, rt = plaza
     owner = hub.commands.context("owner")
@@ -188,6 +196,8 @@ def test_agents_boot_roles_come_from_the_hub_and_the_walls_hold(plaza):
              diag=lambda: (rt.asleep, [(e["kind"], e["actor"], (e["text"] or "")[:80]) for e in transcript(hub, b)][-8:],
                            roster(hub)[b], node.runs[b].harness_log.read_text()[-1500:]))
     assert b not in rt.asleep and node.runs[b].machine.running()
+    # the harness it slept with went on (held by channeld, let go by the node): one, not a second beside it
+    assert guest(node, b, HARNESSES).strip() == "1"
 
     # Wipe: the workspace is made new and the agent comes back.
     guest(node, b, "open('/workspace/keep.txt','w').write('x')")
@@ -267,6 +277,7 @@ def test_fork_copies_the_machine_at_a_checkpoint_and_a_hub_restart_keeps_workspa
         assert (rows[f]["role"], rows[f]["forked_from"], rows[f]["fork_checkpoint"]) == ("builder", a, done["checkpoint"])
         assert rows[f]["permission_mode"] == "ask" and rows[f]["agent_id"] != rows[a]["agent_id"]
         assert guest(node, f, "print(open('/workspace/mark.txt').read())").strip() == "from a"
+        assert guest(node, f, HARNESSES).strip() == "1"     # the copy's harness connected as the fork
     assert [c["name"] for c in node.runs[a].machine.checkpoints()] == [done["checkpoint"]]
     guest(node, f1, "open('/workspace/mark.txt','w').write('f1 changed it')")
     assert guest(node, a, "print(open('/workspace/mark.txt').read())").strip() == "from a"

@@ -311,3 +311,51 @@ def test_the_mode_set_on_the_agents_conduct_is_what_hello_offers(hub):
     hello = s.handle({"op": "hello"})
     assert hello["permission_mode"] == "read-only"
     assert "vm.write_file" not in hello["tools"] and "vm.read_file" in hello["tools"]
+
+
+def test_an_old_connection_ending_after_a_new_one_said_hello_leaves_the_agent_connected(hub):
+    # A restored guest's harness connects again before the node sees its old stream gone: the old
+    # session's end must not mark the agent offline under the new one.
+    import json
+    import socket
+    import threading
+
+    from agentplaza.projections.agents import agents_table
+    from vmm.channel import Channel
+
+    cmds = hub.commands
+    cid = ac.spawn(cmds, cmds.context("owner"), "builder", 1).value[0]
+    rt = AgentRuntime(hub, node="off")
+    a, b = socket.socketpair()
+    host, guest = Channel.over_socket(a, role="host").start(), Channel.over_socket(b, role="guest").start()
+
+    def connect():
+        g = guest.open("harness")
+        s = HarnessSession(rt, cid, host.accept(5))
+        t = threading.Thread(target=s.run, daemon=True)
+        t.start()
+        g.write(json.dumps({"op": "hello", "version": 1}).encode() + b"\n")
+        line = b""
+        while not line.endswith(b"\n"):
+            line += g.read(timeout=10)
+        assert json.loads(line)["cid"] == cid
+        return g, s, t
+
+    def status():
+        hub.read_models.catch_up()
+        return {r["cid"]: r["status"] for r in hub.read_models.rows(agents_table)}[cid]
+
+    try:
+        g1, old, t1 = connect()
+        g2, new, t2 = connect()
+        assert rt.sessions[cid] is new and status() == "idle"
+        g1.close()                                   # the old stream ends after the new hello
+        t1.join(10)
+        assert not t1.is_alive() and rt.sessions[cid] is new
+        assert status() == "idle" and tc.worker(cmds, str(cid)).status == "idle"
+        g2.close()                                   # the current one ends: now the agent is offline
+        t2.join(10)
+        assert cid not in rt.sessions and status() == "offline"
+    finally:
+        host.close()
+        guest.close()

@@ -70,13 +70,88 @@ def cmdline() -> dict:
 
 
 # -- services -----------------------------------------------------------------
-#: Programs started with {"park": name}, held until an ``unpark`` serves them (name -> Popen).
-_parked: dict = {}
+#: Programs channeld holds or serves by name (``park``, or ``hold`` on ``exec``): name -> Served.
+_named: dict = {}
 #: How long a parked program that takes the ready pipe (``contract.PARK_ENV``) has to close it, in seconds
 #: (the host waits 30 s for the park's answer).
 PARK_READY_S = 25.0
 #: What a program that failed to park last wrote, sent back on the stream (bytes).
 MAX_PARK_OUTPUT = 4096
+
+
+class Served:
+    """A program channeld started, and the host stream its output goes to (``st``). A named one (``park``,
+    or ``hold`` on ``exec``) outlives the host that started it: when a restore brings a new host, it is
+    held (``st`` None; what it writes waits) until that host's ``unpark`` gives it a stream again."""
+
+    def __init__(self, proc: subprocess.Popen, name: str | None = None, st: chan.Stream | None = None):
+        self.proc, self.name, self.st = proc, name, st
+        self.cond = threading.Condition()
+        if name is not None:
+            _named[name] = self
+        threading.Thread(target=self.run, daemon=True, name=f"serve-{proc.pid}").start()
+
+    def held(self) -> bool:
+        with self.cond:
+            return self.st is None
+
+    def hold(self) -> None:
+        with self.cond:
+            self.st = None
+
+    def attach(self, st: chan.Stream) -> None:
+        with self.cond:
+            self.st = st
+            self.cond.notify_all()
+
+    def run(self) -> None:
+        """Its output to the stream of the moment, then its exit code. A stream the host reset (and no
+        restore gave it another) ends the program."""
+        while True:
+            data = self.proc.stdout.read1(chan.MAX_PAYLOAD)
+            if not data or not self.send(data):
+                break
+        rc = self.proc.wait()
+        with _children_lock:
+            _children.discard(self.proc.pid)
+        if self.name is not None and _named.get(self.name) is self:
+            del _named[self.name]
+        with self.cond:
+            st = self.st
+        if st is not None:
+            try:
+                st.close({"exit": rc})
+            except chan.ChannelClosed:
+                pass
+
+    def send(self, data: bytes) -> bool:
+        while True:
+            with self.cond:
+                self.cond.wait_for(lambda: self.st is not None)   # held: until the next host takes it
+                st = self.st
+            try:
+                st.write(data)
+                return True
+            except (chan.StreamReset, chan.ChannelClosed):
+                with self.cond:
+                    if self.st is not st:   # held by a restore meanwhile: this goes to the next stream
+                        continue
+                self.proc.kill()
+                return False
+
+
+#: Why a restore ended the old host's streams (the reset each one reads).
+RESTORED = "the guest was restored: the host that opened this stream is gone"
+
+
+def new_host(ch: chan.Channel) -> list:
+    """A restore: the host that opened this channel's streams is gone. Every named program is held for
+    the new host's ``unpark``, every stream of the old host ends here (a guest program connected to the
+    hub sees its connection close, and connects again), and the names held are returned."""
+    for served in list(_named.values()):
+        served.hold()
+    ch.drop_streams(RESTORED)
+    return sorted(_named)
 
 
 def ready_pipe(env: dict) -> tuple:
@@ -106,9 +181,10 @@ def serve_exec(st: chan.Stream) -> None:
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/workspace", "LANG": "C.UTF-8"}
     env.update(meta.get("env") or {})
-    park = meta.get("park")
-    if park is not None and (not isinstance(park, str) or park in _parked):
-        st.close({"exit": 127, "error": f"cannot park {park!r}"})
+    park, hold = meta.get("park"), meta.get("hold")
+    name = park if park is not None else hold
+    if name is not None and (not isinstance(name, str) or name in _named or (park is not None and hold is not None)):
+        st.close({"exit": 127, "error": f"cannot {'park' if park is not None else 'hold'} {name!r}"})
         return
     ready_r, ready_w = ready_pipe(env) if park is not None else (None, None)
     try:
@@ -138,64 +214,46 @@ def serve_exec(st: chan.Stream) -> None:
                 st.write(out[-MAX_PARK_OUTPUT:])
                 st.close({"exit": 127, "error": f"{park} did not say it was waiting (exit {proc.returncode})"})
                 return
-        _parked[park] = proc
+        Served(proc, park)
         st.close({"parked": park})
         return
-    serve_proc(st, proc)
+    threading.Thread(target=pump_in, args=(st, proc), daemon=True).start()
+    Served(proc, hold, st)
 
 
 def serve_unpark(st: chan.Stream) -> None:
     """The held program of that name, told to go on (its stdin closed) and served on this stream."""
     name = st.meta.get("name")
-    proc = _parked.pop(name, None) if isinstance(name, str) else None
-    if proc is None or proc.poll() is not None:
+    served = _named.get(name) if isinstance(name, str) else None
+    if served is None or not served.held() or served.proc.poll() is not None:
         st.close({"exit": 127, "error": f"nothing parked as {st.meta.get('name')!r}"})
         return
     if st.meta.get("end"):   # not wanted in this machine (a sandbox restored from an agent's template)
-        proc.kill()
-        st.close({"exit": proc.wait()})
-        with _children_lock:
-            _children.discard(proc.pid)
-        return
-    try:
-        proc.stdin.close()
-    except OSError:
-        pass
-    serve_proc(st, proc, stdin=False)
-
-
-def serve_proc(st: chan.Stream, proc: subprocess.Popen, stdin: bool = True) -> None:
-    """The stream's data to the process's stdin, its output back, then its exit code."""
-    def pump_in():
+        served.proc.kill()
+    else:
         try:
-            while True:
-                data = st.read()
-                if not data:
-                    break
-                proc.stdin.write(data)
-                proc.stdin.flush()
-        except (OSError, chan.StreamReset, chan.ChannelClosed):
+            served.proc.stdin.close()
+        except OSError:
             pass
-        finally:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
+    served.attach(st)
 
-    if stdin:
-        threading.Thread(target=pump_in, daemon=True).start()
+
+def pump_in(st: chan.Stream, proc: subprocess.Popen) -> None:
+    """The stream's data to the process's stdin, until the host closes it (or its stream ends)."""
     try:
         while True:
-            data = proc.stdout.read1(chan.MAX_PAYLOAD)
+            data = st.read()
             if not data:
                 break
-            st.write(data)
-    except (chan.StreamReset, chan.ChannelClosed):
-        proc.kill()
-    rc = proc.wait()
-    with _children_lock:
-        _children.discard(proc.pid)
-    st.close({"exit": rc})
+            proc.stdin.write(data)
+            proc.stdin.flush()
+    except (OSError, chan.StreamReset, chan.ChannelClosed):
+        pass
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
 
 
 def serve_echo(st: chan.Stream) -> None:
@@ -289,12 +347,14 @@ class Outbound:
                 conn.sendall(b"ERR no channel\n")
                 return
             st = ch.open(service)
-            splice(conn, st)
+            splice(conn, st, restored=service == "harness")
         finally:
             conn.close()
 
 
-def splice(conn: socket.socket, st: chan.Stream) -> None:
+def splice(conn: socket.socket, st: chan.Stream, restored: bool = False) -> None:
+    """The guest program's connection and its stream to the host, both ways. ``restored``: a harness's, told
+    ``contract.GUEST_RESTORED`` when a restore ends the stream (it connects again at once)."""
     def up():
         try:
             while True:
@@ -314,7 +374,13 @@ def splice(conn: socket.socket, st: chan.Stream) -> None:
             if not data:
                 break
             conn.sendall(data)
-    except (OSError, chan.StreamReset, chan.ChannelClosed):
+    except chan.StreamReset as e:
+        if restored and str(e) == RESTORED:
+            try:
+                conn.sendall(json.dumps(contract.error(contract.GUEST_RESTORED, RESTORED)).encode() + b"\n")
+            except OSError:
+                pass
+    except (OSError, chan.ChannelClosed):
         pass
     try:
         conn.shutdown(socket.SHUT_WR)
@@ -401,9 +467,11 @@ def hello_reply(ch_ref: list):
     def on_hello(hello: dict) -> None:
         if hello.get("role") == "host" and not hello.get("reply"):
             reply = {"version": chan.VERSION, "role": "guest", "reply": True}
-            if "time" in hello or "entropy" in hello:
-                reply["refreshed"] = refresh(hello)
             ch = ch_ref[0]
+            if "time" in hello or "entropy" in hello:   # a restore: a new host
+                reply["refreshed"] = refresh(hello)
+                if ch is not None:
+                    reply["held"] = new_host(ch)
             if ch is not None and not ch.closed:
                 try:
                     ch._send_locked(chan.HELLO, 0, json.dumps(reply).encode())

@@ -18,6 +18,7 @@ this file, so a new one is built on first need).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -70,6 +71,9 @@ MAX_NEXT_WAIT_S = 30.0
 
 #: The codes a harness acts on.
 ITEM_CANCELLED = "item_cancelled"
+#: channeld's answer to a harness whose hub connection a restore ended (a fork, wake, rollback or recovery
+#: carried it over to a new host): it connects again at once (``Restored``), not after its back-off.
+GUEST_RESTORED = "guest_restored"
 AWAITING_APPROVAL = "awaiting_approval"
 PLAZA_HELD = "plaza_held"
 BUDGET_EXHAUSTED = "budget_exhausted"
@@ -92,6 +96,19 @@ def error_of(answer: object) -> dict | None:
     if isinstance(err, dict):
         return {"code": str(err.get("code") or "error"), "message": str(err.get("message") or "")}
     return {"code": "error", "message": str(err)}
+
+
+class Restored(ConnectionError):
+    """The guest was restored under a new host: the harness's connection to the old one is gone."""
+
+
+def answer(line: bytes) -> dict:
+    """A harness's answer line, decoded; ``Restored`` for channeld's ``GUEST_RESTORED``."""
+    got = json.loads(line)
+    err = error_of(got)
+    if err is not None and err["code"] == GUEST_RESTORED:
+        raise Restored(err["message"])
+    return got
 
 
 #: In the harness's environment when the node starts it held (parked) in a guest saved as a warm template.

@@ -13,14 +13,13 @@ line, request then answer. It holds no key and no role: the hub says who the age
    hub as ``tool``;
 5. repeat 3-4 until the model answers without a tool, then ``done``.
 
-Guest tools: ``vm.shell`` (a command with a time limit), ``vm.read_file``, ``vm.list_dir``,
-``vm.write_file``, ``vm.edit_file`` (confined to the workspace), ``vm.share_file`` (sends a workspace
-file to the hub), and the web tools: ``vm.fetch`` (a page, as readable text), ``vm.download`` (a file
-into the workspace, with its sha256) and ``vm.install`` (pip packages into the agent's user site, or
-the guest's own apt packages). Outbound web traffic goes through a local proxy at 127.0.0.1:3128 that
-carries each connection to the hub's egress proxy (service ``egress``): a ``CONNECT`` as it is, a
-plain-HTTP proxy request (pip's and apt's, for an ``http://`` index) as a ``CONNECT`` to its host and
-the request in origin form. Nothing in the guest reaches the network any other way.
+Guest tools: ``vm.shell`` (a command with a time limit), ``vm.read_file``, ``vm.list_dir``, ``vm.write_file``,
+``vm.edit_file`` (confined to the workspace), ``vm.share_file`` (sends a workspace file to the hub), and the web
+tools: ``vm.fetch`` (a page, as readable text), ``vm.download`` (a file into the workspace, with its sha256) and
+``vm.install`` (pip packages into the agent's user site, or the guest's own apt packages). Outbound web traffic goes
+through a local proxy at 127.0.0.1:3128 that carries each connection to the hub's egress proxy (service ``egress``):
+a ``CONNECT`` as it is, a plain-HTTP proxy request (pip's and apt's, for an ``http://`` index) as a ``CONNECT`` to
+its host and the request in origin form. Nothing in the guest reaches the network any other way.
 
 Standard library only; it never imports anything of the hub. What it shares with the hub (ops,
 limits, the error shape, the services) is ``contract.py``, beside it in the image.
@@ -90,7 +89,7 @@ class Hub:
             line = self.rfile.readline()
         if not line:
             raise ConnectionError("the hub closed the harness stream")
-        return json.loads(line)
+        return contract.answer(line)
 
     def close(self) -> None:
         try:
@@ -791,9 +790,10 @@ def main() -> int:
                 if r.get("item"):
                     run_item(hub, r["item"], tools)
         except (OSError, ConnectionError, ValueError) as e:
+            backoff = 0.0 if isinstance(e, contract.Restored) else backoff   # restored under a new host: at once
             log(f"lost the hub: {e}; again in {backoff:g} s")
             time.sleep(backoff)
-            backoff = min(backoff * 2, 10)
+            backoff = min(max(backoff * 2, 0.5), 10)
 
 
 if __name__ == "__main__":

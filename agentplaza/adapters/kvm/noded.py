@@ -167,13 +167,13 @@ class Run:
         t0 = time.monotonic()
         self.machine.wake()
         self.sleeping = False
-        # The restored guest's old streams belong to the old process; its harness is started anew
-        # (the old one ends at its next write to a stream the new host does not know).
+        # The restored guest's old streams ended with the old host; its harness is carried over (held by
+        # channeld) and connects again.
         self._attach()
         return {"wake_s": round(time.monotonic() - t0, 3)}
 
     def rollback(self, name: str) -> dict:
-        """Back to a checkpoint (a safety checkpoint first); the harness is started anew, as after wake."""
+        """Back to a checkpoint (a safety checkpoint first); its harness goes on from there, as after wake."""
         t0 = time.monotonic()
         self.sleeping = True  # the old process ends: not a crash
         try:
@@ -184,10 +184,12 @@ class Run:
         return {"safety": safety, "restore_s": round(time.monotonic() - t0, 3)}
 
     def _start_harness(self) -> None:
-        if "harness" in getattr(self.machine, "parked", ()):   # restored from the template: let it go on
+        # Restored (a template's parked harness, or the one a fork, wake, rollback or recovery carried over,
+        # held by channeld): let it go on; it connects again by itself. Otherwise a new one, held in turn.
+        if "harness" in getattr(self.machine, "parked", ()):
             st = self.machine.unpark("harness")
         else:
-            st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace")
+            st = self.machine.channel.open("exec", argv=HARNESS_ARGV, cwd="/workspace", hold="harness")
         st.close()  # no stdin
 
         def pump() -> None:
@@ -476,7 +478,7 @@ class Node:
     def _fork(self, cid: int, spec: MachineSpec, source: int, checkpoint: str, identity: str,
               sandbox: bool = False) -> dict:
         """A new machine for ``cid`` from a copy of ``source``'s machine at ``checkpoint``: its disk layers
-        and its memory, so it resumes where the source was; then a harness of its own is started."""
+        and its memory, so it resumes where the source was, its harness too (it connects again as this agent)."""
         if not checkpoint:
             raise VMError("a fork names the checkpoint it starts from")
         t0 = time.monotonic()
