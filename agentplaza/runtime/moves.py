@@ -131,8 +131,8 @@ def _move(rt: Any, cid: int, source: str, target: str, ctx) -> dict:
         woke = dst.request("wake", timeout=MOVE_REQUEST_TIMEOUT_S, cid=cid)
         with rt.lock:
             rt.asleep.discard(cid)
-        if slept:
-            ac.wake(rt.cmds, ctx, cid)
+        if slept:   # unless its harness said hello first (the woken guest's connects again at once): awake then
+            rt._safely(ac.wake, ctx, cid)
         out["wake_s"] = woke.get("wake_s")
     except NodeError as e:
         rt._entry(cid, "error", f"moved to node {target}, but it did not wake there: {e}", actor=f"node:{target}")
