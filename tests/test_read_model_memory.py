@@ -245,3 +245,53 @@ def test_a_catch_up_without_most_keeps_no_more_records_than_a_page_near_the_head
     from agentplaza.projections import runner
 
     assert runner.SEEN_MAX <= runner.CATCH_UP_BATCH < runner.REBUILD_PAGE
+
+
+#: The keyed tables with a row for each thing that ever was (not for each live one): the hub keeps their
+#: rows in SQL only (``evictable``), or writes and forgets them (``append_only``).
+GROWS_WITH_THE_LOG = {
+    "rm_tasks", "rm_task_bids", "rm_approvals", "rm_treasury_hours", "rm_treasury_payments", "rm_usage_hourly",
+    "rm_board_posts", "rm_board_replies", "rm_conversations", "rm_git_prs", "rm_git_notes", "rm_library_items",
+    "rm_hires", "rm_memory_notes", "rm_projects", "rm_motions", "rm_cases", "rm_incidents", "rm_e2b_sandboxes",
+    "rm_e2b_snapshots", "rm_shared_files",
+}
+
+
+def test_every_table_that_grows_with_the_log_is_kept_out_of_memory():
+    marked = {t.name for p in all_projections() for t in p.tables if t.info.get("evictable") or t.info.get("append_only")}
+    assert GROWS_WITH_THE_LOG <= marked, sorted(GROWS_WITH_THE_LOG - marked)
+
+
+def test_shared_files_and_conversations_that_pile_up_keep_no_rows_in_memory(plaza):
+    """Shared files (shared, then deleted) and messages between ever more pairs of agents: read back from SQL."""
+    from agentplaza.domain.conversations import Conversation
+    from agentplaza.domain.files import SharedFile
+    from agentplaza.projections.conversations import conversations
+    from agentplaza.projections.files import shared_files
+
+    numbers = itertools.count(1)
+
+    def pile(n: int) -> None:
+        made = []
+        for _ in range(n):
+            i = next(numbers)
+            f = SharedFile.share(plaza.ctx(f"agent:{i}"), f"f{i}", owner=i, path=f"/workspace/{i}.txt",
+                                 filename=f"{i}.txt", media_type="text/plain", size=3, sha256="0" * 64,
+                                 storage="local", key=f"k{i}", agents=None)
+            c = Conversation.open(plaza.ctx(), str(i), str(i + 1))
+            c.send(plaza.ctx(f"agent:{i}"), str(i), str(i + 1), "hello", None, None)
+            made += [f, c]
+        plaza.store.commit_direct(*made)
+        plaza.rm.catch_up()
+        for f in made[::2][: n // 2]:  # half the files deleted again
+            f.record(SharedFile.Deleted, plaza.ctx("owner"), number=f.number)
+        plaza.store.commit_direct(*made[::2][: n // 2])
+        plaza.rm.catch_up()
+
+    pile(4)
+    kept = plaza.rows_in_memory()
+    pile(40)
+    pile(40)
+    assert plaza.rows_in_memory() == kept
+    assert len(plaza.rm.rows(shared_files)) == 84 - 42 and len(plaza.rm.rows(conversations)) == 84
+    assert plaza.rm.live(["files", "conversations"]) == plaza.rm.replay(names=["files", "conversations"])

@@ -16,12 +16,12 @@ import sqlalchemy as sa
 from ..domain.base import Refusal
 from ..domain.conversations import OWNER, conversation_key, pair
 from ..events.records import EventRecord
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 
 #: The last message's text is kept cut to this many characters in the list.
 PREVIEW_CHARS = 200
 
-conversations = sa.Table(
+conversations = evictable(sa.Table(
     "rm_conversations", metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("a", sa.String(32), nullable=False),
@@ -30,7 +30,7 @@ conversations = sa.Table(
     sa.Column("last_at", sa.String(40), nullable=False),
     sa.Column("last_position", sa.BigInteger, nullable=False, index=True),
     sa.Column("last_text", sa.Text, nullable=False),
-)
+))
 
 messages = append_only(sa.Table(
     "rm_conversation_messages", metadata,

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 
 from ..domain.e2b import BUILDING, ENDED, ERROR, PAUSED, READY, RUNNING, STARTING, WAITING
 from ..events.records import EventRecord
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 
-sandboxes = sa.Table(
+sandboxes = evictable(sa.Table(
     "rm_e2b_sandboxes", metadata,
     sa.Column("id", sa.String(40), primary_key=True),  # the aggregate's
     sa.Column("sandbox_id", sa.String(40), nullable=False, unique=True),
@@ -35,9 +35,9 @@ sandboxes = sa.Table(
     sa.Column("ended_reason", sa.String(16), nullable=True),
     sa.Column("ended_message", sa.Text, nullable=True),
     sa.Column("position", sa.BigInteger, nullable=False),
-)
+))
 
-snapshots = sa.Table(
+snapshots = evictable(sa.Table(
     "rm_e2b_snapshots", metadata,
     sa.Column("snapshot_id", sa.String(40), primary_key=True),
     sa.Column("names", sa.JSON, nullable=False),
@@ -48,7 +48,7 @@ snapshots = sa.Table(
     sa.Column("memory", sa.Boolean, nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
     sa.Column("position", sa.BigInteger, nullable=False),
-)
+))
 
 templates = sa.Table(
     "rm_e2b_templates", metadata,

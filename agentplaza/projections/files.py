@@ -11,12 +11,12 @@ import sqlalchemy as sa
 from ..domain.base import Refusal
 from ..domain.library import kind_of
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, evictable, metadata
 
 if TYPE_CHECKING:
     from .runner import ReadModels
 
-shared_files = sa.Table(
+shared_files = evictable(sa.Table(
     "rm_shared_files", metadata,
     sa.Column("number", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False),
@@ -31,7 +31,7 @@ shared_files = sa.Table(
     sa.Column("public", sa.Boolean, nullable=False),
     sa.Column("agents", sa.Text, nullable=False),  # JSON: the CIDs it is shared with by name
     sa.Column("shared_at", sa.String(40), nullable=False),
-)
+))
 
 
 class FilesProjection(Projection):

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from ..domain.base import Refusal
 from ..domain.git import BRANCH_PREFIX, ZERO
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -35,7 +35,7 @@ git_branches = sa.Table(
     sa.Column("updated_at", sa.String(40), nullable=False),
     sa.Column("updated_by", sa.String(80), nullable=False),
 )
-git_prs = sa.Table(
+git_prs = evictable(sa.Table(
     "rm_git_prs", metadata,
     sa.Column("number", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False),
@@ -57,8 +57,8 @@ git_prs = sa.Table(
     sa.Column("merge_commit", sa.String(40)),
     sa.Column("ended_at", sa.String(40)),
     sa.Column("ended_by", sa.String(80)),
-)
-git_notes = sa.Table(  # the comments and reviews of pull requests, in order
+))
+git_notes = append_only(sa.Table(  # the comments and reviews of pull requests, in order
     "rm_git_notes", metadata,
     sa.Column("position", sa.BigInteger, primary_key=True),
     sa.Column("pr", sa.String(24), nullable=False, index=True),
@@ -68,7 +68,7 @@ git_notes = sa.Table(  # the comments and reviews of pull requests, in order
     sa.Column("by", sa.String(80), nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
     sa.Column("head", sa.String(40)),
-)
+))
 
 PR_COLUMNS = ("number", "repo", "source", "target", "title", "author", "state", "opened_at", "comments",
               "approvals", "changes_requested")

@@ -15,9 +15,9 @@ import json
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Projection, Rows, append_only, evictable, metadata
 
-projects = sa.Table(
+projects = evictable(sa.Table(
     "rm_projects", metadata,
     sa.Column("id", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False, index=True),
@@ -40,7 +40,7 @@ projects = sa.Table(
     sa.Column("opened_by", sa.String(80), nullable=False),
     sa.Column("opened_at", sa.String(40), nullable=False),
     sa.Column("updated_at", sa.String(40), nullable=False),
-)
+))
 
 docs = append_only(sa.Table(
     "rm_project_docs", metadata,
@@ -56,7 +56,7 @@ docs = append_only(sa.Table(
     sa.Column("reason", sa.Text),
 ))
 
-motions = sa.Table(
+motions = evictable(sa.Table(
     "rm_motions", metadata,
     sa.Column("id", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False, index=True),
@@ -73,9 +73,9 @@ motions = sa.Table(
     sa.Column("owner", sa.Text),  # JSON: the owner's decision {approve, note}
     sa.Column("moved", sa.Text),  # JSON: a carried budget move's entry or why not
     sa.Column("at", sa.String(40), nullable=False),
-)
+))
 
-cases = sa.Table(
+cases = evictable(sa.Table(
     "rm_cases", metadata,
     sa.Column("id", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False),
@@ -91,9 +91,9 @@ cases = sa.Table(
     sa.Column("ruling", sa.Text),
     sa.Column("judge", sa.String(80)),
     sa.Column("at", sa.String(40), nullable=False),
-)
+))
 
-incidents = sa.Table(
+incidents = evictable(sa.Table(
     "rm_incidents", metadata,
     sa.Column("id", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False),
@@ -102,7 +102,7 @@ incidents = sa.Table(
     sa.Column("agent", sa.String(64)),
     sa.Column("by", sa.String(80), nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
-)
+))
 
 #: Which aggregate is which number (an event names only its aggregate).
 ids = sa.Table(

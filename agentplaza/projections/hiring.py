@@ -15,9 +15,9 @@ from ..domain.hiring import DEFAULT_APPROVE_OVER
 from ..domain.outreach import DEFAULT_OUTREACH_MINUTES
 from ..domain.tasks import task_id
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, evictable, metadata
 
-hires = sa.Table(
+hires = evictable(sa.Table(
     "rm_hires", metadata,
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("position", sa.BigInteger, nullable=False, index=True),
@@ -29,7 +29,7 @@ hires = sa.Table(
     sa.Column("bonus_state", sa.String(16), nullable=False),  # offered, paid, unpaid, none
     sa.Column("why", sa.Text),  # unpaid: why the bonus could not be paid
     sa.Column("outcome", sa.String(16)),  # done, failed, withdrawn; None while the task runs
-)
+))
 
 hire_tasks = sa.Table(
     "rm_hire_tasks", metadata,

@@ -10,12 +10,12 @@ import sqlalchemy as sa
 from ..domain.base import Refusal
 from ..domain.library import kind_of
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, evictable, metadata
 
 if TYPE_CHECKING:
     from .runner import ReadModels
 
-library_items = sa.Table(
+library_items = evictable(sa.Table(
     "rm_library_items", metadata,
     sa.Column("number", sa.String(24), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False),
@@ -31,7 +31,7 @@ library_items = sa.Table(
     sa.Column("task", sa.String(24)),
     sa.Column("project", sa.String(64)),
     sa.Column("submitted_at", sa.String(40), nullable=False),
-)
+))
 
 ITEM_COLUMNS = ("number", "title", "kind", "media_type", "size", "by", "task", "project", "submitted_at")
 

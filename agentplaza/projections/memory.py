@@ -9,9 +9,9 @@ import sqlalchemy as sa
 
 from ..domain.memory import MAX_NOTE_CHARS, WARNINGS, links_of
 from ..events.records import EventRecord
-from .framework import Projection, Rows, metadata
+from .framework import Projection, Rows, evictable, metadata
 
-notes = sa.Table(
+notes = evictable(sa.Table(
     "rm_memory_notes", metadata,
     sa.Column("cid", sa.BigInteger, primary_key=True),
     sa.Column("slug", sa.String(120), primary_key=True),
@@ -20,7 +20,7 @@ notes = sa.Table(
     sa.Column("links", sa.Text, nullable=False),  # JSON list of slugs
     sa.Column("by", sa.String(16), nullable=False),  # agent, or plaza (the warnings note)
     sa.Column("updated_at", sa.String(40), nullable=False),
-)
+))
 
 memories = sa.Table(  # which aggregate is whose memory, and whose conduct
     "rm_memory_owners", metadata,
