@@ -32,7 +32,6 @@ used there by ``vmm/guest/channeld.py``.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
@@ -46,6 +45,57 @@ HELLO, OPEN, DATA, WINDOW, CLOSE, RESET = 1, 2, 3, 4, 5, 6
 NAMES = {HELLO: "HELLO", OPEN: "OPEN", DATA: "DATA", WINDOW: "WINDOW", CLOSE: "CLOSE", RESET: "RESET"}
 MAX_PAYLOAD = 32 * 1024
 INITIAL_WINDOW = 256 * 1024
+
+
+# -- the frames' JSON: CPython's C codec itself ---------------------------------------------------
+# ``json``'s Python modules compile regular expressions when imported: 174 ms of a tuned guest's boot
+# under TCG, the largest part of channeld's start. The C codec they drive (``_json``) is taken directly;
+# what it writes and reads is what ``json.dumps`` (default separators, ASCII) and ``json.loads`` do.
+try:
+    import _json
+except ImportError:   # a Python without it: the module
+    _json = None
+
+
+class _Decoding:
+    """What the C scanner reads off ``json``'s decoder."""
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def _not_json(o: object) -> object:
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+if _json is not None:
+    _scan = _json.make_scanner(_Decoding())
+    # No circular check (``markers`` None): a frame's JSON is never circular, and one encoder serves every thread.
+    _encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+    def dumps(obj: object) -> bytes:
+        """``json.dumps(obj).encode()``."""
+        return "".join(_encode(obj, 0)).encode()
+
+    def loads(data: bytes | str) -> object:
+        """``json.loads(data)`` for UTF-8 JSON; a ValueError when it is not."""
+        text = (data.decode() if isinstance(data, (bytes, bytearray)) else data).strip(" \t\n\r")
+        try:
+            obj, end = _scan(text, 0)
+        except StopIteration:
+            raise ValueError("not JSON") from None
+        if end != len(text):
+            raise ValueError("extra data after the JSON value")
+        return obj
+else:  # pragma: no cover
+    import json
+
+    def dumps(obj: object) -> bytes:
+        return json.dumps(obj).encode()
+
+    def loads(data: bytes | str) -> object:
+        return json.loads(data)
 
 
 class ProtocolError(Exception):
@@ -168,14 +218,14 @@ class Stream:
             if self._local_closed or self._reset is not None or self.channel._dead:
                 return
             self._local_closed = True
-            payload = json.dumps(info).encode() if info else b""
+            payload = dumps(info) if info else b""
             self.channel._send_locked(CLOSE, self.id, payload)
             self.channel._maybe_forget(self)
 
     def reset(self, error: str = "reset") -> None:
         with self._cond:
             if self._reset is None and not self.channel._dead:
-                self.channel._send_locked(RESET, self.id, json.dumps({"error": error}).encode())
+                self.channel._send_locked(RESET, self.id, dumps({"error": error}))
             self._reset = error
             self.channel._streams.pop(self.id, None)
             self._cond.notify_all()
@@ -248,7 +298,7 @@ class Channel:
 
     def send_hello(self) -> None:
         with self._lock:
-            self._send_locked(HELLO, 0, json.dumps({"version": VERSION, "role": self.role}).encode())
+            self._send_locked(HELLO, 0, dumps({"version": VERSION, "role": self.role}))
 
     # -- public --------------------------------------------------------------
     def wait_ready(self, timeout: float | None = None) -> dict:
@@ -270,7 +320,7 @@ class Channel:
             self._next_id += 2
             st = Stream(self, sid, meta)
             self._streams[sid] = st
-            self._send_locked(OPEN, sid, json.dumps(meta).encode())
+            self._send_locked(OPEN, sid, dumps(meta))
             return st
 
     def accept(self, timeout: float | None = None) -> Stream:
@@ -389,7 +439,7 @@ class Channel:
 
     def _dispatch(self, ftype: int, sid: int, payload: bytes) -> None:
         if ftype == HELLO:
-            hello = json.loads(payload or b"{}")
+            hello = loads(payload or b"{}")
             with self._lock:
                 self.peer_hello = hello
                 self._hello_count += 1
@@ -403,7 +453,7 @@ class Channel:
                 mine = (sid % 2 == 0) == (self.role == "host")
                 if sid == 0 or mine or sid in self._streams:
                     raise ProtocolError(f"bad OPEN for stream {sid}")
-                st = Stream(self, sid, json.loads(payload or b"{}"))
+                st = Stream(self, sid, loads(payload or b"{}"))
                 self._streams[sid] = st
                 if self._on_open is None:
                     self._accept_q.append(st)
@@ -429,10 +479,10 @@ class Channel:
                         st._send_credit += inc
                     elif ftype == CLOSE:
                         st._remote_closed = True
-                        st.close_info = json.loads(payload) if payload else {}
+                        st.close_info = loads(payload) if payload else {}
                         self._maybe_forget(st)
                     elif ftype == RESET:
-                        info = json.loads(payload) if payload else {}
+                        info = loads(payload) if payload else {}
                         st._reset = info.get("error", "reset")
                         self._streams.pop(sid, None)
                     st._cond.notify_all()

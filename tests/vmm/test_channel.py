@@ -1,5 +1,8 @@
 import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -128,3 +131,29 @@ def test_decoder_any_chunking(frames, cuts):
         got += dec.feed(blob[i:i + n])
         i, k = i + n, k + 1
     assert got == frames
+
+
+#: What the channel's frames carry, and what json would make of it: the C codec must agree byte for byte.
+FRAME_VALUES = [{}, {"service": "exec", "argv": ["/bin/sh", "-c", "echo 'hi' \"there\""], "env": {"A": "", "B": "\u00e9"},
+                    "cwd": "/workspace"}, {"exit": 0, "error": "nul \x00 tab \t line \n emoji \U0001F600"},
+                {"n": 10 ** 30, "f": 1e300, "neg": -0.0, "small": 1.5e-7, "t": True, "no": None, "list": [1, [2, [3]]]},
+                [1, "x"], "a string", 3]
+
+
+def test_the_frames_json_is_jsons_own_without_importing_its_modules():
+    import json
+
+    for v in FRAME_VALUES:
+        assert ch.dumps(v) == json.dumps(v).encode()
+        assert ch.loads(ch.dumps(v)) == json.loads(json.dumps(v))
+    assert ch.loads(b'  {"a": [1, {"b": "c"}]}\n') == {"a": [1, {"b": "c"}]} and ch.loads('"\u00e9"') == "\u00e9"
+    for bad in (b"", b"{", b'{"a": 1} x', b"nope", b"[1,]", b"\xff"):
+        with pytest.raises(ValueError):
+            ch.loads(bad)
+    with pytest.raises(TypeError):
+        ch.dumps({"x": object()})
+    # channeld's start (its modules and the channel's) imports no part of json (its regular expressions)
+    code = ("import sys; sys.path[:0] = ['vmm', 'vmm/guest']; import channel, contract, channeld; "
+            "print(sorted(m for m in sys.modules if m == 'json' or m.startswith('json.')))")
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2], timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["[]"], (r.stdout, r.stderr)

@@ -33,7 +33,6 @@ Standard library only. ``channel.py`` and ``contract.py`` sit next to this file 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import select
 import socket
@@ -377,7 +376,7 @@ def splice(conn: socket.socket, st: chan.Stream, restored: bool = False) -> None
     except chan.StreamReset as e:
         if restored and str(e) == RESTORED:
             try:
-                conn.sendall(json.dumps(contract.error(contract.GUEST_RESTORED, RESTORED)).encode() + b"\n")
+                conn.sendall(chan.dumps(contract.error(contract.GUEST_RESTORED, RESTORED)) + b"\n")
             except OSError:
                 pass
     except (OSError, chan.ChannelClosed):
@@ -474,7 +473,7 @@ def hello_reply(ch_ref: list):
                     reply["held"] = new_host(ch)
             if ch is not None and not ch.closed:
                 try:
-                    ch._send_locked(chan.HELLO, 0, json.dumps(reply).encode())
+                    ch._send_locked(chan.HELLO, 0, chan.dumps(reply))
                 except chan.ChannelClosed:
                     pass
     return on_hello

@@ -18,7 +18,6 @@ this file, so a new one is built on first need).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -104,6 +103,8 @@ class Restored(ConnectionError):
 
 def answer(line: bytes) -> dict:
     """A harness's answer line, decoded; ``Restored`` for channeld's ``GUEST_RESTORED``."""
+    import json  # noqa: PLC0415 - not at import: channeld imports this module, and json's import is slow in a guest
+
     got = json.loads(line)
     err = error_of(got)
     if err is not None and err["code"] == GUEST_RESTORED:
