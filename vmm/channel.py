@@ -32,6 +32,7 @@ used there by ``vmm/guest/channeld.py``.
 
 from __future__ import annotations
 
+import _json
 import os
 import socket
 import struct
@@ -51,12 +52,6 @@ INITIAL_WINDOW = 256 * 1024
 # ``json``'s Python modules compile regular expressions when imported: 174 ms of a tuned guest's boot
 # under TCG, the largest part of channeld's start. The C codec they drive (``_json``) is taken directly;
 # what it writes and reads is what ``json.dumps`` (default separators, ASCII) and ``json.loads`` do.
-try:
-    import _json
-except ImportError:   # a Python without it: the module
-    _json = None
-
-
 class _Decoding:
     """What the C scanner reads off ``json``'s decoder."""
     strict = True
@@ -69,33 +64,26 @@ def _not_json(o: object) -> object:
     raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
 
-if _json is not None:
-    _scan = _json.make_scanner(_Decoding())
-    # No circular check (``markers`` None): a frame's JSON is never circular, and one encoder serves every thread.
-    _encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+_scan = _json.make_scanner(_Decoding())
+# No circular check (``markers`` None): a frame's JSON is never circular, and one encoder serves every thread.
+_encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
 
-    def dumps(obj: object) -> bytes:
-        """``json.dumps(obj).encode()``."""
-        return "".join(_encode(obj, 0)).encode()
 
-    def loads(data: bytes | str) -> object:
-        """``json.loads(data)`` for UTF-8 JSON; a ValueError when it is not."""
-        text = (data.decode() if isinstance(data, (bytes, bytearray)) else data).strip(" \t\n\r")
-        try:
-            obj, end = _scan(text, 0)
-        except StopIteration:
-            raise ValueError("not JSON") from None
-        if end != len(text):
-            raise ValueError("extra data after the JSON value")
-        return obj
-else:  # pragma: no cover
-    import json
+def dumps(obj: object) -> bytes:
+    """``json.dumps(obj).encode()``."""
+    return "".join(_encode(obj, 0)).encode()
 
-    def dumps(obj: object) -> bytes:
-        return json.dumps(obj).encode()
 
-    def loads(data: bytes | str) -> object:
-        return json.loads(data)
+def loads(data: bytes | str) -> object:
+    """``json.loads(data)`` for UTF-8 JSON; a ValueError when it is not."""
+    text = (data.decode() if isinstance(data, (bytes, bytearray)) else data).strip(" \t\n\r")
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(text):
+        raise ValueError("extra data after the JSON value")
+    return obj
 
 
 class ProtocolError(Exception):

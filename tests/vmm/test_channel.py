@@ -152,6 +152,10 @@ def test_the_frames_json_is_jsons_own_without_importing_its_modules():
             ch.loads(bad)
     with pytest.raises(TypeError):
         ch.dumps({"x": object()})
+    # what json does with the values a peer could send: NaN read as NaN, a value too deep refused, not a crash
+    assert ch.loads(b'{"x": NaN}')["x"] != ch.loads(b'{"x": NaN}')["x"]
+    with pytest.raises((ValueError, RecursionError)):
+        ch.loads(b"[" * 100_000 + b"]" * 100_000)
     # channeld's start (its modules and the channel's) imports no part of json (its regular expressions)
     code = ("import sys; sys.path[:0] = ['vmm', 'vmm/guest']; import channel, contract, channeld; "
             "print(sorted(m for m in sys.modules if m == 'json' or m.startswith('json.')))")

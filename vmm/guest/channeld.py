@@ -167,12 +167,13 @@ def wait_ready(r: int, proc: subprocess.Popen) -> bool:
     """Until the program closed its ready pipe (True), or exited, or PARK_READY_S passed (False)."""
     p = select.poll()
     p.register(r, select.POLLIN | select.POLLHUP)
-    if not p.poll(PARK_READY_S * 1000):
-        return False
-    while os.read(r, 4096):    # bytes written on it are no signal: only its close is
-        if not p.poll(PARK_READY_S * 1000):
+    deadline = time.monotonic() + PARK_READY_S
+    while True:   # bytes written on it are no signal: only its close is
+        left = deadline - time.monotonic()
+        if left <= 0 or not p.poll(left * 1000):
             return False
-    return proc.poll() is None
+        if not os.read(r, 4096):
+            return proc.poll() is None
 
 
 def serve_exec(st: chan.Stream) -> None:
