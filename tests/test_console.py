@@ -149,3 +149,81 @@ def test_early_js_runs_first_as_a_classic_script_and_speaks_the_streams_subproto
     live = (CONSOLE_DIR / "js" / "live.js").read_text()
     proto = re.compile(r'SUBPROTOCOL = "([^"]+)"')
     assert proto.search(early).group(1) == proto.search(live).group(1) == "apz.events.v1"
+
+
+def test_the_frames_own_modules_are_served_in_main_js_and_the_shared_ones_apart(locked_hub):
+    """Under the digest, main.js holds the modules only the frame imports (one file to read and compile);
+    api.js and ui.js, which every screen imports too, stay files of their own so that the frame and the
+    screens share one instance of each.  Under no digest, each file is served as it is."""
+    from agentplaza.api.routes.console import bundle
+
+    b = bundle()
+    assert b is not None, "a console module breaks a rule console_bundle.py relies on (the hub's log says which)"
+    assert set(b.written_in) == {"js/main.js", "js/frame.js", "js/live.js", "js/signin.js", "js/screens/index.js"}
+    assert b.separate == ("js/api.js", "js/ui.js") and preload_order() == ["js/api.js", "js/ui.js", "js/main.js"]
+    with locked_hub.client() as c:
+        served = c.get(f"/console/{digest()}/js/main.js")
+        plain = c.get("/console/js/main.js")
+    assert served.content == b.text and plain.content == (CONSOLE_DIR / "js" / "main.js").read_bytes()
+    text = b.text.decode()
+    assert re.findall(r'^import \{[^}]*\} from "([^"]+)";$', text, re.M) == ["./api.js", "./ui.js"]
+    assert 'import("./screens/treasury.js")' in text and 'import("./treasury.js")' not in text
+    lines = set(text.splitlines())
+    for module in b.written_in:  # each module's every line but its imports is in it
+        for line in (CONSOLE_DIR / module).read_text().splitlines():
+            if module.startswith("js/screens/"):
+                line = line.replace('import("./', 'import("./screens/')
+            assert line.startswith("import {") or line in lines, (module, line)
+
+
+def _modules(**files):
+    return {f"js/{name}": text for name, text in files.items()}
+
+
+def _write(files):
+    from agentplaza.api import console_bundle
+
+    return console_bundle.write(files.__getitem__, set(files))
+
+
+def test_a_module_another_module_imports_too_is_never_written_in():
+    b = _write(_modules(**{
+        "main.js": 'import {a} from "./a.js";\nimport {s} from "./s.js";\na(s);\n',
+        "a.js": 'import {t} from "./t.js";\nexport function a(x) { return t(x); }\n',
+        "s.js": 'import {t} from "./t.js";\nexport const s = t(1);\n',
+        "t.js": "export const t = (x) => x;\n",
+        "screens/x.js": 'import {s} from "../s.js";\nexport const x = s;\n',
+    }))
+    # s.js is a screen's import, t.js is s.js's: both stay apart (one instance each); a.js is written in
+    assert b.written_in == ("js/a.js", "js/main.js") and set(b.separate) == {"js/s.js", "js/t.js"}
+    text = b.text.decode()
+    assert 'import {t} from "./t.js";' in text and 'import {s} from "./s.js";' in text
+    assert "export function a(x)" in text and '"./a.js"' not in text
+
+
+def test_a_dynamic_import_keeps_its_target_apart_and_is_readdressed():
+    b = _write(_modules(**{
+        "main.js": 'import {SCREENS} from "./screens/index.js";\nSCREENS[0]();\n',
+        "screens/index.js": 'export const SCREENS = [() => import("./one.js")];\n',
+        "screens/one.js": "export const one = 1;\n",
+    }))
+    assert "js/screens/index.js" in b.written_in and 'import("./screens/one.js")' in b.text.decode()
+
+
+@pytest.mark.parametrize("files, says", [
+    ({"main.js": 'import {a} from "./a.js";\nimport {b} from "./b.js";\n', "a.js": "export const a = 1;\nlet x;\n",
+      "b.js": "export const b = 2;\nfunction x() {}\n"}, "both declare x"),
+    ({"main.js": 'import {a as z} from "./a.js";\n', "a.js": "export const a = 1;\n"}, "renames a"),
+    ({"main.js": "import a from \"./a.js\";\n", "a.js": "export default 1;\n"}, "an import not of the form"),
+    ({"main.js": 'import {a} from "./a.js";\n', "a.js": 'import {m} from "./main.js";\nexport const a = 1;\n'},
+     "an import cycle"),
+    ({"main.js": 'import {a} from "./nothing.js";\n'}, "not a console module"),
+    ({"main.js": 'import {h} from "./ui.js";\nimport {a} from "./a.js";\n', "ui.js": "export const h = 1;\n",
+      "a.js": "export function h() {}\nexport const a = 1;\n", "screens/s.js": 'import {h} from "../ui.js";\n'},
+     "declare"),
+])
+def test_a_module_that_breaks_a_rule_is_named_and_nothing_is_written(files, says):
+    from agentplaza.api.console_bundle import BundleError
+
+    with pytest.raises(BundleError, match=says):
+        _write(_modules(**files))

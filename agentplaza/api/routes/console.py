@@ -14,6 +14,7 @@ inline script, no ``eval``), requests and the socket to this origin only, images
 from __future__ import annotations
 
 import hashlib
+import logging
 import posixpath
 import re
 import time
@@ -23,7 +24,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import console_bundle
 from ..errors import error_response
+
+log = logging.getLogger(__name__)
 
 #: Where the console's files are installed.
 CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
@@ -98,6 +102,8 @@ def _digest() -> str:
     h = hashlib.sha256()
     for p in _files():
         h.update(p.relative_to(CONSOLE_DIR).as_posix().encode() + b"\0" + _read(p) + b"\0")
+    b = bundle()  # main.js as served: a hub that writes it otherwise serves it at a new address
+    h.update(b.text if b is not None else b"")
     return h.hexdigest()[:DIGEST_CHARS]
 
 
@@ -113,35 +119,52 @@ def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> R
     return Response(_read(path) if body is None else body, media_type=MEDIA_TYPES[path.suffix], headers=headers)
 
 
-#: A static import in a console module (``import {a} from "./x.js";``); ``import()`` of a screen is not one.
-STATIC_IMPORT = re.compile(rb'^import\s[^;]*?from\s+"(\.{1,2}/[^"]+)";', re.M)
-#: The module the front page runs: the frame.  (``js/early.js``, which starts the opened screen's data, is
-#: a classic script the parser runs at once: nothing to preload.)
-FRONT_MODULES = ("js/main.js",)
+#: The module the front page runs: the frame (``js/early.js``, which starts the opened screen's data, is a
+#: classic script the parser runs at once: nothing to preload).  Under the digest it is served as the
+#: hub writes it, with the frame's own modules in it (console_bundle.py).
+FRONT_MODULE = console_bundle.ROOT_MODULE
+
+
+def _bundle() -> console_bundle.Bundle | None:
+    try:
+        return console_bundle.write_from(CONSOLE_DIR)
+    except (console_bundle.BundleError, OSError, UnicodeDecodeError) as e:
+        log.warning("the console's frame is served as separate modules: %s", e)
+        return None
+
+
+def bundle() -> console_bundle.Bundle | None:
+    """main.js as served under the digest, or None when a module breaks a rule the writing relies on
+    (the files are then served as they are)."""
+    return _fresh("bundle", _bundle)
 
 
 def preload_order() -> list[str]:
-    """The module the front page runs and those it needs before they run (their static imports, each
-    before the module that imports it): the front page preloads these, all at once. The screens are not preloaded: a browser
-    fetches the preloads over its few connections and compiles each, and twenty screens the owner is not
-    looking at delayed the one the owner is (bench/console.py). The frame imports the screen it opens
-    at once, and the others when the browser is idle (``frame.js``)."""
-    every = {p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js")}
-    order: list[str] = []
-    seen: set[str] = set()
+    """The modules the front page preloads, all at once, each before the modules that import it: the
+    modules main.js as served imports, then main.js.  The screens are not preloaded: a browser fetches
+    the preloads over its few connections and compiles each, and twenty screens the owner is not looking
+    at delayed the one the owner is (bench/console.py).  The frame imports the screen it opens at once,
+    and the others when the browser is idle (``frame.js``)."""
+    b = bundle()
+    if b is None:  # every module of the frame's static closure, as the files are
+        every = {p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js")}
+        order: list[str] = []
 
-    def visit(module: str) -> None:
-        if module in seen or module not in every:
-            return
-        seen.add(module)
-        base = posixpath.dirname(module)
-        for target in STATIC_IMPORT.findall(_read(CONSOLE_DIR / module)):
-            visit(posixpath.normpath(posixpath.join(base, target.decode())))
-        order.append(module)
+        def visit(module: str) -> None:
+            if module in order or module not in every:
+                return
+            base = posixpath.dirname(module)
+            for target in STATIC_IMPORT.findall(_read(CONSOLE_DIR / module)):
+                visit(posixpath.normpath(posixpath.join(base, target.decode())))
+            order.append(module)
 
-    for module in FRONT_MODULES:
-        visit(module)
-    return order
+        visit(FRONT_MODULE)
+        return order
+    return [*b.separate, FRONT_MODULE]
+
+
+#: A static import in a console module (``import {a} from "./x.js";``); ``import()`` of a screen is not one.
+STATIC_IMPORT = re.compile(rb'^import\s[^;]*?from\s+"(\.{1,2}/[^"]+)";', re.M)
 
 
 def _front_page() -> bytes:
@@ -166,6 +189,8 @@ async def asset(request: Request) -> Response:
     path = _file(relative)
     if path is None:
         return error_response(404, "not_found", f"no console file {request.url.path}")
+    if cache and relative == FRONT_MODULE and (b := bundle()) is not None:
+        return _serve(path, b.text, cache=cache)
     return _serve(path, cache=cache)
 
 
