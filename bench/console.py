@@ -3,7 +3,7 @@ entries and 100 agents in the store, each as a ratio against loading the same da
 the same browser (goal: at most 1.5x), and the bytes the console transfers on its first load (goal: at most
 300 KB).
 
-    python bench/console.py [--quick]
+    python bench/console.py [--quick] [--against DIR]
 
 A real hub (no node) and Debian's headless Chromium through Playwright. "Usable": every live section of
 the screen has drawn its data and the top bar its STOP ALL or RESUME (checked at each animation frame).
@@ -18,6 +18,10 @@ printed beside it: on a busy machine they are wide), in one browser profile kept
 is, and with nothing of the bench listening to the timed pages' requests. The first load's bytes are those of a new profile,
 to a usable Overview and then with every other screen's module (which the console fetches by itself
 once idle): the goal holds for the whole first visit. The last line is the headline.
+
+``--against DIR`` reads a change instead: a second hub runs the code of another checkout (``git worktree
+add DIR <commit>``), and the two consoles are loaded in turn; the last line is the other's time to
+usable over this one's.
 """
 
 from __future__ import annotations
@@ -150,17 +154,64 @@ def quartiles(xs: list[float]) -> str:
     return f"quartiles {q1 * 1000:.0f} to {q3 * 1000:.0f}"
 
 
+def hub(root: Path, code: Path | None = None) -> HubProcess:
+    h = HubProcess(Folders(root / "state", root / "config", root / "data").make(), args=("--node", "off"), code=code)
+    h.env["APZ_PRICE_FETCH"] = "off"
+    return h.start()
+
+
+def side_by_side(other: Path, entries: int, agents: int, runs: int) -> int:
+    """``--against DIR``: this checkout's console and the one of another checkout (a git worktree of
+    another commit), each served by its own hub over the same store, loaded in turn in one browser
+    profile: a change to the console read as the ratio of the two consoles' times to usable. Two copies
+    of the same files read within about 5% of each other in 30 rounds."""
+    from playwright.sync_api import sync_playwright
+
+    root = Path(tempfile.mkdtemp(prefix="apz-bench-console-ab-"))
+    hubs = {"this": hub(root / "this"), "other": hub(root / "other", other.resolve())}
+    try:
+        for h in hubs.values():
+            fill(h, entries, agents)
+        with sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(root / "profile", executable_path=CHROMIUM,
+                                                           args=CHROMIUM_ARGS)
+            ratios = {}
+            for screen in ("overview", "treasury"):
+                times: dict[tuple[str, str], list[float]] = {(n, k): [] for n in hubs for k in ("console", "json")}
+                for h in hubs.values():
+                    console_time(context, h.url, screen)
+                    json_time(context, h.url, screen)
+                for i in range(runs):
+                    for name in (list(hubs) if i % 2 == 0 else list(hubs)[::-1]):
+                        times[name, "console"].append(console_time(context, hubs[name].url, screen, counted=False)[0])
+                        times[name, "json"].append(json_time(context, hubs[name].url, screen))
+                m = {k: statistics.median(v) for k, v in times.items()}
+                ratios[screen] = m["other", "console"] / m["this", "console"]
+                print(f"{screen}: this {m['this', 'console'] * 1000:.0f} ms ({m['this', 'console'] / m['this', 'json']:.2f}x "
+                      f"its JSON), {other} {m['other', 'console'] * 1000:.0f} ms "
+                      f"({m['other', 'console'] / m['other', 'json']:.2f}x its JSON)")
+            context.close()
+        print(f"console side by side: {other}'s time to usable is {ratios['overview']:.3f}x this checkout's on "
+              f"Overview and {ratios['treasury']:.3f}x on Treasury")
+        return 0
+    finally:
+        for h in hubs.values():
+            h.stop()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="1,000 entries and 20 agents, 3 runs")
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another checkout (a git worktree): its console against this one's, in turn")
     args = ap.parse_args()
     entries, agents, runs = (1_000, 20, 3) if args.quick else (JOURNAL_ENTRIES, AGENTS, RUNS)
+    if args.against:
+        return side_by_side(args.against, entries, agents, runs)
     from playwright.sync_api import sync_playwright
 
     root = Path(tempfile.mkdtemp(prefix="apz-bench-console-"))
-    h = HubProcess(Folders(root / "state", root / "config", root / "data").make(), args=("--node", "off"))
-    h.env["APZ_PRICE_FETCH"] = "off"
-    h.start()
+    h = hub(root)
     try:
         t0 = time.perf_counter()
         fill(h, entries, agents)

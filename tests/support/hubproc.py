@@ -38,8 +38,12 @@ def stop_left_over() -> int:
 
 class HubProcess:
     def __init__(self, folders, database_url: str | None = None, port: int | None = None, args: tuple = (),
-                 host: str = "127.0.0.1", umask: int = -1):
+                 host: str = "127.0.0.1", umask: int = -1, code: Path | None = None):
         self.folders = folders
+        # Another checkout to run apid from (a git worktree: bench/console.py --against). It is the
+        # working directory as well as first on the path, since ``python -m`` puts the working directory
+        # before PYTHONPATH: a hub started from this checkout's folder would run this checkout's code.
+        self.code = code
         self.args = tuple(args)  # more apid flags
         self.host = host  # a loopback address the test owns (127.0.0.2 ...): with --https, a hosted hub
         self.umask = umask  # the umask apid starts under (-1: the test's own)
@@ -50,6 +54,8 @@ class HubProcess:
             APZ_STATE_DIR=str(folders.state), APZ_CONFIG_DIR=str(folders.config), APZ_DATA_DIR=str(folders.data),
             APZ_HUB=self.url, PYTHONPATH=str(ROOT / "tests") + os.pathsep + self.env.get("PYTHONPATH", ""),
         )
+        if code is not None:
+            self.env["PYTHONPATH"] = str(code) + os.pathsep + self.env["PYTHONPATH"]
         self.env.pop("APZ_DATABASE_URL", None)
         if database_url:
             self.env["APZ_DATABASE_URL"] = database_url
@@ -65,6 +71,7 @@ class HubProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentplaza.api.main", "--bind", f"{self.host}:{self.port}", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, umask=self.umask,
+            cwd=self.code,
         )
         _LIVE.add(self)
         self.lines = []
