@@ -428,6 +428,16 @@ def find_port() -> str:
 
 
 RNDRESEEDCRNG = 0x5207     # _IO('R', 0x07): reseed the kernel's random generator from its pool
+#: /dev/urandom, opened for writing once at start (main): a restore's refresh then walks no path and
+#: opens no file, kernel code a restored guest would run untranslated (TCG's cache starts empty).
+_urandom: list = []
+
+
+def open_urandom() -> None:
+    try:
+        _urandom.append(os.open("/dev/urandom", os.O_WRONLY | os.O_CLOEXEC))
+    except OSError as e:
+        log(f"/dev/urandom not opened: {e}")
 
 
 def refresh(hello: dict) -> bool:
@@ -444,7 +454,7 @@ def refresh(hello: dict) -> bool:
             log(f"clock_settime failed: {e}")
     if isinstance(hello.get("entropy"), str):
         try:
-            fd = os.open("/dev/urandom", os.O_WRONLY)
+            fd = _urandom[0] if _urandom else os.open("/dev/urandom", os.O_WRONLY)
             try:
                 os.write(fd, bytes.fromhex(hello["entropy"]))      # mixed into the pool
                 # A write only mixes the bytes into the input pool; the generator /dev/urandom reads
@@ -456,7 +466,8 @@ def refresh(hello: dict) -> bool:
                     log(f"random generator not reseeded: {e}")
                     return False
             finally:
-                os.close(fd)
+                if not _urandom:
+                    os.close(fd)
         except (OSError, ValueError) as e:
             log(f"entropy not mixed: {e}")
             done = False
@@ -535,6 +546,7 @@ def main() -> None:
         log(f"priority not raised: {e}")
     if os.getpid() == 1:
         threading.Thread(target=reaper, daemon=True).start()
+    open_urandom()
     out = Outbound()
     kind = cmdline().get("apz.channel", "serial")
     try:
