@@ -12,6 +12,7 @@ import os
 import resource
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,10 @@ def reconnected(hub, rt, cid, before):
     wait_for("the harness back", lambda: rt.sessions.get(cid) not in (None, before)
              and roster(hub)[cid]["status"] == "idle", 120,
              diag=lambda: (rt.sessions.get(cid), before, roster(hub)[cid],
-                           [(e["kind"], e["actor"], (e["text"] or "")[:120]) for e in transcript(hub, cid)][-6:]))
+                           [(e["kind"], e["actor"], (e["text"] or "")[:120]) for e in transcript(hub, cid)][-6:],
+                           # who made it offline, if it stays so: the agent's last events and their actors
+                           [(type(e).__name__, getattr(e, "actor", None)) for e in
+                            hub.commands.store.events_of(uuid.UUID(roster(hub)[cid]["agent_id"]))][-8:]))
     return rt.sessions[cid]
 
 
