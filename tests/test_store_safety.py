@@ -18,7 +18,7 @@ from support.tally import Tally
 from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Context, PlazaAggregate, Refusal
 from agentplaza.domain.refusals import Kind
-from agentplaza.events.committer import GroupCommitter
+from agentplaza.events.committer import GroupCommitter, StoreClosed
 from agentplaza.events.storable import INT_MAX, INT_MIN, UnstorableEvent, stored_form, stored_problem
 from agentplaza.events.store import EventStore
 
@@ -208,3 +208,34 @@ def test_stored_bytes_are_judged_by_the_same_rules_on_the_way_back():
     assert "NUL" in stored_problem(b'{"a":"x\\u0000"}')
     assert "not a JSON object" in stored_problem(b"[1]")
     assert stored_problem(b'{"a":"\\\\u0000"}') is None  # a backslash and "u0000" is text, not NUL
+
+
+def test_closing_waits_for_the_write_under_way_and_refuses_any_after():
+    """The hub closes its store while a harness's last command may still be writing (the runtime's
+    threads end as its machines stop): the store's database must not be closed under that write (a
+    connection closed inside a writer's execute crashed the process), and a command after the close
+    is a clear error."""
+
+    class SlowRecorder:
+        def __init__(self):
+            self.inside, self.wrote = threading.Event(), []
+
+        def insert_events(self, events):
+            self.inside.set()
+            time.sleep(0.3)
+            self.wrote.append(len(events))
+            return list(range(1, len(events) + 1))
+
+    rec = SlowRecorder()
+    committer = GroupCommitter(rec)
+    out = {}
+    writer = threading.Thread(target=lambda: out.setdefault("positions", committer.submit(["e1", "e2"])))
+    writer.start()
+    assert rec.inside.wait(10)
+    committer.close()
+    assert rec.wrote == [2], "close returned while the write was still inside the database"
+    writer.join(10)
+    assert out["positions"] == [1, 2]
+    with pytest.raises(StoreClosed):
+        committer.submit(["e3"])
+    assert rec.wrote == [2]

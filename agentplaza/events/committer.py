@@ -7,6 +7,10 @@ to ``MAX_BATCH`` commands), writes it in one transaction, wakes each command
 with its positions, and hands the writer's role to the oldest command still
 queued, which takes all that queued meanwhile.  Every thread wakes once.
 
+Closing waits for the write in progress and for every command queued before it (at most
+``CLOSE_WAIT_S``), and refuses any command after it: the store's database is closed only once
+no thread is inside it (a connection closed under a writer's ``execute`` crashed the process).
+
 When a batch fails (two commands changed one aggregate, another hub process
 got there first, or the database refused something in it), the batch is
 written again command by command, so only the command that really failed is
@@ -29,10 +33,16 @@ from eventsourcing.persistence import IntegrityError
 
 #: Most commands written in one transaction.
 MAX_BATCH = 256
+#: How long closing waits for the writes under way.
+CLOSE_WAIT_S = 30.0
 
 
 class CommitConflict(Exception):
     """Another writer changed an aggregate first; nothing of this command was stored."""
+
+
+class StoreClosed(RuntimeError):
+    """The store was closed (the hub is stopping): nothing of this command was stored."""
 
 
 @dataclass
@@ -53,15 +63,16 @@ class GroupCommitter:
         self._recorder = recorder
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
+        self._idle = threading.Condition(self._queue_lock)  # notified when the last writer stops
         self._writing = False
         self._closed = False
 
     def submit(self, events: list[Any]) -> list[int]:
         """Write these stored events in one transaction with whatever else is queued; their positions."""
-        if self._closed:
-            raise RuntimeError("the store is closed")
         job = _Job(events)
         with self._queue_lock:
+            if self._closed:
+                raise StoreClosed("the store is closed")
             self._queue.append(job)
             lead = not self._writing
             self._writing = True
@@ -86,6 +97,7 @@ class GroupCommitter:
                     self._queue[0].wake.set()  # the oldest waiting command writes next
                 else:
                     self._writing = False
+                    self._idle.notify_all()
 
     def _put(self, stored_events: list[Any]) -> list[int]:
         ids = self._recorder.insert_events(stored_events)
@@ -116,4 +128,7 @@ class GroupCommitter:
             j.finish()
 
     def close(self) -> None:
-        self._closed = True
+        """No command after this one; returns once the writes under way are done (or CLOSE_WAIT_S passed)."""
+        with self._queue_lock:
+            self._closed = True
+            self._idle.wait_for(lambda: not self._writing, CLOSE_WAIT_S)

@@ -39,6 +39,7 @@ from ..domain.base import Refusal
 from ..domain.nodes import range_node
 from ..domain.plaza import HELD_MESSAGE
 from ..domain.plaza import held as plaza_held
+from ..events.committer import StoreClosed
 from ..projections import volumes as volumes_rm
 from ..projections import work as work_rm
 from ..projections.agents import agents_table
@@ -659,6 +660,9 @@ class AgentRuntime:
             return fn(self.cmds, *args)
         except Refusal as r:
             log.info("%s refused: %s", getattr(fn, "__name__", fn), r.message)
+            return None
+        except StoreClosed:  # the hub is stopping: a session that ends with it records nothing more
+            log.info("%s not recorded: the store is closed", getattr(fn, "__name__", fn))
             return None
 
     def _entry(self, cid: int, kind: str, text: str | None = None, tool: str | None = None,
