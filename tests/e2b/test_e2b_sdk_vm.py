@@ -293,6 +293,8 @@ def test_snapshot_and_fork(plaza):
     try:
         src.files.write("/workspace/state.txt", "before")
         src.commands.run("while true; do date +%s%N > /tmp/alive; sleep 0.3; done", background=True)
+        # the loop has written once before the snapshot is taken (a busy machine may not have run it yet)
+        until("the source's loop ticks", lambda: src.files.exists("/tmp/alive"), timeout=30)
         name = "snap-" + uuid.uuid4().hex[:6]
         snap = src.create_snapshot(name)
         src.files.write("/workspace/state.txt", "after")  # the snapshot keeps what was before
