@@ -227,3 +227,16 @@ def test_a_module_that_breaks_a_rule_is_named_and_nothing_is_written(files, says
 
     with pytest.raises(BundleError, match=says):
         _write(_modules(**files))
+
+
+def test_a_frame_that_cannot_be_written_in_is_preloaded_as_its_files(monkeypatch):
+    """A module that breaks a rule (here: an import cycle) leaves the files served as they are: the front
+    page then preloads the frame's whole static closure, each module before those that import it."""
+    from agentplaza.api.routes import console
+
+    monkeypatch.setattr(console, "_kept", {})
+    monkeypatch.setattr(console.console_bundle, "write_from",
+                        lambda folder: (_ for _ in ()).throw(console.console_bundle.BundleError("a cycle")))
+    order = console.preload_order()
+    assert order[-1] == "js/main.js" and {"js/api.js", "js/ui.js", "js/frame.js", "js/live.js"} <= set(order)
+    assert order.index("js/api.js") < order.index("js/frame.js") < order.index("js/main.js")

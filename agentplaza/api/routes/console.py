@@ -149,10 +149,12 @@ def preload_order() -> list[str]:
     if b is None:  # every module of the frame's static closure, as the files are
         every = {p.relative_to(CONSOLE_DIR).as_posix() for p in (CONSOLE_DIR / "js").rglob("*.js")}
         order: list[str] = []
+        seen: set[str] = set()  # visited, even before it is in order (a cycle is one reason to be here)
 
         def visit(module: str) -> None:
-            if module in order or module not in every:
+            if module in seen or module not in every:
                 return
+            seen.add(module)
             base = posixpath.dirname(module)
             for target in STATIC_IMPORT.findall(_read(CONSOLE_DIR / module)):
                 visit(posixpath.normpath(posixpath.join(base, target.decode())))
