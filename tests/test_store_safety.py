@@ -168,12 +168,12 @@ def _held_batch(committer: GroupCommitter, jobs: list, timeout_s: float = 30) ->
             failures[name] = e
 
     threads = [threading.Thread(target=submit, args=job) for job in jobs]
-    for t in threads:
-        t.start()
     deadline = time.monotonic() + timeout_s
-    while len(committer._queue) < len(jobs):
-        assert time.monotonic() < deadline, "the jobs did not queue"
-        time.sleep(0.01)
+    for n, t in enumerate(threads, 1):  # one at a time: the queue holds them in the jobs' order
+        t.start()
+        while len(committer._queue) < n:
+            assert time.monotonic() < deadline, "the jobs did not queue"
+            time.sleep(0.01)
     committer._lead()  # the busy writer finishes: the whole queue is one batch
     for t in threads:
         t.join()
