@@ -157,6 +157,8 @@ class HarnessSession:
             return fn(agent, req)
         except Refusal as r:
             return error(r.code, r.message)
+        except (ChannelClosed, StreamReset):  # the harness's stream is gone (a VM slept): the session ends
+            raise
         except Exception:  # noqa: BLE001 - a bug answers this request, and the session goes on
             log.exception("harness op %s of agent %s failed", op, self.cid)
             return error("internal", "the hub failed to answer this request; see its log")

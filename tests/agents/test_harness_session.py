@@ -359,3 +359,37 @@ def test_an_old_connection_ending_after_a_new_one_said_hello_leaves_the_agent_co
     finally:
         host.close()
         guest.close()
+
+
+def test_a_wait_for_work_on_a_stream_that_went_ends_the_session_quietly(hub, caplog):
+    """A harness waiting in ``next`` whose stream is gone (its VM slept): the session ends as a
+    disconnect, not as a failed op logged with a traceback."""
+    import json
+    import socket
+    import threading
+    import time
+
+    from vmm.channel import Channel
+
+    cmds = hub.commands
+    cid = ac.spawn(cmds, cmds.context("owner"), "builder", 1).value[0]
+    rt = AgentRuntime(hub, node="off")
+    a, b = socket.socketpair()
+    host, guest = Channel.over_socket(a, role="host").start(), Channel.over_socket(b, role="guest").start()
+    try:
+        g = guest.open("harness")
+        s = HarnessSession(rt, cid, host.accept(5))
+        t = threading.Thread(target=s.run, daemon=True)
+        t.start()
+        g.write(json.dumps({"op": "hello", "version": 1}).encode() + b"\n")
+        line = b""
+        while not line.endswith(b"\n"):
+            line += g.read(timeout=10)
+        g.write(json.dumps({"op": "next", "wait": 20}).encode() + b"\n")
+        time.sleep(0.5)  # waiting for work
+        g.reset("the VM slept")
+        t.join(10)
+        assert not t.is_alive() and cid not in rt.sessions
+        assert not [r for r in caplog.records if "failed" in r.getMessage()], caplog.text
+    finally:
+        host.close()
