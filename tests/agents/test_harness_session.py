@@ -313,14 +313,14 @@ def test_the_mode_set_on_the_agents_conduct_is_what_hello_offers(hub):
     assert "vm.write_file" not in hello["tools"] and "vm.read_file" in hello["tools"]
 
 
-def test_an_old_connection_ending_after_a_new_one_said_hello_leaves_the_agent_connected(hub):
-    # A restored guest's harness connects again before the node sees its old stream gone: the old
-    # session's end must not mark the agent offline under the new one.
+def _harness_over_a_socket(hub):
+    """A builder agent, a runtime, and ``connect()``: a harness stream over a real channel, its session
+    running in a thread, hello said; (the guest's end, the session, its thread).  ``close()`` ends both
+    channels."""
     import json
     import socket
     import threading
 
-    from agentplaza.projections.agents import agents_table
     from vmm.channel import Channel
 
     cmds = hub.commands
@@ -341,6 +341,21 @@ def test_an_old_connection_ending_after_a_new_one_said_hello_leaves_the_agent_co
         assert json.loads(line)["cid"] == cid
         return g, s, t
 
+    def close():
+        host.close()
+        guest.close()
+
+    return cid, rt, close, connect
+
+
+def test_an_old_connection_ending_after_a_new_one_said_hello_leaves_the_agent_connected(hub):
+    # A restored guest's harness connects again before the node sees its old stream gone: the old
+    # session's end must not mark the agent offline under the new one.
+    from agentplaza.projections.agents import agents_table
+
+    cmds = hub.commands
+    cid, rt, close, connect = _harness_over_a_socket(hub)
+
     def status():
         hub.read_models.catch_up()
         return {r["cid"]: r["status"] for r in hub.read_models.rows(agents_table)}[cid]
@@ -357,34 +372,18 @@ def test_an_old_connection_ending_after_a_new_one_said_hello_leaves_the_agent_co
         t2.join(10)
         assert cid not in rt.sessions and status() == "offline"
     finally:
-        host.close()
-        guest.close()
+        close()
 
 
 def test_a_wait_for_work_on_a_stream_that_went_ends_the_session_quietly(hub, caplog):
     """A harness waiting in ``next`` whose stream is gone (its VM slept): the session ends as a
     disconnect, not as a failed op logged with a traceback."""
     import json
-    import socket
-    import threading
     import time
 
-    from vmm.channel import Channel
-
-    cmds = hub.commands
-    cid = ac.spawn(cmds, cmds.context("owner"), "builder", 1).value[0]
-    rt = AgentRuntime(hub, node="off")
-    a, b = socket.socketpair()
-    host, guest = Channel.over_socket(a, role="host").start(), Channel.over_socket(b, role="guest").start()
+    cid, rt, close, connect = _harness_over_a_socket(hub)
     try:
-        g = guest.open("harness")
-        s = HarnessSession(rt, cid, host.accept(5))
-        t = threading.Thread(target=s.run, daemon=True)
-        t.start()
-        g.write(json.dumps({"op": "hello", "version": 1}).encode() + b"\n")
-        line = b""
-        while not line.endswith(b"\n"):
-            line += g.read(timeout=10)
+        g, _, t = connect()
         g.write(json.dumps({"op": "next", "wait": 20}).encode() + b"\n")
         time.sleep(0.5)  # waiting for work
         g.reset("the VM slept")
@@ -392,4 +391,4 @@ def test_a_wait_for_work_on_a_stream_that_went_ends_the_session_quietly(hub, cap
         assert not t.is_alive() and cid not in rt.sessions
         assert not [r for r in caplog.records if "failed" in r.getMessage()], caplog.text
     finally:
-        host.close()
+        close()
