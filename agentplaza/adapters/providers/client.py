@@ -6,28 +6,23 @@ gateway treats every provider alike.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-import httpcore
 import httpx
 import orjson
 
+from . import http1
 from . import mock as mock_provider
 from .presets import ANTHROPIC, GEMINI, OPENAI, ProviderConfig
 from .wire import auth_headers, upstream_url
 
-#: How long the hub waits to connect to a provider, and for each read of its answer.
-CONNECT_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 600.0
 #: Connections kept open to providers: as many as may be open, so that every concurrent caller's
 #: connection is kept (with 50 kept of 200, bench/peers.py's 64 callers had 14 connections closed after
 #: each answer and opened again for the next call: a TCP handshake on the way of those calls).
-MAX_CONNECTIONS = 200
-MAX_KEEPALIVE = MAX_CONNECTIONS
+MAX_CONNECTIONS = http1.MAX_CONNECTIONS
+MAX_KEEPALIVE = http1.MAX_KEEPALIVE
 #: The body and length of ``models test``'s one short call.
 TEST_PROMPT = "Reply with the word ok."
 TEST_MAX_TOKENS = 16
@@ -43,34 +38,22 @@ class Answer:
 
 
 #: What a failed exchange with a provider raises (the pool's own errors, and httpx's for the price fetch).
-UPSTREAM_ERRORS: tuple[type[BaseException], ...] = (
-    httpx.HTTPError, httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
-    httpcore.UnsupportedProtocol, httpcore.ProxyError, httpcore.PoolTimeout,
-)
+UPSTREAM_ERRORS: tuple[type[BaseException], ...] = (http1.UpstreamError, httpx.HTTPError)
 #: The answer headers a caller gets back from a provider.
-KEPT_HEADERS = (b"content-type", b"retry-after", b"request-id", b"x-request-id")
+KEPT_HEADERS = frozenset({b"content-type", b"retry-after", b"request-id", b"x-request-id"})
 
 
 class Upstream:
-    """The hub's one way out to model providers: one pool of kept-alive connections.
+    """The hub's one way out to model providers: one pool of kept-alive connections (``http1.Pool``,
+    a lean HTTP/1.1 client: see its docstring for why the gateway does not go through httpcore)."""
 
-    It speaks through httpcore's connection pool directly: httpx's client
-    layers (URL and header models, cookies, auth and redirect handling) cost
-    a fifth of a millisecond a call and the gateway needs none of them.
-    """
-
-    def __init__(self, pool: httpcore.AsyncConnectionPool | None = None):
+    def __init__(self, pool: http1.Pool | None = None):
         self._pool = pool
-        self._timeouts = {"connect": CONNECT_TIMEOUT_S, "read": READ_TIMEOUT_S, "write": READ_TIMEOUT_S,
-                          "pool": CONNECT_TIMEOUT_S}
 
     @property
-    def pool(self) -> httpcore.AsyncConnectionPool:
+    def pool(self) -> http1.Pool:
         if self._pool is None:
-            # No Nagle: a request's head and body go out at once, not one round trip apart.
-            self._pool = httpcore.AsyncConnectionPool(
-                max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE,
-                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            self._pool = http1.Pool(MAX_CONNECTIONS, MAX_KEEPALIVE)
         return self._pool
 
     async def call(self, provider: ProviderConfig, wire: str, body: dict, model: str, stream: bool,
@@ -93,20 +76,11 @@ class Upstream:
         if extra_headers:
             headers.update(extra_headers)
         url = upstream_url(wire, base, model, stream)
-        content = orjson.dumps(body)
-        head = [("host", urlsplit(url).netloc), ("content-length", str(len(content))), *headers.items()]
-        request = httpcore.Request("POST", url, headers=head, content=content, extensions={"timeout": self._timeouts})
-        response = await self.pool.handle_async_request(request)
-        kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in response.headers if k.lower() in KEPT_HEADERS}
-        ctype = kept.get("content-type") or kept.get("Content-Type") or ""
-        kept = {k.lower(): v for k, v in kept.items()}
-        if not stream or response.status >= 400 or "event-stream" not in ctype:
-            try:
-                data = b"".join([chunk async for chunk in response.aiter_stream()])  # type: ignore[attr-defined]
-            finally:
-                await response.aclose()
-            return Answer(response.status, kept, data)
-        return Answer(response.status, kept, chunks=response.aiter_stream(), close=response.aclose)  # type: ignore[attr-defined]
+        response = await self.pool.post(url, list(headers.items()), orjson.dumps(body))
+        kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in response.headers if k in KEPT_HEADERS}
+        if not stream or response.status >= 400 or "event-stream" not in kept.get("content-type", ""):
+            return Answer(response.status, kept, await response.read())
+        return Answer(response.status, kept, chunks=response.aiter(), close=response.aclose)
 
     async def aclose(self) -> None:
         if self._pool is not None:
