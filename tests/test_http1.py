@@ -9,12 +9,14 @@ test client's).
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 
 import anyio
 import pytest
 
 from agentplaza.adapters.providers import http1
+from agentplaza.api.tls import CERT_FILE, KEY_FILE, make_certificate
 
 BACKENDS = ["trio", "asyncio"]
 
@@ -23,15 +25,18 @@ class Scripted:
     """A loopback server: for each request read (head and Content-Length body), the next answer of
     ``answers`` is written; ``None`` closes the connection instead; ``"hold"`` writes nothing."""
 
-    def __init__(self, answers: list[bytes | str | None], close_after_each: bool = False):
+    def __init__(self, answers: list[bytes | str | None], close_after_each: bool = False,
+                 tls: ssl.SSLContext | None = None):
         self.answers = list(answers)
+        self.tls = tls
         self.requests: list[bytes] = []
         self.connections = 0
         self.close_after_each = close_after_each
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/chat/completions"
+        scheme, host = ("https", "localhost") if tls else ("http", "127.0.0.1")
+        self.url = f"{scheme}://{host}:{self.sock.getsockname()[1]}/v1/chat/completions"
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -47,6 +52,11 @@ class Scripted:
 
     def _serve(self, conn: socket.socket) -> None:
         buf = b""
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # a client that did not trust this certificate
         with conn:
             while True:
                 while b"\r\n\r\n" not in buf:
@@ -296,4 +306,26 @@ def test_a_body_left_unread_closes_its_connection(backend):
 
     run(backend, go)
     assert server.connections == 2
+    server.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_https_checks_the_providers_certificate_and_keeps_the_connection(backend, tmp_path):
+    make_certificate(tmp_path, ["localhost"])
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(tmp_path / CERT_FILE, tmp_path / KEY_FILE)
+    server = Scripted([ok(b"over tls"), ok(b"again")], tls=served)
+    trusting = ssl.create_default_context(cafile=str(tmp_path / CERT_FILE))
+
+    async def go():
+        with pytest.raises(http1.ConnectError):  # the default roots do not know this certificate
+            await http1.Pool().post(server.url, [], b"{}")
+        pool = http1.Pool(ssl_context=trusting)
+        assert await (await pool.post(server.url, [], b"{}")).read() == b"over tls"
+        assert await (await pool.post(server.url, [], b"{}")).read() == b"again"
+        await pool.aclose()
+
+    run(backend, go)
+    assert server.connections == 2  # the refused handshake, then one kept connection for both calls
+    assert server.requests[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost:")
     server.close()
