@@ -13,6 +13,9 @@ that upstream in the same run.
    escrow and committed with its ``ModelCalled`` event (after the answer
    is sent, on the recorder thread).
 2. calls per second with CONCURRENCY callers: through the gateway, and direct.
+
+``--against DIR`` also starts a hub from another checkout (a git worktree of an earlier commit) on
+the same upstream and times its gateway in turn with this one's: a before/after in one run.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def setup(hub: HubProcess, c: httpx.Client) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--against", metavar="DIR", help="another checkout whose gateway is timed in turn with this one's")
     args = ap.parse_args()
     n, secs = (200, 2.0) if args.quick else (2000, 8.0)
     tmp = Path(tempfile.mkdtemp(prefix="apz-bench-gw-"))
@@ -126,35 +130,44 @@ def main() -> None:
     folders = Folders(tmp / "state", tmp / "config", tmp / "data").make()
     os.environ["APZ_PRICE_FETCH"] = "off"
     with FakeUpstream() as up:
-        hub = HubProcess(folders)
-        hub.env["APZ_BENCH_OPENAI_KEY"] = KEYS["openai"]
-        hub.env["APZ_PRICE_FETCH"] = "off"
-        hub.start()
+        hub = start_hub(folders, up, None)
+        other = start_hub(Folders(tmp / "o-state", tmp / "o-config", tmp / "o-data").make(), up,
+                          Path(args.against).resolve()) if args.against else None
         try:
-            with hub.client() as c:
-                c.patch("/v1/models/providers/openai", json={"base_url": up.url + "/v1",
-                                                             "key": {"kind": "env", "name": "APZ_BENCH_OPENAI_KEY"}})
-                c.patch("/v1/models/policy", json={"worker": ["deepseek/deepseek-flash", "openai/gpt-6-luna"]})
-                tok = setup(hub, c)
+            tok = configure(hub, up)
             via = tok["base_urls"]["openai"] + "/chat/completions"
+            via_other = configure(other, up)["base_urls"]["openai"] + "/chat/completions" if other else None
             direct = up.url + "/v1/chat/completions"
             hv, hd = {"authorization": "Bearer plaza"}, {"authorization": f"Bearer {KEYS['openai']}"}
-            with httpx.Client(timeout=30) as cv, httpx.Client(timeout=30) as cd:
+            with httpx.Client(timeout=30) as cv, httpx.Client(timeout=30) as cd, httpx.Client(timeout=30) as co:
                 timed(cv, via, hv, 50)
                 timed(cd, direct, hd, 50)  # warm both paths
-                gw, base = [], []
-                hub_cpu = 0.0
+                if via_other:
+                    timed(co, via_other, hv, 50)
+                gw, base, gw_other = [], [], []
+                hub_cpu = other_cpu = 0.0
                 for _ in range(4):  # interleave so both see the same machine
                     before = cpu_s(hub.proc.pid)
                     gw += timed(cv, via, hv, n // 4)
                     hub_cpu += cpu_s(hub.proc.pid) - before
                     base += timed(cd, direct, hd, n // 4)
+                    if via_other:
+                        before = cpu_s(other.proc.pid)
+                        gw_other += timed(co, via_other, hv, n // 4)
+                        other_cpu += cpu_s(other.proc.pid) - before
             up.requests.clear()
             added50 = (statistics.median(gw) - statistics.median(base)) * 1000
             added99 = (pct(gw, 99) - pct(base, 99)) * 1000
             print(f"direct:  p50 {statistics.median(base) * 1000:.2f} ms  p99 {pct(base, 99) * 1000:.2f} ms  ({n} calls)")
             print(f"gateway: p50 {statistics.median(gw) * 1000:.2f} ms  p99 {pct(gw, 99) * 1000:.2f} ms")
             print(f"added:   p50 {added50:+.2f} ms (goal <= 1 ms)  p99 {added99:+.2f} ms")
+            if gw_other:
+                other50 = (statistics.median(gw_other) - statistics.median(base)) * 1000
+                print(f"against {args.against}: added p50 {other50:+.2f} ms, p99 "
+                      f"{(pct(gw_other, 99) - pct(base, 99)) * 1000:+.2f} ms, apid's CPU a call "
+                      f"{other_cpu / len(gw_other) * 1000:.2f} ms; this one's added p50 "
+                      f"{added50 / other50 if other50 > 0 else float('nan'):.2f}x and CPU a call "
+                      f"{hub_cpu / other_cpu:.2f}x that one's")
             print(f"apid's CPU a call, one caller: {hub_cpu / len(gw) * 1000:.2f} ms (all its threads, /proc)")
             rate_gw = rate_of("through the gateway", via, hv, secs)
             up.requests.clear()
@@ -168,6 +181,24 @@ def main() -> None:
                   f"= {rate_gw / rate_direct:.2f}x direct with {CONCURRENCY} callers")
         finally:
             hub.stop()
+            if other is not None:
+                other.stop()
+
+
+def start_hub(folders: Folders, up: FakeUpstream, code: Path | None) -> HubProcess:
+    hub = HubProcess(folders, code=code)
+    hub.env["APZ_BENCH_OPENAI_KEY"] = KEYS["openai"]
+    hub.env["APZ_PRICE_FETCH"] = "off"
+    return hub.start()
+
+
+def configure(hub: HubProcess, up: FakeUpstream) -> dict:
+    """The provider pointed at the fake upstream, the policy, and a caller's gateway token."""
+    with hub.client() as c:
+        c.patch("/v1/models/providers/openai", json={"base_url": up.url + "/v1",
+                                                     "key": {"kind": "env", "name": "APZ_BENCH_OPENAI_KEY"}})
+        c.patch("/v1/models/policy", json={"worker": ["deepseek/deepseek-flash", "openai/gpt-6-luna"]})
+        return setup(hub, c)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from support.treasury import Plaza
 
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import treasury as treasury_commands
-from agentplaza.commands.unit import Commands, Done
+from agentplaza.commands.unit import Commands, Done, Look
 from agentplaza.domain.base import Context, Refusal
 from agentplaza.domain.plaza import PLAZA_ID
 from agentplaza.domain.plaza import held as plaza_held
@@ -75,6 +75,22 @@ def test_two_copies_of_one_aggregate_in_a_unit_are_refused_before_anything_is_wr
     with pytest.raises(ValueError, match="two copies"):
         cmds.run(decide)
     assert cmds.store.max_position() == 1
+
+
+def test_a_look_reads_the_cached_aggregates_themselves_and_can_change_nothing(cmds):
+    """The gateway's payer check runs on every model call in a ``Look``: no private copy of each account
+    is made, the plaza (a guard) is still read as the database holds it, and nothing can be added."""
+    tid = uuid.uuid4()
+    cmds.run(lambda unit: unit.add(Tally.start(ctx(), id=tid, label="x")))
+    look, other = Look(cmds.store), Look(cmds.store)
+    assert look.get(tid) is other.get(tid) is cmds.store.peek(tid)  # one cached object, no copies
+    assert cmds.store.get(tid) is not look.get(tid)  # a unit's get still gives a private copy
+    assert look.get(uuid.uuid4()) is None
+    with pytest.raises(TypeError, match="changes nothing"):
+        look.add(look.get(tid))
+    cmds.run(lambda unit: unit.add(unit.get(tid).count(ctx()) or unit.get(tid)))
+    assert Look(cmds.store).get(tid).total == 1  # a commit's new state is what the next look reads
+    assert look.get(tid).total == 0  # a look, like a unit, keeps what it loaded
 
 
 def test_a_hold_made_through_another_store_handle_holds_the_next_command_here(folders, database_url):

@@ -25,7 +25,7 @@ from typing import Any
 from ..domain import treasury as t
 from ..domain.base import Context, Refusal
 from ..domain.plaza import PLAZA_ID
-from .unit import Commands, Done, Unit
+from .unit import Commands, Done, Look, Unit
 
 
 @dataclass
@@ -228,7 +228,7 @@ def charge_gateway(cmds: Commands, ctx: Context, cid: str, task: str | None, *, 
 def quick_check_gateway_call(cmds: Commands, cid: str, task: str | None) -> None:
     """``check_gateway_call`` on the store's cached accounts, without a command: cheap enough for the
     event loop.  A refusal here is only a hint; confirm it with ``check_gateway_call`` (fresh state)."""
-    unit = Unit(cmds.store)
+    unit = Look(cmds.store)
     t.check_gateway_call(books(unit, cmds.context("hub"), [t.wallet_key(cid)], [task]), plaza_in(unit), cid, task)
 
 
@@ -255,7 +255,7 @@ def gateway_charged(unit: Unit, ctx: Context, cid: str, task: str | None, cost: 
 def quick_check_own_loop_call(cmds: Commands, task: str | None) -> None:
     """``check_own_loop_call`` on the store's cached accounts (cheap, for the event loop); a refusal is
     confirmed with ``check_own_loop_call`` on fresh state."""
-    unit = Unit(cmds.store)
+    unit = Look(cmds.store)
     t.check_own_loop_call(books(unit, cmds.context("hub"), [], [task]), plaza_in(unit), task)
 
 

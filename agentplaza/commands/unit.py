@@ -63,6 +63,7 @@ class Unit:
 
     def add(self, *aggregates: Any) -> None:
         """These are to be saved with the unit (a new aggregate, or one loaded and changed)."""
+        self._may_change()
         for a in aggregates:
             if a is None:
                 continue
@@ -76,6 +77,26 @@ class Unit:
     @property
     def changed(self) -> list[Any]:
         return list(self._changed.values())
+
+    def _may_change(self) -> None:
+        pass
+
+
+class Look(Unit):
+    """A unit for a check that changes nothing and is made very often (the gateway's payer check
+    on every model call): it reads the store's cached aggregates themselves (``EventStore.peek``),
+    not private copies, so it may not change one; a guard is still read from the database.
+    Nothing it holds can be added or committed."""
+
+    def get(self, aggregate_id: uuid.UUID) -> Any | None:
+        if aggregate_id not in self._loaded:
+            store = self.store
+            self._loaded[aggregate_id] = (store.get(aggregate_id, fresh=True) if aggregate_id in GUARDS
+                                          else store.peek(aggregate_id))
+        return self._loaded[aggregate_id]
+
+    def _may_change(self) -> None:
+        raise TypeError("a Look changes nothing: run the command in a Unit")
 
 
 def utc_now() -> dt.datetime:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import datetime as dt
+import functools
 import typing
 import uuid
 from dataclasses import dataclass
@@ -90,6 +91,12 @@ class Context:
             )
 
 
+#: Singleton ids remembered (a name's id never changes): the treasury's accounts are looked up by
+#: name on every model call, and a UUID5 is a SHA-1.
+FIXED_IDS_CACHED = 4096
+
+
+@functools.lru_cache(maxsize=FIXED_IDS_CACHED)
 def fixed_id(name: str) -> uuid.UUID:
     """The id of a singleton aggregate (the plaza, the treasury's budget ...)."""
     return uuid.uuid5(uuid.NAMESPACE_URL, f"agentplaza:{name}")
