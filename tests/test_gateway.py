@@ -303,3 +303,30 @@ def test_the_models_and_usage_commands(hub, upstream):
     assert "echo" in cli(hub, "usage", "--calls", "5").stdout
     series = cli(hub, "usage", "--series", "hour", "--by", "agent")
     assert series.returncode == 0 and "BUCKET" in series.stdout and ":00" in series.stdout
+
+
+def test_a_model_call_taken_by_the_gateways_door_is_answered_as_through_the_whole_stack(hub):
+    """The door (routes.gateway.Door) answers a model call before Starlette's stack: the edge's checks
+    still refuse a web page, the edge's headers are still on every answer, and whatever the door does
+    not take (another method, an unknown Gemini method, a path one step longer) gets the same answers."""
+    t = token(hub)
+    url = t["base_urls"]["openai"] + "/chat/completions"
+    body = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(timeout=30) as c:
+        r = c.post(url, json=body, headers={"authorization": "Bearer plaza"})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hi"
+        assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
+        assert r.headers["x-content-type-options"] == "nosniff" and "frame-ancestors 'none'" in \
+            r.headers["content-security-policy"]
+        page = c.post(url, json=body, headers={"authorization": "Bearer plaza", "origin": "http://evil.example"})
+        assert page.status_code == 403 and page.json()["error"]["code"] == "foreign_origin"
+        plain = c.post(url, content=b"{}", headers={"authorization": "Bearer plaza", "content-type": "text/plain"})
+        assert plain.status_code == 415
+        assert c.get(url).status_code == 405 and c.get(url).json()["error"]["code"] == "method_not_allowed"
+        assert c.post(url + "/more", json=body).status_code == 404
+        gem = c.post(t["base_urls"]["gemini"] + "/v1beta/models/echo:countTokens", json={},
+                     headers={"x-goog-api-key": "plaza"})
+        assert gem.status_code == 404 and "no Gemini method countTokens" in gem.text
+        assert gem.headers["x-frame-options"] == "DENY"
+        stranger = c.post(url, json=body, headers={"authorization": "Bearer sk-real"})
+        assert stranger.status_code == 401 and "placeholder" in stranger.text

@@ -27,3 +27,18 @@ def test_every_gateway_path_is_the_gateways_and_no_other_route_matches_it():
     for path in GATEWAY_PATHS:
         assert any(r.matches(scope(path))[0] == Match.FULL for r in gateway_routes.ROUTES), path
         assert [r.path for r in others if r.matches(scope(path))[0] != Match.NONE] == [], path
+
+
+def test_the_gateways_door_takes_exactly_the_paths_its_routes_match():
+    """``routes.gateway.Door`` answers a model call before Starlette's stack; it must take no path the
+    routes would not (a token with a slash, a path one step longer, a prefix alone)."""
+    paths = GATEWAY_PATHS + [
+        "/v1/gateway/a/b/openai/v1/chat/completions", "/v1/gateway//openai/v1/chat/completions",
+        "/v1/gateway/t/openai/v1/chat/completions/", "/v1/gateway/t/openai/v1/chat/completionsx",
+        "/v1/gateway/t/anthropic/v1/messages/x", "/v1/gateway/t/gemini/v1beta/models/a/b:generateContent",
+        "/v1/gateway/t/gemini/v2/models/m:generateContent", "/v1/gateway/t/gemini/v1beta/models/",
+        "/v1/gateway/t", "/v1/gatewayx/t/anthropic/v1/messages", "/x/v1/gateway/t/anthropic/v1/messages",
+    ]
+    for path in paths:
+        routed = any(r.matches(scope(path))[0] == Match.FULL for r in gateway_routes.ROUTES)
+        assert bool(gateway_routes.DOOR_PATH.fullmatch(path)) == routed, path

@@ -103,6 +103,18 @@ def session_holds(hub: Hub, scope: Scope) -> bool:
     return hub.sessions.valid(cookie_value(headers.get(b"cookie", b"").decode("latin-1")))
 
 
+class HubApp(Starlette):
+    """The hub's app: Starlette, with a model call taken by the gateway's door before Starlette's stack
+    (``routes.gateway.Door``: every other request, and a call the edge refuses, goes the whole way)."""
+
+    door: gateway_routes.Door | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.door is not None and await self.door.take(scope, receive, send):
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(hub: Hub) -> Starlette:
     api = Api(hub)
     mcp = McpDoor(hub)
@@ -135,7 +147,7 @@ def create_app(hub: Hub) -> Starlette:
     routes.append(WebSocketRoute("/v1/ws", ws.endpoint(hub.bus, lambda scope: session_holds(hub, scope))))
     routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE", "OPTIONS"]))  # OPTIONS: CORS preflight
     routes.append(WebSocketRoute(ACP_PATH, acp.endpoint))
-    app = Starlette(
+    app = HubApp(
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(Edge, names=hub.names), Middleware(OwnerOnly, hub=hub)],
@@ -143,5 +155,6 @@ def create_app(hub: Hub) -> Starlette:
     )
     app.state.hub = hub
     app.state.api = api
+    app.door = gateway_routes.Door(api, hub.names)
     mcp.app, mcp.settle = app, api.follower.settle
     return app

@@ -162,7 +162,7 @@ class Edge:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers = edge_headers(scope)
         refusal = self.refusal(scope, headers)
         if refusal is not None:
             status, code, message = refusal
@@ -170,15 +170,15 @@ class Edge:
             if scope["type"] == "websocket":
                 if "websocket.http.response" in (scope.get("extensions") or {}):
                     # The upgrade is answered with this HTTP status (Starlette sends it as the denial response).
-                    await response(scope, receive, _with_headers(send, prefix="websocket."))
+                    await response(scope, receive, with_security_headers(send, prefix="websocket."))
                 else:
                     await send({"type": "websocket.close", "code": 4000 + status, "reason": message[:120]})
                 return
             await _drain(receive)
-            await response(scope, receive, _with_headers(send))
+            await response(scope, receive, with_security_headers(send))
             return
         keep_cors = scope.get("path") == MCP_PATH  # the MCP door's own CORS, for origins the owner added alone
-        await self.app(scope, receive, _with_headers(send, keep_cors=keep_cors) if scope["type"] == "http" else send)
+        await self.app(scope, receive, with_security_headers(send, keep_cors=keep_cors) if scope["type"] == "http" else send)
 
     def refusal(self, scope: Scope, headers: dict[bytes, list[bytes]]) -> tuple[int, str, str] | None:
         host = _one(headers, b"host")
@@ -231,7 +231,8 @@ def _changes_something(scope: Scope, headers: dict[bytes, list[bytes]]) -> bool:
     return False
 
 
-def _headers(scope: Scope) -> dict[bytes, list[bytes]]:
+def edge_headers(scope: Scope) -> dict[bytes, list[bytes]]:
+    """The request's headers by lowercase name, each name's values in order (for ``Edge.refusal``)."""
     out: dict[bytes, list[bytes]] = {}
     for k, v in scope.get("headers") or []:
         out.setdefault(k.lower(), []).append(v)
@@ -248,7 +249,8 @@ def _one(headers: dict[bytes, list[bytes]], name: bytes) -> str | None:
     return values[0].decode("latin-1")
 
 
-def _with_headers(send: Send, prefix: str = "", keep_cors: bool = False) -> Send:
+def with_security_headers(send: Send, prefix: str = "", keep_cors: bool = False) -> Send:
+    """``send`` with the edge's headers added to the answer's start (and any CORS header dropped)."""
     async def sending(message: Message) -> None:
         if message["type"] == prefix + "http.response.start":
             headers = [(k, v) for k, v in message.get("headers", [])
