@@ -438,10 +438,13 @@ class Gateway:
 
     def _check_key(self, wire: str, request: Request) -> None:
         h = request.headers
-        presented = h.get("x-api-key") or h.get("x-goog-api-key") or request.query_params.get("key")
-        auth = h.get("authorization", "")
-        if not presented and auth.lower().startswith("bearer "):
-            presented = auth[7:].strip()
+        presented = h.get("x-api-key") or h.get("x-goog-api-key")
+        if not presented and request.scope["query_string"]:  # Gemini's ?key= (parsed only when there is a query)
+            presented = request.query_params.get("key")
+        if not presented:
+            auth = h.get("authorization", "")
+            if auth[:7].lower() == "bearer ":
+                presented = auth[7:].strip()
         if presented != PLACEHOLDER_KEY:
             raise GatewayRefusal(401, "placeholder_key", "present the placeholder key plaza; the hub holds the real keys")
 
