@@ -31,6 +31,7 @@ class Scripted:
         self.tls = tls
         self.requests: list[bytes] = []
         self.connections = 0
+        self.closed = threading.Semaphore(0)  # released each time the server has closed a connection
         self.close_after_each = close_after_each
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -51,6 +52,12 @@ class Scripted:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._answer(conn)
+        finally:
+            self.closed.release()
+
+    def _answer(self, conn: socket.socket) -> None:
         buf = b""
         if self.tls is not None:
             try:
@@ -178,7 +185,7 @@ def test_an_idle_connection_the_server_closed_is_not_used_again(backend):
     async def go():
         pool = http1.Pool()
         assert await (await pool.post(server.url, [], b"{}")).read() == b"one"
-        await anyio.sleep(0.2)  # the server has closed its end by now
+        assert await anyio.to_thread.run_sync(server.closed.acquire, True, 10)  # the server closed its end
         assert await (await pool.post(server.url, [], b"{}")).read() == b"two"
 
     run(backend, go)
