@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // The console starts here (early.js, which the front page runs first, has started the opened screen's
 // reads). The frame and the screen start at once; the first answer of 401 (the plaza's state or a
 // screen's data) means this browser is not the owner's: the sign-in page takes the frame's place. The

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Small DOM helpers: elements from data (text only, never HTML), tables, forms, dialogs, numbers.
 
 //: "On the Treasury screen one credit is shown as $0.001."
