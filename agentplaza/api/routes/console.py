@@ -125,8 +125,11 @@ def _digest() -> str:
     h = hashlib.sha256()
     for p in _files():
         h.update(p.relative_to(CONSOLE_DIR).as_posix().encode() + b"\0" + _read(p) + b"\0")
-    b = bundle()  # main.js as served: a hub that writes it otherwise serves it at a new address
-    h.update(b.text if b is not None else b"")
+    b = bundle()  # main.js and the modules that import it as served: written otherwise, a new address
+    if b is not None:
+        h.update(b.text)
+        for module, text in sorted(b.rewritten.items()):
+            h.update(module.encode() + b"\0" + text + b"\0")
     return h.hexdigest()[:DIGEST_CHARS]
 
 
@@ -144,7 +147,8 @@ def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> R
 
 #: The module the front page runs: the frame (``js/early.js``, which starts the opened screen's data, is a
 #: classic script the parser runs at once: nothing to preload).  Under the digest it is served as the
-#: hub writes it, with the frame's own modules in it (console_bundle.py).
+#: hub writes it, with the modules of its static closure in it, api.js and ui.js included; the screens
+#: that import those are served importing main.js instead (console_bundle.py).
 FRONT_MODULE = console_bundle.ROOT_MODULE
 
 
@@ -157,14 +161,14 @@ def _bundle() -> console_bundle.Bundle | None:
 
 
 def bundle() -> console_bundle.Bundle | None:
-    """main.js as served under the digest, or None when a module breaks a rule the writing relies on
-    (the files are then served as they are)."""
+    """main.js, and the modules that import what it holds, as served under the digest; or None when a
+    module breaks a rule the writing relies on (the files are then served as they are)."""
     return _fresh("bundle", _bundle)
 
 
 def preload_order() -> list[str]:
     """The modules the front page preloads, all at once, each before the modules that import it: the
-    modules main.js as served imports, then main.js.  The screens are not preloaded: a browser fetches
+    modules main.js as served imports (none, unless one is imported with ``import()`` too), then main.js.  The screens are not preloaded: a browser fetches
     the preloads over its few connections and compiles each, and twenty screens the owner is not looking
     at delayed the one the owner is (bench/console.py).  The frame imports the screen it opens at once,
     and the others when the browser is idle (``frame.js``)."""
@@ -214,8 +218,11 @@ async def asset(request: Request) -> Response:
     path = _file(relative)
     if path is None:
         return error_response(404, "not_found", f"no console file {request.url.path}")
-    if cache and relative == FRONT_MODULE and (b := bundle()) is not None:
-        return _serve(path, b.text, cache=cache)
+    if cache and (b := bundle()) is not None:
+        if relative == FRONT_MODULE:
+            return _serve(path, b.text, cache=cache)
+        if relative in b.rewritten:  # a screen's imports of api.js and ui.js name main.js, which holds them
+            return _serve(path, b.rewritten[relative], cache=cache)
     return _serve(path, cache=cache)
 
 
