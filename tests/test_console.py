@@ -61,9 +61,9 @@ def test_the_front_page_names_each_file_under_the_digest_of_all_of_them(locked_h
     address (or none) is never kept."""
     with locked_hub.client() as c:
         page = c.get("/").text
-        # the frame's own modules (main.js's static imports) are preloaded; the screens load when opened
+        # main.js, which holds the frame's modules, is preloaded; the screens load when opened
         assert page.count('rel="modulepreload"') == len(preload_order()) < len(SCRIPTS)
-        assert 'js/main.js"' in page and "js/ui.js" in page and "js/screens/treasury.js" not in page
+        assert 'js/main.js"' in page and "js/ui.js" not in page and "js/screens/treasury.js" not in page
         named = re.findall(r'(?:href|src)="(/console/[^"]+)"', page)
         assert named and all(u.startswith(f"/console/{digest()}/") for u in named), named
         for url in named:
@@ -108,6 +108,19 @@ def test_the_scripts_keep_the_consoles_rules(script):
     assert not broken, f"{script.name}: {', '.join(broken)}"
 
 
+def test_every_module_opens_with_v8s_compile_hint():
+    """Every console module, and main.js as the hub writes it, opens with V8's compile hint: its functions
+    are compiled as the file is read, off the main thread, not one by one as the first screen draws.
+    early.js, a classic script, is read from V8's code cache instead."""
+    from agentplaza.api import console_bundle
+    from agentplaza.api.routes.console import bundle
+
+    for script in SCRIPTS:
+        if script.name != "early.js":
+            assert script.read_text().startswith(console_bundle.COMPILE_HINT + "\n"), script.name
+    assert bundle().text.decode().startswith(console_bundle.COMPILE_HINT + "\n")
+
+
 def test_every_console_file_is_installed_with_the_package():
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["agentplaza"]
     package = ROOT / "agentplaza"
@@ -145,28 +158,38 @@ def test_early_js_runs_first_as_a_classic_script_and_speaks_the_streams_subproto
     assert not re.search(r"\b(async|defer|type)\b", first[1]), first
     assert "js/early.js" not in preload_order()
     early = (CONSOLE_DIR / "js" / "early.js").read_text()
-    assert not re.search(r"^\s*(import|export)\b", early, re.M)  # a classic script: no module syntax
+    # A classic script: no module syntax (import() of the screen's module is a classic script's too).
+    assert not re.search(r"^\s*(import|export)\b(?!\()", early, re.M)
     live = (CONSOLE_DIR / "js" / "live.js").read_text()
     proto = re.compile(r'SUBPROTOCOL = "([^"]+)"')
     assert proto.search(early).group(1) == proto.search(live).group(1) == "apz.events.v1"
 
 
-def test_the_frames_own_modules_are_served_in_main_js_and_the_shared_ones_apart(locked_hub):
-    """Under the digest, main.js holds the modules only the frame imports (one file to read and compile);
-    api.js and ui.js, which every screen imports too, stay files of their own so that the frame and the
-    screens share one instance of each.  Under no digest, each file is served as it is."""
+def test_the_frames_modules_are_served_in_main_js_and_the_screens_import_it(locked_hub):
+    """Under the digest, main.js holds every module of its static closure (one file to read and compile),
+    api.js and ui.js included, and exports their names; a screen (or chips.js) that imports them is served
+    with those imports addressed to main.js, so the frame and the screens share one instance of each.
+    Under no digest, each file is served as it is."""
     from agentplaza.api.routes.console import bundle
 
     b = bundle()
     assert b is not None, "a console module breaks a rule console_bundle.py relies on (the hub's log says which)"
-    assert set(b.written_in) == {"js/main.js", "js/frame.js", "js/live.js", "js/signin.js", "js/screens/index.js"}
-    assert b.separate == ("js/api.js", "js/ui.js") and preload_order() == ["js/api.js", "js/ui.js", "js/main.js"]
+    assert set(b.written_in) == {"js/main.js", "js/frame.js", "js/live.js", "js/signin.js", "js/screens/index.js",
+                                 "js/api.js", "js/ui.js"}
+    assert b.separate == () and preload_order() == ["js/main.js"]
+    assert {"js/chips.js", "js/screens/overview.js", "js/screens/treasury.js"} <= set(b.rewritten)
     with locked_hub.client() as c:
         served = c.get(f"/console/{digest()}/js/main.js")
         plain = c.get("/console/js/main.js")
+        screen = c.get(f"/console/{digest()}/js/screens/treasury.js")
+        plain_screen = c.get("/console/js/screens/treasury.js")
     assert served.content == b.text and plain.content == (CONSOLE_DIR / "js" / "main.js").read_bytes()
+    assert screen.content == b.rewritten["js/screens/treasury.js"] and screen.headers["cache-control"] == IMMUTABLE
+    assert plain_screen.content == (CONSOLE_DIR / "js" / "screens" / "treasury.js").read_bytes()
+    assert set(re.findall(r'^import \{[^}]*\} from "([^"]+)";$', screen.text, re.M)) == {"../main.js"}
     text = b.text.decode()
-    assert re.findall(r'^import \{[^}]*\} from "([^"]+)";$', text, re.M) == ["./api.js", "./ui.js"]
+    assert not re.findall(r"^import\b", text, re.M)
+    assert re.search(r"^export const get = ", text, re.M) and re.search(r"^export function h\(", text, re.M)
     assert 'import("./screens/treasury.js")' in text and 'import("./treasury.js")' not in text
     lines = set(text.splitlines())
     for module in b.written_in:  # each module's every line but its imports is in it
@@ -174,6 +197,12 @@ def test_the_frames_own_modules_are_served_in_main_js_and_the_shared_ones_apart(
             if module.startswith("js/screens/"):
                 line = line.replace('import("./', 'import("./screens/')
             assert line.startswith("import {") or line in lines, (module, line)
+    for module, served_text in b.rewritten.items():  # as the file, but for the addresses of its imports
+        mine = (CONSOLE_DIR / module).read_text().splitlines()
+        theirs = served_text.decode().splitlines()
+        assert len(mine) == len(theirs)
+        for a, z in zip(mine, theirs):
+            assert a == z or (a.startswith("import {") and a.split(" from ")[0] == z.split(" from ")[0]), (module, a)
 
 
 def _modules(**files):
@@ -186,19 +215,36 @@ def _write(files):
     return console_bundle.write(files.__getitem__, set(files))
 
 
-def test_a_module_another_module_imports_too_is_never_written_in():
+def test_a_module_a_screen_imports_too_is_written_in_and_the_screen_imports_it_from_main_js():
     b = _write(_modules(**{
         "main.js": 'import {a} from "./a.js";\nimport {s} from "./s.js";\na(s);\n',
         "a.js": 'import {t} from "./t.js";\nexport function a(x) { return t(x); }\n',
         "s.js": 'import {t} from "./t.js";\nexport const s = t(1);\n',
         "t.js": "export const t = (x) => x;\n",
-        "screens/x.js": 'import {s} from "../s.js";\nexport const x = s;\n',
+        "screens/x.js": 'import {s} from "../s.js";\nimport {t as tt} from "../t.js";\nexport const x = s;\n',
+        "screens/y.js": "export const y = 1;\n",
     }))
-    # s.js is a screen's import, t.js is s.js's: both stay apart (one instance each); a.js is written in
-    assert b.written_in == ("js/a.js", "js/main.js") and set(b.separate) == {"js/s.js", "js/t.js"}
+    # s.js and t.js, which a screen imports, are written in all the same: the screen imports main.js
+    assert b.written_in == ("js/t.js", "js/a.js", "js/s.js", "js/main.js") and b.separate == ()
     text = b.text.decode()
-    assert 'import {t} from "./t.js";' in text and 'import {s} from "./s.js";' in text
-    assert "export function a(x)" in text and '"./a.js"' not in text
+    assert "import" not in text and "export function a(x)" in text and "export const s = t(1);" in text
+    assert b.rewritten == {"js/screens/x.js": b'import {s} from "../main.js";\nimport {t as tt} from "../main.js";\n'
+                                              b"export const x = s;\n"}
+
+
+def test_a_module_imported_with_import_stays_apart_and_nothing_imports_main_js():
+    from agentplaza.api.console_bundle import BundleError
+
+    b = _write(_modules(**{
+        "main.js": 'import {a} from "./a.js";\nimport {go} from "./go.js";\ngo(a);\n',
+        "a.js": 'import {t} from "./t.js";\nexport const a = t;\n',
+        "t.js": "export const t = 1;\n",
+        "go.js": 'export const go = () => import("./a.js");\n',
+    }))
+    assert set(b.separate) == {"js/a.js", "js/t.js"} and b.written_in == ("js/go.js", "js/main.js")
+    assert 'import {a} from "./a.js";' in b.text.decode()
+    with pytest.raises(BundleError, match="imported by another module"):
+        _write(_modules(**{"main.js": "export const m = 1;\n", "screens/x.js": 'import {m} from "../main.js";\n'}))
 
 
 def test_a_dynamic_import_keeps_its_target_apart_and_is_readdressed():

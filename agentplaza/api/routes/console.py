@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import posixpath
 import re
 import time
@@ -82,28 +83,53 @@ def _files() -> list[Path]:
     return sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file() and p.suffix in MEDIA_TYPES)
 
 
-#: How long the digest of the console's files, and the front page built on it, are kept before the
-#: files are read again: each page load asks for the page and, on a first load, each module under the
-#: digest, and hashing every file for each of those was the most of each answer's time (bench/console.py).
-#: A file changed in place (a development checkout) is seen within this long.
+#: The digest of the console's files, main.js as served and the front page built on them are made once
+#: and kept while the files stay as they are: hashing every file and writing main.js took some 11 ms of
+#: the hub's time, and an owner's front page waited for it whenever it had not been asked for within the
+#: last few seconds. Whether the files changed (an upgrade, a development checkout edited in place) is
+#: read from their sizes and modification times (one directory walk, about 0.2 ms), at most once every
+#: DIGEST_KEPT_S: a change is seen within that long.
 DIGEST_KEPT_S = 2.0
-_kept: dict[str, tuple[float, object]] = {}
+_kept: dict[str, object] = {}
+_checked: dict[str, object] = {"at": None, "files": None}
+
+
+def _stamp() -> tuple:
+    """Every console file's path, size and modification time."""
+    out, folders = [], [str(CONSOLE_DIR)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    folders.append(e.path)
+                elif os.path.splitext(e.name)[1] in MEDIA_TYPES:
+                    st = e.stat()
+                    out.append((e.path, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
 
 
 def _fresh(name: str, make):
     now = time.monotonic()
-    kept = _kept.get(name)
-    if kept is None or now - kept[0] > DIGEST_KEPT_S:
-        kept = _kept[name] = (now, make())
-    return kept[1]
+    if _checked["at"] is None or now - _checked["at"] > DIGEST_KEPT_S:
+        _checked["at"] = now
+        files = _stamp()
+        if files != _checked["files"]:
+            _checked["files"] = files
+            _kept.clear()
+    if name not in _kept:
+        _kept[name] = make()
+    return _kept[name]
 
 
 def _digest() -> str:
     h = hashlib.sha256()
     for p in _files():
         h.update(p.relative_to(CONSOLE_DIR).as_posix().encode() + b"\0" + _read(p) + b"\0")
-    b = bundle()  # main.js as served: a hub that writes it otherwise serves it at a new address
-    h.update(b.text if b is not None else b"")
+    b = bundle()  # main.js and the modules that import it as served: written otherwise, a new address
+    if b is not None:
+        h.update(b.text)
+        for module, text in sorted(b.rewritten.items()):
+            h.update(module.encode() + b"\0" + text + b"\0")
     return h.hexdigest()[:DIGEST_CHARS]
 
 
@@ -121,7 +147,8 @@ def _serve(path: Path, body: bytes | None = None, cache: str | None = None) -> R
 
 #: The module the front page runs: the frame (``js/early.js``, which starts the opened screen's data, is a
 #: classic script the parser runs at once: nothing to preload).  Under the digest it is served as the
-#: hub writes it, with the frame's own modules in it (console_bundle.py).
+#: hub writes it, with the modules of its static closure in it, api.js and ui.js included; the screens
+#: that import those are served importing main.js instead (console_bundle.py).
 FRONT_MODULE = console_bundle.ROOT_MODULE
 
 
@@ -134,14 +161,14 @@ def _bundle() -> console_bundle.Bundle | None:
 
 
 def bundle() -> console_bundle.Bundle | None:
-    """main.js as served under the digest, or None when a module breaks a rule the writing relies on
-    (the files are then served as they are)."""
+    """main.js, and the modules that import what it holds, as served under the digest; or None when a
+    module breaks a rule the writing relies on (the files are then served as they are)."""
     return _fresh("bundle", _bundle)
 
 
 def preload_order() -> list[str]:
     """The modules the front page preloads, all at once, each before the modules that import it: the
-    modules main.js as served imports, then main.js.  The screens are not preloaded: a browser fetches
+    modules main.js as served imports (none, unless one is imported with ``import()`` too), then main.js.  The screens are not preloaded: a browser fetches
     the preloads over its few connections and compiles each, and twenty screens the owner is not looking
     at delayed the one the owner is (bench/console.py).  The frame imports the screen it opens at once,
     and the others when the browser is idle (``frame.js``)."""
@@ -191,8 +218,11 @@ async def asset(request: Request) -> Response:
     path = _file(relative)
     if path is None:
         return error_response(404, "not_found", f"no console file {request.url.path}")
-    if cache and relative == FRONT_MODULE and (b := bundle()) is not None:
-        return _serve(path, b.text, cache=cache)
+    if cache and (b := bundle()) is not None:
+        if relative == FRONT_MODULE:
+            return _serve(path, b.text, cache=cache)
+        if relative in b.rewritten:  # a screen's imports of api.js and ui.js name main.js, which holds them
+            return _serve(path, b.rewritten[relative], cache=cache)
     return _serve(path, cache=cache)
 
 

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // The one way the console reads and changes the plaza: JSON requests to the hub's /v1 API, the same
 // requests the command line makes. A refusal is {"error": {"code", "message"}}; it becomes an ApiError.
 

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Links, files and previews: references in a transcript, a message or a title become chips (@name for an
 // agent, #N for a task, plain links), each with a preview card on hover or keyboard focus. Images from
 // this hub show inline, with a larger view on click (Escape closes it). An HTML report shows in a frame

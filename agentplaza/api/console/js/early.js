@@ -66,9 +66,8 @@
   start("/v1/plaza").then((r) => { if (r.ok) openSocket(); }, () => null);
   if (Object.hasOwn(FIRST_READS, id)) {
     for (const path of FIRST_READS[id]) start(path);
-    const link = document.createElement("link");
-    link.rel = "modulepreload";
-    link.href = new URL(`./screens/${id}.js`, document.currentScript.src).href;
-    document.head.append(link);
+    // The screen's module is fetched, compiled and run now, beside the frame's, rather than once the
+    // frame asks for it: the frame's import() then finds it ready (one module map, one instance).
+    import(new URL(`./screens/${id}.js`, document.currentScript.src).href).catch(() => null);
   }
 })();

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // The frame around every screen: the sidebar in the guide's four groups, the top bar with the connection
 // indicator and STOP ALL / RESUME, and the banner while the plaza is held (who, since when, why).
 // A screen module exports render(view, ctx); ctx.live(families, load) makes a section that reloads

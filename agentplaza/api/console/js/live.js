@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // The news channel: one WebSocket at /v1/ws, subprotocol apz.events.v1, read-only (the console never
 // sends on it). Each message is {"event": family, "data": ...}; a listener names the families it shows
 // and reloads them through the API. When the socket drops the console reconnects by itself: after one

@@ -1,9 +1,11 @@
+//# allFunctionsCalledOnLoad
 // The console starts here (early.js, which the front page runs first, has started the opened screen's
 // reads). The frame and the screen start at once; the first answer of 401 (the plaza's state or a
 // screen's data) means this browser is not the owner's: the sign-in page takes the frame's place. The
 // live stream opens once the hub has answered the plaza's state (with the socket early.js opened then).
-// The hub serves this file with the frame's own modules written into it (agentplaza/api/console_bundle.py):
-// one file to read and compile rather than five; api.js and ui.js, which the screens share, stay apart.
+// The hub serves this file with every module it imports written into it (agentplaza/api/console_bundle.py):
+// one file to read and compile rather than seven; the screens, which import api.js and ui.js, are served
+// importing them from this file, so the frame and the screens share one instance of each.
 
 import {SIGNED_OUT} from "./api.js";
 import {buildFrame} from "./frame.js";

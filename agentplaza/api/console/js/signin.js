@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // The sign-in page, for a browser on another machine: the owner token makes a session cookie
 // (POST /v1/auth/session; HttpOnly, Secure, SameSite=Strict, 12 hours). The console never keeps the token:
 // not in local storage, not in a variable after the request.

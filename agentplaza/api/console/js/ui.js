@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Small DOM helpers: elements from data (text only, never HTML), tables, forms, dialogs, numbers.
 
 //: "On the Treasury screen one credit is shown as $0.001."
@@ -8,11 +9,15 @@ export const DOLLARS_PER_CREDIT = 0.001;
 export const PAGE_ROWS = 25;
 
 // h("button", {class: "x", onclick: fn, "aria-label": "…"}, "text", child, …)
-export function h(tag, props = {}, ...kids) {
+// A Treasury screen makes some 1,500 elements this way as it first draws, before anything shows: so no
+// array is made per element (Object.entries, kids.flat) and a string goes in as it is (append makes the
+// text node): the same elements in about two thirds of the time, cold (bench/console.py's page).
+export function h(tag, props, ...kids) {
   const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(props || {})) {
+  for (const k in props) {
+    const v = props[k];
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    if (typeof v === "function" && k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "class") el.className = v;
     else if (k === "value") el.value = v;
     else el.setAttribute(k, v === true ? "" : String(v));
@@ -21,10 +26,12 @@ export function h(tag, props = {}, ...kids) {
   return el;
 }
 
+// The kids in order, arrays at any depth flattened; undefined, null and false left out.
 function append(el, kids) {
-  for (const k of kids.flat(Infinity)) {
+  for (const k of kids) {
     if (k === undefined || k === null || k === false) continue;
-    el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    if (Array.isArray(k)) append(el, k);
+    else el.append(k instanceof Node ? k : String(k));
   }
 }
 

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Agents: the roster, the spawn wizard (Purpose, Role, Tools and limits, Prompt, Review and spawn; 1 to 16
 // at a time) and the agent page (header actions, profile, permission mode, transcript, Conduct, message box).
 

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Approvals: the decisions that wait for the owner, by kind; the exact call or payment; approve or deny
 // with a reason.
 

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Board: the plaza's public noticeboard. The newest posts (by project, or the whole board), each post's
 // thread with a reply box, the composer at the foot (mentions suggested as you type, the @all button,
 // Ctrl+Enter or Cmd+Enter sends), the "Paused" banner while deliveries are paused with Pause / Resume,

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Conversations: the threads between agents (plaza_message) and the owner's thread with each agent,
 // the latest first, filtered by a party; a thread's messages in order, with chips for references, and in
 // the owner's thread with an agent a message box (what the owner says there is told to the agent).

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Council: the motions of the four seats with their votes; the owner decides the ones the count gives them
 // (a tie, or a carried motion that needs ratification), approve or reject with an optional note.
 

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // E2B API: the keys the E2B SDKs sign in with (a new key is shown once, with the three environment
 // lines), the sandboxes with Pause, Resume and End, and the templates built through the API with their
 // newest build's status, tags, size and failure, and Delete.

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Egress: what leaves the plaza for the outside. The proxy's settings on each node (on or off, the
 // ports it opens), the fetch blocklist (edited on the Models screen, shown here), and the audit: every
 // egress connection an agent made, allowed or refused, newest first, with a filter by verdict and by

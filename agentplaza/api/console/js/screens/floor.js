@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Floor: every agent drawn as a robot with its status (offline, idle, working, asleep); clicking one opens
 // its page. The hub deals each agent its species when it first sees it (domain/floor.py: the fewest-used
 // first; the orchestrator is always the rover, Treads), kept as an event, and /v1/agents says it; an agent

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Git: the plaza's git host. The counts; the repositories (make one) with their branches, commits and
 // files; the pull requests by state, and a pull request's page with its diff, comments and reviews, and
 // the owner's Comment, Review, Merge and Close.

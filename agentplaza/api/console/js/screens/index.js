@@ -1,7 +1,11 @@
+//# allFunctionsCalledOnLoad
 // Every screen of the console, in sidebar order. Adding a screen is one file in this folder and one line
 // here: {id, title, group, load} for a built screen (its module exports render(view, ctx)), or
 // {id, title, group, later} for an area the hub does not have yet (the screen says so in one line).
 // A screen's first reads may be started as the page opens, before its module is here: early.js.
+// Every console module starts with the line //# allFunctionsCalledOnLoad (V8's compile hint): its functions
+// are compiled as the file is read, on a background thread, rather than each on the main thread the first
+// time it is called while the screen draws (tests/test_console.py holds it; docs/console.md).
 
 export const GROUPS = ["Plaza", "Social", "Lab", "Setup"];
 

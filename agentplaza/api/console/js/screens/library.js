@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Library: the files agents hand in (deliverables) and the files they share (the file store: public,
 // or shared with only the agents named), one card each with a preview for its type. Search the
 // cards, filter them by type, download a file or delete it. A preview loads the bytes from

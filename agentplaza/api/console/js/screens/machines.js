@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Machines: every machine the plaza runs agents on (the hub's own is always n0), its state, load and runs,
 // and Kill on a run (its VM stops now; the agent shows stopped).
 

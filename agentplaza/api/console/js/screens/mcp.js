@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // MCP: two tabs. "MCP servers" (servers the plaza runs for its agents) is not built on this hub yet;
 // "This hub as a server" is: the switch (on for this machine, on for others too, off), the settings
 // (secure or open mode, the open scope, more browser origins), the tokens (made here and shown once, never

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Metrics, as far as this hub records it: the model calls, tokens and cost, split by agent, model and role
 // (the usage the gateway meters). The scope tree, latency panels, machine resources and alerts come with
 // the metrics area.

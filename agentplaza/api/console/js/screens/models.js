@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Models: the providers as cards (Add key: the value goes to the vault and is never shown again; Test),
 // the two-tier policy with prices, the effort pin, the sleep setting and the decision models.
 

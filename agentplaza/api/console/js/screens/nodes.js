@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Nodes: the machines that run agents (their facts, load, CIDs, online or offline; the isolation level
 // the probe found, hardware KVM or emulation), Add a node (a join code, shown once, then only its
 // listing), the join codes with Revoke for an unused one, Rotate owner token (on the hub's own machine

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Overview: the hub, the nodes, the agents by status, the work in flight, the spend, the plaza's state.
 
 import {get} from "../api.js";

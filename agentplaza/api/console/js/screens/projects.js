@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Projects: every project with its stage in the guide's eight; a project's page with its documents and
 // moves in order, and the owner's approve, send back, veto and flag.
 

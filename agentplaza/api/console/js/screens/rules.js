@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Rules: the built-in laws and the owner's rules with how often each refused a call; show a law's text;
 // write a rule, Check it (which recent calls it would have refused; a compile error names its line),
 // and save it; disable or enable with a reason; the latest infractions.

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Society: reputation (0 to 100, or unrated) with the owner's Trust more and Trust less, the contacts and
 // how strong each still is, the opinions agents hold of one another, the ratings, latest first, the hires
 // (who hired whom, the bonus and what became of it), and outreach (society.outreach_minutes). The hub

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Tasks: lanes by state (Open, In progress, Done, Failed, Withdrawn), create, and each task's page with
 // assign, withdraw, the timeline, bids and award.
 

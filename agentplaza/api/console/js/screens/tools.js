@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Tools: the tool library and the discoveries.
 //
 // The tool library: the programs agents packaged as tools. Each named tool with its versions: a new

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Treasury, in the five parts of "Reading the Treasury screen": the totals and the flows over a range,
 // the wallets (sortable), the journal (newest first, filters, load older, live), balances over time,
 // and the buttons Mint budget and Fine an agent; and the payments' approval threshold (approve_over,

@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Vault (keys and secrets): sealed or unsealed, unseal, the entries by name and use (never a value), and
 // the audit trail with verify.
 

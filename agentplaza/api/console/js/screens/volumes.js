@@ -1,3 +1,4 @@
+//# allFunctionsCalledOnLoad
 // Volumes: the shared read-only data volumes, each with its size, the running VMs that mount it and its
 // source; make one from a folder on the hub's machine, remove one (it asks first; the hub refuses while a
 // running VM mounts it), and each role's list (up to four), with Mount and Unmount. A change applies to
