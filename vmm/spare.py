@@ -64,6 +64,9 @@ ON = os.environ.get("APZ_VMM_SPARE_QEMU", "1") != "0"
 READY_PAGES_S = float(os.environ.get("APZ_VMM_SPARE_PAGES_S", "60"))
 #: Unused this long, a spare is ended (it holds QEMU's start: about 20-30 MiB, and a sparse RAM file).
 IDLE_S = float(os.environ.get("APZ_VMM_SPARE_IDLE_S", "600"))
+#: A spare is made at this nice value (the worker thread's, which its helper and QEMU inherit), and put back
+#: at 0 when a machine takes it: its making never holds back a start that begins meanwhile.
+MAKE_NICE = 19
 #: A spare is made only once no start has run in this process for this long: made beside a start (or the
 #: next one, back to back), its QEMU's start took CPU from it on a 2-core host.
 QUIET_S = float(os.environ.get("APZ_VMM_SPARE_QUIET_S", "0.25"))
@@ -190,6 +193,10 @@ def _wait_quiet() -> None:
 
 
 def _run() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MAKE_NICE)
+    except OSError:
+        pass
     while True:
         try:
             key = _work.get(timeout=min(IDLE_S, READY_PAGES_S) / 4)
@@ -465,6 +472,7 @@ def adopt(m, sp: SpareVM, new_top: Path) -> socket.socket:
         os.kill(sp.helper.proc.pid, jailmod.KEEP_SIGNAL)
     except OSError:
         pass
+    _renice(sp.helper.proc.pid)
     layers = m.disks.layers
     new_top = Path(new_top)
     if len(layers) < 2 or new_top.name != layers[-1]:
@@ -499,6 +507,21 @@ def adopt(m, sp: SpareVM, new_top: Path) -> socket.socket:
         raise DiskError(f"the spare QEMU did not take the workspace: {e}") from e
     (src / TOP).unlink(missing_ok=True)   # the spare's own empty layer, no longer open
     return sp.channel
+
+
+def _renice(pid: int) -> None:
+    """The helper and every thread of its QEMU back at nice 0 (they were made at ``MAKE_NICE``)."""
+    tids = [pid]
+    try:
+        for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            tids += [int(t) for t in os.listdir(f"/proc/{kid}/task")]
+    except OSError:
+        pass
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, 0)
+        except OSError:
+            pass
 
 
 def _virtual_size(path: Path) -> int:

@@ -294,6 +294,9 @@ def test_a_wake_takes_the_qemu_started_ahead_in_its_own_walls_and_keeps_the_gues
     fields = dict(ln.split(":", 1) for ln in Path(f"/proc/{pid}/status").read_text().splitlines())
     assert int(fields["CapEff"].strip(), 16) == 0 and fields["Seccomp"].strip() == "2"
     assert int(fields["Uid"].split()[0]) == sp.uid >= spare_qemu.SPARE_UID_BASE
+    # made at a low priority, it runs at the ordinary one once taken: its helper and every QEMU thread
+    for task in [Path(f"/proc/{m.proc.pid}")] + list(Path(f"/proc/{pid}/task").iterdir()):
+        assert (task / "stat").read_text().rsplit(")", 1)[1].split()[16] == "0", task
     for ns in ("mnt", "user", "pid", "net"):
         assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}")
     assert m.cgroup.limits()["memory"] == (192 + 40) << 20
