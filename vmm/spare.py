@@ -505,7 +505,8 @@ def adopt(m, sp: SpareVM, new_top: Path) -> socket.socket:
             {"driver": "qcow2", "node-name": "wsn", "file": "wst", "backing": "wsb"}]})
     except (QMPError, OSError) as e:
         raise DiskError(f"the spare QEMU did not take the workspace: {e}") from e
-    (src / TOP).unlink(missing_ok=True)   # the spare's own empty layer, no longer open
+    finally:   # the spare's own empty layer: no longer QEMU's (or QEMU is ended), never one of the machine's
+        (src / TOP).unlink(missing_ok=True)
     return sp.channel
 
 
