@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -106,16 +107,23 @@ def _qemu_files(qemu: str, accel: str) -> dict:
 HELPER_OUTPUT = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
 
 
-def spawn(argv: list, spec: JailSpec, spare: Spare | None = None, **popen_kw) -> subprocess.Popen:
+#: Sent to a spare QEMU's helper (``spawn(spare_of=...)``) when a machine takes it: it clears its parent-death
+#: signal, so the machine's QEMU outlives this process as every other machine's does.
+KEEP_SIGNAL = signal.SIGUSR1
+
+
+def spawn(argv: list, spec: JailSpec, spare: Spare | None = None, spare_of: int | None = None,
+          **popen_kw) -> subprocess.Popen:
     """Start argv inside the jail (its stdin /dev/null). Returns the helper's Popen; kill it and the VM goes.
     With ``spare`` (``take_spare``: a helper started ahead, already in the VM's cgroups) it only hands
-    that helper argv and the spec.
+    that helper argv and the spec. ``spare_of``: a QEMU started ahead (``vmm.spare``), which dies with this
+    process (its helper's parent-death signal) until ``KEEP_SIGNAL`` says a machine took it.
 
     The helper is moved into the VM's cgroups from here while its interpreter starts, and reads argv and
     the spec from its stdin only then, so nothing it forks starts outside them. The first move into a
     cgroup after a quiet spell waits for the kernel (an RCU grace period: 10 to 25 ms here), about as long
     as the helper's start: done one after the other, as the helper once did itself, a wake paid both."""
-    cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec)}).encode()
+    cfg = json.dumps({"argv": argv, "spec": dataclasses.asdict(spec), "spare_of": spare_of}).encode()
     if spare is not None:
         proc = spare.proc
     else:
@@ -179,8 +187,13 @@ def take_spare(folders_of, name: str) -> Spare | None:
         starting.wait(SPARE_WAIT_S)
     with _spare_lock:
         spare = _spare.pop(key, None)
-    if spare is None:
-        return None
+    return claim(spare, target) if spare is not None else None
+
+
+def claim(spare: Spare, target: tuple) -> Spare | None:
+    """``spare`` with its cgroup folders renamed to ``target`` (a VM's), or None (it is ended) when its
+    process is gone or a folder cannot be renamed."""
+    target = tuple(target)
     if spare.proc.poll() is not None or any(os.path.exists(t) for t in target):
         end_spare(spare)
         return None

@@ -111,6 +111,11 @@ def _open_fds(fds: dict) -> None:
 
 def _helper(cfg: dict) -> int:
     spec, argv = cfg["spec"], cfg["argv"]
+    if cfg.get("spare_of"):   # a QEMU started ahead (vmm.spare): it dies with its starter until taken
+        signal.signal(signal.SIGUSR1, lambda _s, _f: _libc.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0))
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != cfg["spare_of"]:
+            return 0
     _open_fds(spec.get("fds"))
     # PID/net/IPC/UTS namespaces here; the child makes its own mount namespace,
     # so its pivot_root does not move this helper's root.

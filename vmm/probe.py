@@ -9,8 +9,10 @@ ordinary guest kernel dies in emulation failures, so we use QEMU's TCG there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 HW_KVM = "hardware-kvm"
@@ -114,3 +116,32 @@ def probe(root: os.PathLike = "/") -> Platform:
 
 if __name__ == "__main__":
     print(probe().summary())
+
+
+@functools.cache
+def host_tsc_khz() -> int | None:
+    """The host TSC frequency, for the guest's tsc_early_khz= (parallel boots under
+    TCG hang calibrating against the PIT without it). Worked out once per process: where the CPU's
+    name carries no frequency it runs ``dmesg`` (about 20 ms), and every ``shape()`` asks."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and "@" in line and "GHz" in line:
+                return int(float(line.rsplit("@", 1)[1].strip().rstrip("GHz").strip()) * 1e6)
+    except (OSError, ValueError):
+        pass
+    try:
+        out = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True).stdout
+        for line in out.splitlines():
+            if "tsc: Detected" in line and "MHz" in line:
+                mhz = float(line.split("Detected", 1)[1].split("MHz")[0])
+                return int(mhz * 1000)
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    except (OSError, ValueError):
+        pass
+    return None

@@ -9,7 +9,6 @@ the console to a log file, QMP on a unix socket, QEMU's seccomp sandbox on.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -28,10 +27,12 @@ from . import cgroups as cgroupsmod
 from . import jail as jailmod
 from . import recovery, trace
 from . import snapshot as snap
+from . import spare as sparemod
 from .backend import Backend, Machine, MachineBusy, MachineSpec, VMError, machines_dir
 from .channel import Channel
 from .disks import Chain, DiskError
-from .probe import Platform, probe
+from .probe import Platform, host_tsc_khz, probe
+from .qemu_jail import JailLayout
 from .qemu_state import WAKE_TIMEOUT_S, MachineState
 from .qmp import QMP, QMPError
 
@@ -45,37 +46,6 @@ RAM_DIR = os.environ.get("APZ_VMM_RAM_DIR", "/dev/shm")
 #: TCG's translated-code cache (MiB). QEMU 7.2's default is 1 GiB, of which a booted guest fills ~80 MiB
 #: (huge pages, never given back); the guest's hot code fits well in this.
 TCG_TB_MIB = int(os.environ.get("APZ_VMM_TB_MIB", "32"))
-#: The descriptor numbers a jailed QEMU gets its volumes' images on (one each, read-only).
-VOLUME_FD_FIRST = 100
-
-
-@functools.cache
-def host_tsc_khz() -> int | None:
-    """The host TSC frequency, for the guest's tsc_early_khz= (parallel boots under
-    TCG hang calibrating against the PIT without it). Worked out once per process: where the CPU's
-    name carries no frequency it runs ``dmesg`` (about 20 ms), and every ``shape()`` asks."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and "@" in line and "GHz" in line:
-                return int(float(line.rsplit("@", 1)[1].strip().rstrip("GHz").strip()) * 1e6)
-    except (OSError, ValueError):
-        pass
-    try:
-        out = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True).stdout
-        for line in out.splitlines():
-            if "tsc: Detected" in line and "MHz" in line:
-                mhz = float(line.split("Detected", 1)[1].split("MHz")[0])
-                return int(mhz * 1000)
-    except OSError:
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return int(float(line.split(":")[1]) * 1000)
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def make_workspace(path: Path, size_mib: int) -> None:
@@ -107,7 +77,7 @@ def bind_unix(s: socket.socket, path: Path) -> None:
         os.close(dfd)
 
 
-class QemuMachine(MachineState, Machine):
+class QemuMachine(MachineState, JailLayout, Machine):
     backend_name = "qemu-microvm"
 
     def __init__(self, spec: MachineSpec, base_dir: os.PathLike | None = None,
@@ -130,6 +100,7 @@ class QemuMachine(MachineState, Machine):
         self.cgroup: cgroupsmod.VMCgroup | None = None
         self._cgroups = None                # the hierarchy self.cgroup is in (vmm.cgroups)
         self._spare: jailmod.Spare | None = None   # a helper started ahead, taken for this start (vmm.jail)
+        self._spare_vm = None           # the QEMU started ahead that runs this machine (vmm.spare)
         self.jailed = False
         self.notes: list = []          # why a wall or a limit is not there
         self.boot_seconds: float | None = None
@@ -207,6 +178,8 @@ class QemuMachine(MachineState, Machine):
         return bool(self.spec.jail and jailmod.available()[0])
 
     def _owner(self) -> int | None:
+        if self._spare_vm is not None:   # a spare QEMU runs as its own uid (vmm.spare)
+            return self._spare_vm.uid
         return self._uid() if self._jail_ok() else None
 
     def _image(self):
@@ -258,7 +231,8 @@ class QemuMachine(MachineState, Machine):
                 "-append", self.kernel_cmdline(),
                 "-drive", f"id=root,file={paths['rootfs']},format=raw,if=none,readonly=on",
                 "-device", "virtio-blk-device,drive=root,serial=apz-root",
-                "-drive", f"id=ws,file={paths['workspace']},format={wsfmt},if=none,cache=writeback",
+                "-drive", f"id=ws,file={paths['workspace']},format={wsfmt},if=none,cache=writeback"
+                          + (",node-name=wsn,file.node-name=wsf" if paths.get("ws_nodes") else ""),
                 "-device", "virtio-blk-device,drive=ws,serial=apz-ws"]
         for i, _v in enumerate(s.volumes):
             if paths.get(f"vol{i}_fd") is not None:   # a descriptor the jail's helper opened (read-only)
@@ -328,15 +302,21 @@ class QemuMachine(MachineState, Machine):
             if wait_ready and fresh and self.templates is not None and not self.spec.volumes:
                 try:
                     self.templates.save(self)
+                    found = self.templates.find(self)   # its copies will be restored: a QEMU ahead (vmm.spare)
+                    sparemod.fill(self, found[1] / snap.MEMORY_MAPPED if found else None)
                 except Exception as e:  # a template is an optimisation; never fail the boot
                     log.warning("machine %s: template not saved: %s", self.spec.name, e)
                     self.notes.append(f"template not saved: {e}")
             return self
 
     def _launch(self, incoming: Path | None, wait_ready: bool = True,
-                timeout: float = 60.0) -> None:
-        """Spawn QEMU on the current workspace chain; with ``incoming`` (a snapshot
-        folder) load its memory and resume instead of booting."""
+                timeout: float = 60.0, spare_ok: bool = True) -> None:
+        with sparemod.starting():   # no spare QEMU is made while a start runs (vmm.spare)
+            self._start(incoming, wait_ready, timeout, spare_ok)
+
+    def _start(self, incoming: Path | None, wait_ready: bool, timeout: float, spare_ok: bool) -> None:
+        """Spawn QEMU on the current workspace chain (or take the QEMU started ahead: ``vmm.spare``); with
+        ``incoming`` (a snapshot folder) load its memory and resume instead of booting."""
         if self.platform.qemu is None:
             raise VMError("qemu-system-x86_64 is not installed (apt: qemu-system-x86)")
         if self.platform.channel == "virtio-vsock":
@@ -362,10 +342,15 @@ class QemuMachine(MachineState, Machine):
         for i, v in enumerate(self.spec.volumes):
             host_paths[f"vol{i}"] = str(Path(v.image).resolve())
         man = snap.read(incoming) if incoming is not None else None
+        mapped = man is not None and man.memory and man.compression == "mapped"
+        sp = sparemod.take(self) if spare_ok and mapped else None
+        # with QEMU already up, the snapshot's RAM is what a restore waits for: from now, into pages the
+        # spare has ready, and what it had ready beyond the snapshot's pages given back before the guest runs
+        filling = self._fill_ram(sp.ram, incoming / snap.MEMORY_MAPPED, sp) if sp is not None else None
 
         trace.mark(self.spec.name, "launch: files ready")
-        self._setup_cgroup()
-        trace.mark(self.spec.name, "cgroup made")
+        sp = self._setup_cgroup(sp)
+        trace.mark(self.spec.name, "cgroup made" if sp is None else "cgroup made (spare QEMU)")
         use_jail = self.spec.jail
         if use_jail:
             ok, why = jailmod.available()
@@ -375,29 +360,35 @@ class QemuMachine(MachineState, Machine):
                 use_jail = False
         self._expect_exit = False
         listeners: dict = {}
+        resumed, fallback = False, None
         try:
-            filling = self._make_ram(host_paths, owner, incoming, man)
-            listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
-            trace.mark(self.spec.name, "RAM file made, sockets listening")
-            if use_jail:
-                self._spawn_jailed(host_paths, incoming is not None)
+            if sp is not None:   # QEMU is up: the snapshot's RAM into its file, the workspace handed over
+                self.proc, self.qmp, self.jailed, self._ram, self._spare_vm = sp.helper.proc, sp.qmp, True, sp.ram, sp
+                chan = sparemod.adopt(self, sp, self.disks.top)
+                trace.mark(self.spec.name, "spare QEMU adopted")
             else:
-                argv = self.command(host_paths, incoming is not None)
-                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                             stderr=subprocess.STDOUT, start_new_session=True,
-                                             preexec_fn=self.cgroup.joiner() if self.cgroup else None)
-            trace.mark(self.spec.name, "QEMU spawned")
-            try:
-                self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
-            except (OSError, QMPError) as e:   # QEMU ended while it started: say why
+                filling = self._make_ram(host_paths, owner, incoming, man)
+                listeners = {n: self._listen(n, owner) for n in ("qmp.sock", "channel.sock")}
+                trace.mark(self.spec.name, "RAM file made, sockets listening")
+                if use_jail:
+                    self._spawn_jailed(host_paths, incoming is not None)
+                else:
+                    argv = self.command(host_paths, incoming is not None)
+                    self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.STDOUT, start_new_session=True,
+                                                 preexec_fn=self.cgroup.joiner() if self.cgroup else None)
+                trace.mark(self.spec.name, "QEMU spawned")
                 try:
-                    self.proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    pass
-                raise VMError(f"QEMU did not start ({e}): {self._proc_output()}") from e
-            trace.mark(self.spec.name, "QMP connected")
-            self._connect_channel(self._accept(listeners["channel.sock"], "the channel", 10),
-                                  hello=incoming is None)
+                    self.qmp = QMP.over_socket(self._accept(listeners["qmp.sock"], "QMP", 10), timeout=10)
+                except (OSError, QMPError) as e:   # QEMU ended while it started: say why
+                    try:
+                        self.proc.wait(5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    raise VMError(f"QEMU did not start ({e}): {self._proc_output()}") from e
+                trace.mark(self.spec.name, "QMP connected")
+                chan = self._accept(listeners["channel.sock"], "the channel", 10)
+            self._connect_channel(chan, hello=incoming is None)
             trace.mark(self.spec.name, "channel connected")
             if incoming is not None:
                 if filling is not None:
@@ -407,6 +398,7 @@ class QemuMachine(MachineState, Machine):
                     trace.mark(self.spec.name, "RAM filled")
                 self._load_memory(incoming, man, timeout)
                 trace.mark(self.spec.name, "devices loaded")
+                resumed = True
                 self.qmp.execute("cont")
                 trace.mark(self.spec.name, "cont")
                 self._refresh_guest(max(1.0, timeout - (time.monotonic() - t0)))
@@ -417,16 +409,24 @@ class QemuMachine(MachineState, Machine):
                 self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)))
                 trace.mark(self.spec.name, "guest HELLO")
                 self.boot_seconds = time.monotonic() - t0
-        except BaseException:
+        except BaseException as e:
             self.kill()
             self._expect_exit = False
-            raise
+            if sp is None or resumed or not isinstance(e, (VMError, DiskError, QMPError, OSError)):
+                raise
+            fallback = e
         finally:
             for sock in listeners.values():
                 sock.close()
+        if fallback is not None:   # the spare QEMU refused: a QEMU of its own, as without one
+            log.warning("machine %s: the spare QEMU not used (%s)", self.spec.name, fallback)
+            self.notes.append(f"spare QEMU not used: {fallback}")
+            return self._launch(incoming, wait_ready, timeout, spare_ok=False)
         self.phase = "running"
         if self.jailed and self.cgroup is not None:   # the next start's helper, once this one is up (vmm.jail)
             jailmod.fill_spare(self._cgroups.folders)
+            if incoming is not None:   # a restore: more may follow; their QEMU started ahead (vmm.spare)
+                sparemod.fill(self, incoming / snap.MEMORY_MAPPED if mapped else None)
         if self.keep_alive:
             threading.Thread(target=self._watch, args=(self.proc,), daemon=True,
                              name=f"vmm-watch-{self.spec.name}").start()
@@ -436,16 +436,23 @@ class QemuMachine(MachineState, Machine):
         on one host that both run a machine "agent-3" never share one memory limit."""
         return f"{self.spec.name}.{zlib.crc32(str(self.dir.resolve()).encode()):08x}"
 
-    def _setup_cgroup(self) -> None:
+    def _setup_cgroup(self, sp=None):
+        """The VM's cgroup, with its limits. Returns ``sp`` (a spare QEMU, ``vmm.spare``) with its folders
+        now the VM's, or None when there was none or it could not be claimed."""
         cg, why = cgroupsmod.detect()
         if cg is None:
             self.notes.append(f"no limits: {why}")
             log.warning("machine %s runs without cgroup limits: %s", self.spec.name, why)
-            return
+            if sp is not None:
+                sparemod.end(sp)
+            return None
         mem = (self.spec.memory_mib + self.spec.memory_overhead_mib) << 20
-        # A jailed start takes the spare helper when one is ready: its cgroup folders become the VM's
-        # (vmm.jail: no move into a cgroup on this path), and the limits are written into them here.
-        self._spare = jailmod.take_spare(cg.folders, self.cgroup_name()) if self._jail_ok() else None
+        # A jailed start takes the spare helper (or QEMU) when one is ready: its cgroup folders become the
+        # VM's (vmm.jail: no move into a cgroup on this path), and the limits are written into them here.
+        if sp is not None and jailmod.claim(sp.helper, cg.folders(self.cgroup_name())) is None:
+            sparemod.end(sp)
+            sp = None
+        self._spare = jailmod.take_spare(cg.folders, self.cgroup_name()) if self._jail_ok() and sp is None else None
         try:
             self.cgroup = cg.create(self.cgroup_name(), mem, self.spec.cpu_max or self.spec.vcpus,
                                     self.spec.pids_max)
@@ -453,48 +460,14 @@ class QemuMachine(MachineState, Machine):
             if self._spare is not None:
                 jailmod.end_spare(self._spare)
                 self._spare = None
+            if sp is not None:
+                sparemod.end(sp)
             raise VMError(f"machine {self.spec.name} not started: {e}") from e
         self._cgroups = cg
+        return sp
 
     def _inner_disks(self) -> str:
         return "/vm/disks"
-
-    def _spawn_jailed(self, host_paths: dict, incoming: bool = False) -> None:
-        uid = self._uid()
-        jroot = self.dir / "jail"
-        jroot.mkdir(exist_ok=True)
-        os.chown(self.run_dir, uid, uid)
-        inner = {"kernel": "/vm/vmlinux", "initrd": "/vm/initrd", "rootfs": "/vm/rootfs.ext4",
-                 "workspace": f"/vm/disks/{self.disks.top.name}", "run": "/vm/run"}
-        ro = {inner[k]: host_paths[k] for k in ("kernel", "initrd", "rootfs")}
-        # A volume's image is the hub's, 0600 in its 0700 folder, shared by every VM that mounts it: the
-        # helper (root) opens it read-only and QEMU gets the descriptor (-add-fd), never the file's path.
-        fds = {}
-        for i in range(len(self.spec.volumes)):
-            inner[f"vol{i}"] = f"/dev/fdset/{i + 1}"
-            inner[f"vol{i}_fd"] = VOLUME_FD_FIRST + i
-            fds[str(VOLUME_FD_FIRST + i)] = host_paths[f"vol{i}"]
-        for jp, hp in jailmod.qemu_files(self.platform.qemu, self.platform.accel).items():
-            ro[jp] = hp
-        rw = {"/vm/disks": str(self.disks.dir), inner["run"]: host_paths["run"]}
-        if "ram" in host_paths:   # the RAM file's own folder, nothing else of the tmpfs
-            rw["/vm/ram"] = str(Path(host_paths["ram"]).parent)
-            inner["ram"] = "/vm/ram/ram"
-        devices = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
-        if self.platform.accel == "kvm":
-            devices += ("/dev/kvm",)
-        # The disks folder is bound whole (so the qcow2 chain resolves and a live
-        # snapshot can open its new layer); frozen layers are root's and read-only,
-        # so the VM's uid can write only its top layer.
-        spec = jailmod.JailSpec(root=str(jroot), uid=uid, ro=ro,
-                                rw=rw, fds=fds,
-                                devices=devices,
-                                cgroups=tuple(map(str, self.cgroup.folders)) if self.cgroup else ())
-        argv = self.command(inner, incoming)
-        argv[0] = os.path.realpath(self.platform.qemu)
-        spare, self._spare = self._spare, None
-        self.proc = jailmod.spawn(argv, spec, spare=spare, **jailmod.HELPER_OUTPUT)
-        self.jailed = True
 
     def _qemu_path(self, host: Path) -> str:
         """A file of the disks folder as QEMU sees it."""
@@ -533,14 +506,17 @@ class QemuMachine(MachineState, Machine):
         host_paths["ram"] = str(ram)
         if man is None or not man.memory or man.compression != "mapped":
             return None
-        src = incoming / snap.MEMORY_MAPPED
+        return self._fill_ram(ram, incoming / snap.MEMORY_MAPPED)
 
+    def _fill_ram(self, ram: Path, src: Path, sp=None) -> threading.Thread:
         class Fill(threading.Thread):
             error = None
 
             def run(self) -> None:
                 try:
                     snap.copy_ram(src, ram, skip_zeros=False)
+                    if sp is not None:
+                        sparemod.give_back_rest(sp, src)
                 except OSError as e:
                     self.error = e
         t = Fill(daemon=True, name=f"vmm-ram-{self.spec.name}")
@@ -702,6 +678,9 @@ class QemuMachine(MachineState, Machine):
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        if self._spare_vm is not None and not self.running():
+            sparemod.release(self._spare_vm)
+            self._spare_vm = None
         jroot = self.dir / "jail"
         if jroot.exists():
             try:

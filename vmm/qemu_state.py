@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from . import snapshot as snap
+from . import spare as sparemod
 from . import trace
 from .backend import VMError
 from .qmp import QMPError
@@ -311,6 +312,8 @@ class MachineState:
             self._set_state(sleeping=True)
             self.phase = "sleeping"
             self._gc()
+            # its wake's QEMU (or another's of its shape) started ahead, its RAM pages ready: vmm.spare
+            sparemod.fill(self, folder / snap.MEMORY_MAPPED if man.compression == "mapped" else None)
             return man
 
     def wake(self, timeout: float = WAKE_TIMEOUT_S) -> MachineState:

@@ -14,6 +14,7 @@ from support.deadline import until
 
 from vmm import MachineBusy, VMError
 from vmm.backend import MachineSpec
+from vmm.disks import data_extents
 from vmm.move import move
 from vmm.qemu import QemuMachine
 from vmm.templates import Templates
@@ -249,3 +250,75 @@ def test_crash_recovery_from_checkpoint_then_stays_exited(guest_image, vm_dir):
             m.exec(["true"])
     finally:
         m.kill()
+
+
+def _spare_ready(m):
+    from vmm import spare as spare_qemu
+    key = spare_qemu.key_of(m)
+    with spare_qemu._lock:
+        sp = spare_qemu._ready.get(key)
+    return sp
+
+
+def test_a_wake_takes_the_qemu_started_ahead_in_its_own_walls_and_keeps_the_guest(make_machine, monkeypatch):
+    """After a jailed start the process starts the next restore's QEMU ahead (vmm.spare): a wake of a
+    machine of that shape takes it. It has the jail (no capabilities, seccomp, its own namespaces, its own
+    uid, not the host's), the machine's limits and cgroup, the machine's workspace and memory, a refreshed
+    clock; nothing of the spare is left once the machine stops. A spare that cannot take the workspace
+    gives way to a QEMU of the machine's own."""
+    from vmm import spare as spare_qemu
+    if os.geteuid() != 0:
+        pytest.skip("spare QEMUs are jailed: root only")
+    m = make_machine("ahead", memory_mib=192, memory_overhead_mib=40)
+    m.boot()
+    start_counter(m)
+    assert m.exec(["/bin/sh", "-c", "echo kept > /workspace/note"])[0] == 0
+    assert m.exec(["date", "-s", f"@{int(time.time()) - WRONG_BY_S}"])[0] == 0
+    m.sleep()
+    sp = until("a QEMU started ahead", lambda: _spare_ready(m), 60)
+    spare_dir, spare_ram = sp.dir, sp.ram
+    # a fresh RAM file, pages allocated (zeros) where the sleep snapshot has data, nothing else
+    with open(m.snap_dir / "sleep" / "memory.ram", "rb") as f:
+        assert sp.ready_pages == list(data_extents(f.fileno(), os.fstat(f.fileno()).st_size))
+    assert spare_ram.stat().st_blocks * 512 == sum(b - a for a, b in sp.ready_pages)
+    assert not any(p.name.startswith("L") for p in (sp.dir / "disks").iterdir())   # none of a workspace
+    host_before = time.time()
+    m.wake()
+    assert m.proc is sp.helper.proc and m._spare_vm is sp                  # the spare is this machine's QEMU
+    rc, out = m.exec(["date", "+%s.%N"])
+    assert rc == 0 and host_before <= float(out) <= time.time()
+    assert guest_file(m, "/workspace/note") == "kept\n"
+    n = count(m)
+    assert wait_count(m, n) > n                                            # the same processes go on
+    pid = qemu_pid(m)
+    fields = dict(ln.split(":", 1) for ln in Path(f"/proc/{pid}/status").read_text().splitlines())
+    assert int(fields["CapEff"].strip(), 16) == 0 and fields["Seccomp"].strip() == "2"
+    assert int(fields["Uid"].split()[0]) == sp.uid >= spare_qemu.SPARE_UID_BASE
+    # made at a low priority, it runs at the ordinary one once taken: its helper and every QEMU thread
+    for task in [Path(f"/proc/{m.proc.pid}")] + list(Path(f"/proc/{pid}/task").iterdir()):
+        assert (task / "stat").read_text().rsplit(")", 1)[1].split()[16] == "0", task
+    for ns in ("mnt", "user", "pid", "net"):
+        assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}")
+    assert m.cgroup.limits()["memory"] == (192 + 40) << 20
+    assert all(str(pid) in p for p in m.cgroup.procs())
+    assert m.ram_file == sp.ram and sp.ram.stat().st_uid == sp.uid and not spare_ram.exists()
+    assert sp.ready_pages == []                                            # used or given back
+    assert sp.ram.parent.name.startswith(m._ram_prefix())                  # named as the machine's
+    ram_now = sp.ram
+    # the workspace's writes go to the machine's own top layer, and survive another sleep and wake
+    assert m.exec(["/bin/sh", "-c", "echo after > /workspace/note2; sync"])[0] == 0
+    m.sleep()
+    assert not spare_dir.exists() and not ram_now.parent.exists()          # nothing of the spare left
+    # a spare that refuses the workspace: the wake goes on with a QEMU of its own
+    until("the next QEMU started ahead", lambda: _spare_ready(m), 60)
+
+    def refuse(*a, **k):
+        raise spare_qemu.DiskError("refused for the test")
+    monkeypatch.setattr(spare_qemu, "adopt", refuse)
+    m.wake()
+    assert m._spare_vm is None and any("spare QEMU not used" in n for n in m.notes), m.notes
+    assert guest_file(m, "/workspace/note2") == "after\n"
+    assert wait_count(m, count(m)) > 0
+    m.kill()
+    spare_qemu._end_all()
+    assert not [p for p in m.base_dir.iterdir() if p.name.startswith(spare_qemu.PREFIX)]

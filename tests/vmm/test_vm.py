@@ -196,6 +196,7 @@ def test_a_jailed_start_takes_the_spare_helper_and_a_stopped_vm_leaves_no_cgroup
     (vmm.jail): the next start takes it (no move into a cgroup on its path), gets its own limits and names,
     and every folder goes when the VM stops, the spare's too once nothing takes it."""
     from vmm import jail
+    from vmm import spare as spare_qemu
 
     cg, why = cgroups.detect()
     assert cg is not None, f"no cgroup controllers usable for the VM's limits here: {why}"
@@ -216,6 +217,7 @@ def test_a_jailed_start_takes_the_spare_helper_and_a_stopped_vm_leaves_no_cgroup
     assert not [f for f in folders if f.exists()]            # QEMU ends after its helper: waited for
     nxt = until("the next spare helper", lambda: jail.spare_ready(cg.folders), 30)
     jail._end_spares()                                       # what the process's exit does
+    spare_qemu._end_all()
     assert not Path(f"/proc/{nxt}").exists() or Path(f"/proc/{nxt}/stat").read_text().split()[2] == "Z"
     leftovers = [n for f in cg.folders("x") for n in os.listdir(f.parent) if n.startswith(f"vm-spare.{os.getpid()}.")]
     assert not leftovers, leftovers
