@@ -12,8 +12,8 @@ keeps it waiting with ``-incoming defer``:
   with ``run/`` (its QMP and channel sockets, already connected to this process, and its console log) and
   ``disks/`` (one empty qcow2 layer of the workspace's size, no backing file), a fresh RAM file
   (``apz-vm-spare.<pid>.<n>-*`` in the RAM folder), cgroup folders of its own (``vm-spare.<pid>.q<n>``, no
-  limits yet), and a uid of its own (``SPARE_UID_BASE + pid * 64 + n % 64``, never one a running VM of this
-  process holds). Nothing of any machine is in its jail. Its RAM file has pages allocated (zeros) where the
+  limits yet), and a uid of its own (``SPARE_UID_BASE + pid * 64 + n % 64``, never one a live process or
+  a running VM of this process holds). Nothing of any machine is in its jail. Its RAM file has pages allocated (zeros) where the
   snapshot most likely restored next has data (``fill``'s hint: the snapshot just slept, restored, or the
   template): a restore then copies into pages that exist, about half the copy's time. Unused for
   ``READY_PAGES_S`` those pages go back; unused for ``IDLE_S`` the spare is ended.
@@ -232,13 +232,31 @@ def _run() -> None:
 
 
 def _uid(n: int) -> int:
+    """A uid for a new spare: of this process's range, held by none of its spares and by no live process.
+    A machine that took a spare keeps its uid and outlives the process that made it, so once that
+    process's pid is reused, the new process's range holds uids a running machine may still have."""
+    live = _live_uids()
     with _lock:
         for i in range(64):
             uid = SPARE_UID_BASE + os.getpid() * 64 + (n + i) % 64
-            if uid not in _uids:
+            if uid not in _uids and uid not in live:
                 _uids.add(uid)
                 return uid
     raise OSError("no spare uid free")
+
+
+def _live_uids() -> set[int]:
+    """The real uids of every process now running (from /proc)."""
+    found = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("Uid:"):
+                    found.add(int(line.split()[1]))
+                    break
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended meanwhile
+    return found
 
 
 def release_uid(uid: int | None) -> None:
