@@ -207,6 +207,8 @@ def test_a_header_that_could_inject_another_is_refused_before_anything_is_sent(b
             await pool.post(server.url.replace("/completions", "/compl etions"), [], b"{}")
         with pytest.raises(http1.UnsupportedProtocol):
             await pool.post("ftp://127.0.0.1/x", [], b"{}")
+        with pytest.raises(http1.UnsupportedProtocol):  # a label IDNA cannot encode (over 63 characters)
+            await pool.post("http://" + "é" * 70 + ".example/x", [], b"{}")
 
     run(backend, go)
     assert server.requests == [] and server.connections == 0
@@ -219,6 +221,8 @@ BAD_ANSWERS = {
     "a header name with a space": b"HTTP/1.1 200 OK\r\nX A: 1\r\nContent-Length: 0\r\n\r\n",
     "two lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
     "a length that is not a number": b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+    # a number Python would refuse to read (over 4,300 digits) must be the provider's error, not the hub's
+    "a length of 5,000 digits": b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n",
     "gzip transfer coding": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
     "a bad chunk size": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     "a chunk without its CRLF": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY0\r\n\r\n",

@@ -63,7 +63,6 @@ class Unit:
 
     def add(self, *aggregates: Any) -> None:
         """These are to be saved with the unit (a new aggregate, or one loaded and changed)."""
-        self._may_change()
         for a in aggregates:
             if a is None:
                 continue
@@ -77,9 +76,6 @@ class Unit:
     @property
     def changed(self) -> list[Any]:
         return list(self._changed.values())
-
-    def _may_change(self) -> None:
-        pass
 
 
 class Look(Unit):
@@ -95,7 +91,7 @@ class Look(Unit):
                                           else store.peek(aggregate_id))
         return self._loaded[aggregate_id]
 
-    def _may_change(self) -> None:
+    def add(self, *aggregates: Any) -> None:
         raise TypeError("a Look changes nothing: run the command in a Unit")
 
 

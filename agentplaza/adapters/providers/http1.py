@@ -55,6 +55,8 @@ MAX_KEEPALIVE = MAX_CONNECTIONS
 HEAD_BYTES_MAX = 64 * 1024
 #: The longest chunk-size line (with its extensions) of a chunked body.
 CHUNK_LINE_BYTES_MAX = 4096
+#: The most digits of a Content-Length read (19: any length a 64-bit count holds).
+LENGTH_DIGITS_MAX = 19
 #: How much one read asks of the socket.
 RECV_BYTES = 65536
 
@@ -71,7 +73,7 @@ class UpstreamError(Exception):
 
 
 class UnsupportedProtocol(UpstreamError):
-    pass
+    """A provider URL that is not http(s)://HOST[:PORT]/..."""
 
 
 class LocalProtocolError(UpstreamError):
@@ -79,27 +81,27 @@ class LocalProtocolError(UpstreamError):
 
 
 class ConnectError(UpstreamError):
-    pass
+    """No connection to the provider (refused, unreachable, or its certificate not trusted)."""
 
 
 class ConnectTimeout(UpstreamError):
-    pass
+    """No connection to the provider within ``CONNECT_TIMEOUT_S``."""
 
 
 class PoolTimeout(UpstreamError):
-    pass
+    """``MAX_CONNECTIONS`` exchanges were busy for all of ``POOL_TIMEOUT_S``."""
 
 
 class WriteError(UpstreamError):
-    pass
+    """The connection failed while the request was written."""
 
 
 class ReadError(UpstreamError):
-    pass
+    """The connection failed while the answer was read."""
 
 
 class ReadTimeout(UpstreamError):
-    pass
+    """Nothing of the answer came for ``READ_TIMEOUT_S``."""
 
 
 class RemoteProtocolError(UpstreamError):
@@ -381,9 +383,10 @@ class Pool:
                 raise RemoteProtocolError(f"an answer's transfer coding this client does not read: {b', '.join(codings)!r}")
             return Response(self, conn, status, headers, keep and not lengths, None, True)
         if lengths:
-            if len(lengths) != 1 or not next(iter(lengths)).isdigit():
+            length = next(iter(lengths))
+            if len(lengths) != 1 or not length.isdigit() or len(length) > LENGTH_DIGITS_MAX:
                 raise RemoteProtocolError(f"a bad Content-Length {sorted(lengths)!r}")
-            return Response(self, conn, status, headers, keep, int(next(iter(lengths))), False)
+            return Response(self, conn, status, headers, keep, int(length), False)
         return Response(self, conn, status, headers, False, None, False)
 
     async def _release(self, conn: _Conn, keep: bool) -> None:
@@ -424,7 +427,10 @@ def _request(origin: tuple[str, str, int], target: bytes, headers: list[tuple[st
     if _BAD_TARGET.search(target):
         raise LocalProtocolError("the request's path holds a byte HTTP cannot carry")
     scheme, host, port = origin
-    name = host.encode("ascii") if host.isascii() else host.encode("idna")
+    try:
+        name = host.encode("ascii") if host.isascii() else host.encode("idna")
+    except UnicodeError:
+        raise UnsupportedProtocol(f"a host name that cannot be sent: {host[:80]!r}") from None
     netloc = (b"[" + name + b"]" if b":" in name else name) + (b"" if port == DEFAULT_PORTS[scheme] else b":%d" % port)
     out = [b"POST ", target, b" HTTP/1.1\r\nhost: ", netloc, b"\r\ncontent-length: ", b"%d" % len(body)]
     for name, value in headers:
