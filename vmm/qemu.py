@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import cgroups as cgroupsmod
 from . import jail as jailmod
-from . import recovery, trace
+from . import ram_sweep, recovery, trace
 from . import snapshot as snap
 from . import spare as sparemod
 from .backend import Backend, Machine, MachineBusy, MachineSpec, VMError, machines_dir
@@ -492,6 +492,7 @@ class QemuMachine(MachineState, JailLayout, Machine):
         for stale in root.glob(prefix + "*"):   # left by a process that did not end through us
             if stale.is_dir() and not stale.is_symlink():
                 shutil.rmtree(stale, ignore_errors=True)
+        ram_sweep.sweep_once(root)                # and other machines' (vmm.ram_sweep), in the background
         # a fresh name each run (mkdtemp: 0700, never one someone else made in a shared tmpfs)
         ram = Path(tempfile.mkdtemp(prefix=prefix, dir=root)) / "ram"
         self._ram = ram

@@ -105,6 +105,9 @@ _starts = 0                         # starts under way in this process (``starti
 _quiet_since = 0.0                  # when the last one ended
 _quiet = threading.Condition(_lock)
 _worker: threading.Thread | None = None
+#: Why the last spare was not made (or a turn of the worker failed); None while every one was. The log
+#: has each (``vmm.spare``, warning): a spare is an optimisation, so no start waits on or fails with it.
+last_error: str | None = None
 
 
 def key_of(m) -> tuple | None:
@@ -161,7 +164,8 @@ def fill(m, hint: Path | None = None) -> None:
         if key in _ready or key in _wanted:
             return
         _wanted[key] = (m, hint)
-        if _worker is None:   # one long-lived thread: a spare's parent-death signal follows the thread
+        if _worker is None or not _worker.is_alive():   # one long-lived thread: a spare's parent-death
+            # signal follows the thread that made it
             _worker = threading.Thread(target=_run, name="vmm-spare-qemu", daemon=True)
             _worker.start()
     _work.put(key)
@@ -197,38 +201,62 @@ def _run() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MAKE_NICE)
     except OSError:
         pass
-    while True:
+    while True:   # the one worker of this process: nothing ends it (each failure is noted, see ``last_error``)
         try:
-            key = _work.get(timeout=min(IDLE_S, READY_PAGES_S) / 4)
-        except queue.Empty:
-            key = None
-        global _making
-        if key is not None:
-            _wait_quiet()
-        with _lock:
-            m, hint = _wanted.get(key) or (None, None)
-            _making = key if m is not None else None
-        sp = None
+            _turn()
+        except Exception as e:
+            _failed(f"the spare worker's turn failed: {e!r}")
+
+
+def _failed(why: str) -> None:
+    global last_error
+    last_error = why
+    log.warning("no spare QEMU: %s", why)
+
+
+def _turn() -> None:
+    """One turn of the worker: make the spare asked for (if any), then end the stale and idle ones."""
+    global _making
+    try:
+        key = _work.get(timeout=min(IDLE_S, READY_PAGES_S) / 4)
+    except queue.Empty:
+        key = None
+    if key is not None:
+        _wait_quiet()
+    with _lock:
+        m, hint = _wanted.get(key) or (None, None)
+        _making = key if m is not None else None
+    sp = None
+    try:
         if m is not None:
             try:
                 sp = _make(m, key, hint)
             except Exception as e:   # an optimisation: a restore starts its own QEMU without one
-                log.debug("no spare QEMU: %s", e)
+                _failed(str(e))
+    finally:
         with _lock:
             _wanted.pop(key, None)
             # one spare a process, of the shape started last: any other (and an idle one) is ended
-            stale = [k for k, s in _ready.items() if sp is not None or time.monotonic() - s.made > IDLE_S]
+            now = time.monotonic()
+            stale = [k for k, s in _ready.items() if sp is not None or now - s.made > IDLE_S]
             gone = [_ready.pop(k) for k in stale]
-            for s in _ready.values():   # unused a while: its ready pages go back (a take waits for the lock)
-                if s.ready_pages and time.monotonic() - s.made > READY_PAGES_S:
-                    _punch(s.ram, s.ready_pages)
-                    s.ready_pages = []
+            for k, s in list(_ready.items()):   # unused a while: its ready pages go back (a take waits)
+                if s.ready_pages and now - s.made > READY_PAGES_S:
+                    try:
+                        _punch(s.ram, s.ready_pages)
+                        s.ready_pages = []
+                    except OSError as e:         # its RAM file is gone: so is the spare
+                        _failed(f"a spare's ready pages: {e}")
+                        gone.append(_ready.pop(k))
             if sp is not None:
                 _ready[key], sp = sp, None
             _making = None
             _quiet.notify_all()
         for s in gone + ([sp] if sp is not None else []):
-            end(s)
+            try:
+                end(s)
+            except Exception as e:
+                _failed(f"ending a spare: {e!r}")
 
 
 def _uid(n: int) -> int:

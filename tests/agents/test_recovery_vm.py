@@ -66,6 +66,7 @@ def test_a_crashed_guest_comes_back_from_its_checkpoint_and_a_fourth_crash_leave
     assert f"agent {a}: the VM exited by itself" in caplog.text and f"recovered from snapshot:{name}" in caplog.text
 
     # The fourth crash within ten minutes: it stays exited, and the hub leaves it stopped.
+    ram = run.machine.ram_file
     crash(node, a)
     wait_for("exited", lambda: a not in node.runs and roster(hub)[a]["run"] == "stopped", 120,
              diag=lambda: [(e["kind"], (e["text"] or "")[:120]) for e in transcript(hub, a)][-6:])
@@ -75,6 +76,7 @@ def test_a_crashed_guest_comes_back_from_its_checkpoint_and_a_fourth_crash_leave
     assert not [e for e in transcript(hub, a) if "did not start" in (e["text"] or "")]  # not booted again
     kick(hub, rt)
     assert a not in node.runs and roster(hub)[a]["status"] == "offline"
+    assert ram is None or not ram.parent.exists()        # its RAM folder went with its process
 
     # Recovery off (noded --no-recover): the first crash leaves a new agent exited.
     node.backend.recover = False
@@ -82,8 +84,10 @@ def test_a_crashed_guest_comes_back_from_its_checkpoint_and_a_fourth_crash_leave
     kick(hub, rt)
     wait_for("agent b idle", lambda: roster(hub).get(b, {}).get("status") == "idle")
     assert not node.runs[b].machine.keep_alive
+    ram = node.runs[b].machine.ram_file
     crash(node, b)
     wait_for("b exited", lambda: b not in node.runs and roster(hub)[b]["run"] == "stopped", 120)
+    assert ram is None or not ram.parent.exists()        # (once left in the RAM folder for good)
     assert recovered(hub, b) == []
     (last,) = [e for e in transcript(hub, b) if e["kind"] == "error" and e["detail"].get("reason")]
     assert "recovery is off" in last["text"]

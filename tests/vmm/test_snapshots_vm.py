@@ -253,10 +253,13 @@ def test_crash_recovery_from_checkpoint_then_stays_exited(guest_image, vm_dir):
 
 
 def _spare_ready(m):
+    """The spare ready for ``m``; the reason at once where its making failed (``spare.last_error``)."""
     from vmm import spare as spare_qemu
     key = spare_qemu.key_of(m)
     with spare_qemu._lock:
         sp = spare_qemu._ready.get(key)
+        failed = sp is None and key not in spare_qemu._wanted and spare_qemu.last_error
+    assert not failed, f"no spare QEMU: {spare_qemu.last_error}"
     return sp
 
 
@@ -269,6 +272,12 @@ def test_a_wake_takes_the_qemu_started_ahead_in_its_own_walls_and_keeps_the_gues
     from vmm import spare as spare_qemu
     if os.geteuid() != 0:
         pytest.skip("spare QEMUs are jailed: root only")
+    from vmm import qemu
+    room = os.statvfs(qemu.RAM_DIR) if os.path.isdir(qemu.RAM_DIR) else None
+    if room is None or room.f_bavail * room.f_frsize < 2 * (192 << 20):
+        pytest.skip(f"a spare's RAM file and the machine's need room in {qemu.RAM_DIR} (a container's "
+                    f"64 MiB /dev/shm has none): no spare is made there")
+    monkeypatch.setattr(spare_qemu, "last_error", None)   # (one of an earlier test in this process)
     m = make_machine("ahead", memory_mib=192, memory_overhead_mib=40)
     m.boot()
     start_counter(m)

@@ -266,6 +266,7 @@ class Run:
         if not self.stopping and not self.sleeping and proc is self.machine.proc:
             # Only a machine not kept alive gets here: recovery is off on this node.
             log.warning("agent %s: the VM exited (rc %s) and stays exited: recovery is off", self.cid, proc.returncode)
+            self.machine.kill()   # what its process had here goes: its RAM folder, cgroup, channel
             self.node.event({"cid": self.cid, "event": "exited", "exit": proc.returncode,
                              "reason": "recovery is off (noded --no-recover)"})
             self.node.forget(self.cid, self)
