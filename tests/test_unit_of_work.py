@@ -146,17 +146,23 @@ def test_a_guard_read_fresh_skips_the_database_only_while_nothing_was_committed(
     another aggregate) makes the next fresh read ask the database again."""
     a = Plaza(folders.state)
     store_b = EventStore.open(state_dir=folders.state)
-    reads = []
+    reads = []   # every read of the log: the recorder's, and the watch's read of a newest version
     select = a.store.app.recorder.select_events
     a.store.app.recorder.select_events = lambda *args, **kw: reads.append(args) or select(*args, **kw)
+    newest = a.store._watch.newest_version
+    a.store._watch.newest_version = lambda *args: reads.append(args) or newest(*args)
     try:
         first = a.store.get(PLAZA_ID, fresh=True)
         assert len(reads) == 1
         assert a.store.get(PLAZA_ID, fresh=True).version == first.version and len(reads) == 1
         store_b.commit(Tally.start(ctx(), label="elsewhere"))
         assert a.store.get(PLAZA_ID, fresh=True).version == first.version and len(reads) == 2
+        assert newest(a.store.events_table, PLAZA_ID.hex) == first.version   # the index's answer
+        assert newest(a.store.events_table, uuid.uuid4().hex) is None
+        plaza_commands.stop_all(Commands(store_b), ctx())                    # the guard itself moves on
+        assert a.store.get(PLAZA_ID, fresh=True).version == first.version + 1
         assert a.store.get(PLAZA_ID, fresh=True) is not a.store.get(PLAZA_ID, fresh=True)  # private copies
-        assert len(reads) == 2
+        assert len(reads) == 4
     finally:
         a.close()
         store_b.close()

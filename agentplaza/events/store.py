@@ -214,8 +214,7 @@ class EventStore:
             cached = self._cache.get(aggregate_id)
         if mark is not None and cached is not None and self._current.get(aggregate_id) == (mark, cached.version):
             return clone(cached)  # nothing at all was committed since this copy was found the newest
-        newest = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
-        if cached is not None and newest and newest[0].originator_version == cached.version:
+        if cached is not None and self._newest_version(aggregate_id) == cached.version:
             found = clone(cached)
         else:
             with self.fresh():
@@ -223,6 +222,13 @@ class EventStore:
         if mark is not None and found is not None:
             self._current[aggregate_id] = (mark, found.version)
         return found
+
+    def _newest_version(self, aggregate_id: uuid.UUID) -> int | None:
+        """The version of the aggregate's newest stored event (None: it has none), read now."""
+        if self._watch is not None:
+            return self._watch.newest_version(self.events_table, aggregate_id.hex)   # (as the recorder keys it)
+        newest = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
+        return newest[0].originator_version if newest else None
 
     @contextmanager
     def fresh(self) -> Iterator[None]:
