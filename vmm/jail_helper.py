@@ -36,13 +36,14 @@ PERLS = ("/usr/bin/perl", "/bin/perl")
 #: The waiter (see the module's docstring). Its arguments: QEMU's pid, 1 for a spare (``KEEP_SIGNAL``,
 #: SIGUSR1, clears its parent-death signal: prctl through ``syscall``), and the mask of the signals the
 #: helper blocked for the exec, unblocked here once the handlers are set. Its exit status is the
-#: helper's: QEMU's own, or 128 + the signal that ended it.
+#: helper's: QEMU's own, or 128 + the signal that ended it. (``$! == 4``: EINTR; ``$!{EINTR}`` would load
+#: perl's Errno module, a quarter of the waiter's memory.)
 WAITER = (
     "my ($pid, $spare, $mask) = @ARGV;"
     "$SIG{$_} = sub { kill $_[0], $pid } for qw(TERM INT HUP);"
     f"$SIG{{USR1}} = sub {{ syscall({SYS_prctl}, {PR_SET_PDEATHSIG}, 0, 0, 0, 0) }} if $spare;"
     f"syscall({SYS_rt_sigprocmask}, {SIG_UNBLOCK}, pack('Q', $mask), 0, 8);"
-    "1 while waitpid($pid, 0) == -1 && $!{EINTR};"
+    "1 while waitpid($pid, 0) == -1 && $! == 4;"
     "exit(($? & 127) ? 128 + ($? & 127) : ($? >> 8));"
 )
 SECBITS_LOCKED_ALL = 0x3f  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED and their locks
