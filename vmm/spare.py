@@ -328,9 +328,10 @@ def _make(m, key: tuple, hint: Path | None = None) -> SpareVM:
         ready = _ready_pages(ram, hint)
         paths = dict(_paths(m, d), ram=str(ram))
         listeners = {}
+        from .qemu import bind_unix  # (qemu imports this module)
         for name in ("qmp.sock", "channel.sock"):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.bind(str(d / "run" / name))
+            bind_unix(s, d / "run" / name)   # a machines folder deep in a tree: past a socket address's 108 bytes
             os.chown(d / "run" / name, uid, uid)
             os.chmod(d / "run" / name, 0o600)
             s.listen(1)

@@ -45,8 +45,8 @@ def make_machine(guest_image, vm_dir):
     from vmm.qemu import QemuMachine
     made = []
 
-    def make(name, **kw):
-        m = QemuMachine(MachineSpec(name=name, image=guest_image, **kw), base_dir=vm_dir)
+    def make(name, base_dir=None, **kw):
+        m = QemuMachine(MachineSpec(name=name, image=guest_image, **kw), base_dir=base_dir or vm_dir)
         made.append(m)
         return m
     yield make

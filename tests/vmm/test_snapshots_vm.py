@@ -263,7 +263,8 @@ def _spare_ready(m):
     return sp
 
 
-def test_a_wake_takes_the_qemu_started_ahead_in_its_own_walls_and_keeps_the_guest(make_machine, monkeypatch):
+def test_a_wake_takes_the_qemu_started_ahead_in_its_own_walls_and_keeps_the_guest(make_machine, vm_dir,
+                                                                                    monkeypatch):
     """After a jailed start the process starts the next restore's QEMU ahead (vmm.spare): a wake of a
     machine of that shape takes it. It has the jail (no capabilities, seccomp, its own namespaces, its own
     uid, not the host's), the machine's limits and cgroup, the machine's workspace and memory, a refreshed
@@ -278,7 +279,13 @@ def test_a_wake_takes_the_qemu_started_ahead_in_its_own_walls_and_keeps_the_gues
         pytest.skip(f"a spare's RAM file and the machine's need room in {qemu.RAM_DIR} (a container's "
                     f"64 MiB /dev/shm has none): no spare is made there")
     monkeypatch.setattr(spare_qemu, "last_error", None)   # (one of an earlier test in this process)
-    m = make_machine("ahead", memory_mib=192, memory_overhead_mib=40)
+    # a machines folder deep in a tree, as CI's: a socket's path there is past the 108 bytes an address holds
+    deep = vm_dir / ("deep-" * 12) / "machines"
+    deep.mkdir(parents=True)
+    for d in (deep.parent, deep):
+        os.chmod(d, 0o755)
+    m = make_machine("ahead", base_dir=deep, memory_mib=192, memory_overhead_mib=40)
+    assert len(str(deep / ".spare.4194304.64" / "run" / "channel.sock")) > 108
     m.boot()
     start_counter(m)
     assert m.exec(["/bin/sh", "-c", "echo kept > /workspace/note"])[0] == 0

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from vmm import spare
 from tests.support.deadline import until
+from vmm import spare
 
 
 def test_a_spare_skips_a_uid_a_live_process_holds(monkeypatch):
