@@ -214,7 +214,8 @@ class QemuMachine(MachineState, JailLayout, Machine):
         accel = p.accel
         run = paths["run"]
         wsfmt = paths.get("workspace_format", "qcow2")
-        machine = "microvm,memory-backend=ram" if paths.get("ram") else "microvm"
+        serial_pci = p.channel != "virtio-vsock" and getattr(self._image(), "channel_bus", "mmio") == "pci"
+        machine = "microvm" + (",memory-backend=ram" if paths.get("ram") else "") + (",pcie=on" if serial_pci else "")
         argv = [p.qemu or "qemu-system-x86_64",
                 "-M", machine, "-accel", accel if accel == "kvm" else f"tcg,tb-size={TCG_TB_MIB}",
                 "-cpu", "host" if accel == "kvm" else "max",
@@ -243,7 +244,7 @@ class QemuMachine(MachineState, JailLayout, Machine):
             argv += ["-device", f"vhost-vsock-device,guest-cid={s.cid or 3}"]
         else:
             argv += ["-chardev", f"socket,id=chan,path={run}/channel.sock,server=off",
-                     "-device", "virtio-serial-device",
+                     "-device", "virtio-serial-pci" if serial_pci else "virtio-serial-device",
                      "-device", "virtserialport,chardev=chan,name=apz.channel"]
         # Free page reporting: the guest hands pages it freed back, and QEMU discards them.
         argv += ["-device", "virtio-balloon-device,free-page-reporting=on"]

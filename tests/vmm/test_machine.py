@@ -57,6 +57,28 @@ def test_command_ram_as_a_file_and_qemu_connects_out(tmp_path):
     assert "memory-backend" not in " ".join(plain) and "-mon" not in plain
 
 
+def test_the_channel_device_sits_where_the_image_says(tmp_path):
+    """The tuned image's channel is a virtio-serial device on PCI (``microvm,pcie=on``): on virtio-mmio
+    every queue has 1,024 slots and the guest filled two with 4 KiB buffers (8 MiB of an idle guest). The
+    stock image, and an image that says nothing, keep virtio-mmio; the disks and the balloon stay there."""
+    from vmm.image.build import CHANNEL_BUS, recipe
+
+    class Tuned(FakeImage):
+        channel_bus = "pci"
+
+    paths = {"kernel": "/k", "initrd": "/i", "rootfs": "/r", "workspace": "/w", "run": "/run"}
+    tuned = QemuMachine(MachineSpec("t", image=Tuned()), tmp_path, platform()).command(dict(paths, ram="/vm/ram"))
+    assert tuned[tuned.index("-M") + 1] == "microvm,memory-backend=ram,pcie=on"
+    assert "virtio-serial-pci" in tuned and "virtio-serial-device" not in tuned
+    assert "virtio-blk-device,drive=root,serial=apz-root" in tuned
+    assert "virtio-balloon-device,free-page-reporting=on" in tuned
+    plain = QemuMachine(MachineSpec("p", image=FakeImage()), tmp_path, platform()).command(paths)
+    assert plain[plain.index("-M") + 1] == "microvm" and "virtio-serial-device" in plain
+    assert "virtio-serial-pci" not in plain
+    assert CHANNEL_BUS == "pci" and recipe("tuned")["profile"]["channel_bus"] == "pci"
+    assert "virtio_pci" in recipe("tuned")["modules"] and "virtio_pci" not in recipe("stock")["modules"]
+
+
 def test_ram_is_a_file_only_where_the_tmpfs_has_room_for_it(tmp_path, monkeypatch):
     """A RAM folder with less room than the guest (a container's small /dev/shm) would end QEMU with
     SIGBUS when the guest touches a page past the room: the guest's RAM stays anonymous instead."""

@@ -21,6 +21,8 @@ done
 
 MODS="virtio_ring virtio virtio_mmio"
 [ "$channel" = vsock ] && MODS="$MODS vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport"
+# the channel's virtio-serial device is on PCI (vmm.image.build.CHANNEL_BUS): its rings sized by QEMU
+[ "$channel" = serial ] && MODS="$MODS virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci"
 MODS="$MODS virtio_console virtio_blk virtio_balloon"
 for m in $MODS; do insmod /lib/modules/$m.ko || fail "insmod $m"; done
 
