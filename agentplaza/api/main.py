@@ -36,6 +36,13 @@ PUBLIC_URL_ENV = "APZ_PUBLIC_URL"
 ALLOW_HOSTS_ENV = "APZ_ALLOW_HOSTS"
 
 
+#: How long the hub keeps an idle kept-alive connection open (Hypercorn's default is 5 s). A client
+#: that reuses a pooled connection just as the server closes it gets "Server disconnected without sending
+#: a response" (CI met it once, a test's client idle about 5 s between two calls). The server must
+#: outwait the clients' own idle expiry (httpx: 5 s; a browser retries an idempotent request itself), so
+#: that it is always the client that lets go first.
+KEEP_ALIVE_S = 75
+
 def _csv(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
@@ -173,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
               "no new checkpoint is signed (run agentplaza audit verify)", file=sys.stderr)
     config = Config()
     config.bind = [args.bind]
+    config.keep_alive_timeout = KEEP_ALIVE_S
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
