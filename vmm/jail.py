@@ -269,6 +269,15 @@ def end_spare(spare: Spare) -> None:
             pass
 
 
+def left_by_gone_process(name: str, prefix: str) -> bool:
+    """Whether ``name`` is ``<prefix><pid>.<...>`` of a process other than this one that is gone (what a
+    spare's folders are named: the process that made them removes them, or the next one does)."""
+    if not name.startswith(prefix):
+        return False
+    owner = name[len(prefix):].split(".")[0]
+    return owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}")
+
+
 def _sweep(key) -> None:
     """Remove the empty folders of spares left by processes that are gone."""
     for parent in key:
@@ -277,10 +286,7 @@ def _sweep(key) -> None:
         except OSError:
             continue
         for n in names:
-            if not n.startswith(SPARE_PREFIX):
-                continue
-            owner = n[len(SPARE_PREFIX):].split(".")[0]
-            if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            if left_by_gone_process(n, SPARE_PREFIX):
                 try:
                     os.rmdir(os.path.join(parent, n))
                 except OSError:

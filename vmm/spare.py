@@ -500,10 +500,7 @@ def _sweep(m) -> None:
         except OSError:
             continue
         for name in names:
-            if not name.startswith(prefix):
-                continue
-            owner = name[len(prefix):].split(".")[0]
-            if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            if jailmod.left_by_gone_process(name, prefix):
                 if prefix == PREFIX:
                     _remove_files(parent / name, None)
                 else:

@@ -84,9 +84,13 @@ def test_the_helper_waits_as_a_small_perl_process_passing_on_signals_and_the_sta
         anon_kib = int(_status(helper.pid)["RssAnon"].split()[0])
         assert anon_kib < 2048, f"the waiter holds {anon_kib} KiB of its own"
         (child,) = _children(helper.pid)
-        time.sleep(0.3)   # (the shell's trap is set)
-        os.kill(helper.pid, signal.SIGTERM)
-        assert helper.wait(timeout=20) == 3                      # the program's own status, passed on
+        # Until the shell's trap is set it ignores SIGTERM (the init of its PID namespace): sent again till
+        # it is taken, each passed on by the waiter.
+        end = time.monotonic() + 20
+        while helper.poll() is None and time.monotonic() < end:
+            os.kill(helper.pid, signal.SIGTERM)
+            _wait(lambda: helper.poll() is not None, 0.2)
+        assert helper.wait(timeout=5) == 3                       # the program's own status, passed on
         assert _wait(lambda: _gone(child))
     finally:
         if helper.poll() is None:

@@ -72,3 +72,15 @@ def test_the_worker_goes_on_after_a_failed_making_and_a_failed_turn(monkeypatch,
     until("the broken spare dropped", lambda: Broken.key not in spare._ready, 10)
     assert spare._worker.is_alive()
     assert spare.last_error and "end refused" in spare.last_error
+
+
+def test_what_a_gone_process_left_is_told_by_its_name():
+    """A spare's folders carry their maker's pid (``<prefix><pid>.<n>``): removed by the next process only
+    once that pid is gone, never this process's own, never a name of another shape."""
+    from vmm import jail
+    gone = 4194303   # above any pid this machine hands out (/proc/sys/kernel/pid_max at most 4194304)
+    assert jail.left_by_gone_process(f"{spare.PREFIX}{gone}.3", spare.PREFIX)
+    assert not jail.left_by_gone_process(f"{spare.PREFIX}{os.getpid()}.3", spare.PREFIX)
+    assert not jail.left_by_gone_process(f"{spare.PREFIX}1.3", spare.PREFIX)          # init: alive
+    assert not jail.left_by_gone_process(f"{spare.PREFIX}x1.3", spare.PREFIX)
+    assert not jail.left_by_gone_process(f"other.{gone}.3", spare.PREFIX)
