@@ -200,9 +200,13 @@ class QemuMachine(MachineState, JailLayout, Machine):
             cmdline.append(f"tsc_early_khz={tsc}")
         if s.volumes:
             cmdline.append("apz.vols=" + ",".join(v.name for v in s.volumes))
-        extra = getattr(self._image(), "cmdline", "")   # the tuned image's own words
+        img = self._image()
+        extra = getattr(img, "cmdline", "")   # the tuned image's own words
         if extra:
             cmdline.append(extra)
+        tcg = getattr(img, "cmdline_tcg", "") if p.accel != "kvm" else ""
+        if tcg:
+            cmdline.append(tcg)
         return " ".join(cmdline)
 
     def command(self, paths: dict, incoming: bool = False, qmp: bool = True) -> list:
@@ -312,10 +316,11 @@ class QemuMachine(MachineState, JailLayout, Machine):
 
     def _launch(self, incoming: Path | None, wait_ready: bool = True,
                 timeout: float = 60.0, spare_ok: bool = True) -> None:
-        with sparemod.starting():   # no spare QEMU is made while a start runs (vmm.spare)
-            self._start(incoming, wait_ready, timeout, spare_ok)
+        with sparemod.starting() as st:   # no spare QEMU is made while a start runs (vmm.spare)
+            self._start(incoming, wait_ready, timeout, spare_ok, st)
 
-    def _start(self, incoming: Path | None, wait_ready: bool, timeout: float, spare_ok: bool) -> None:
+    def _start(self, incoming: Path | None, wait_ready: bool, timeout: float, spare_ok: bool,
+               st: sparemod.starting | None = None) -> None:
         """Spawn QEMU on the current workspace chain (or take the QEMU started ahead: ``vmm.spare``); with
         ``incoming`` (a snapshot folder) load its memory and resume instead of booting."""
         if self.platform.qemu is None:
@@ -407,6 +412,8 @@ class QemuMachine(MachineState, JailLayout, Machine):
                 self.restore_seconds = time.monotonic() - t0
                 self.booted_from = f"snapshot:{man.name}"
             elif wait_ready:
+                if st is not None:   # a cold boot: the rest is the guest's (a spare may be made beside it)
+                    st.host_part_done()
                 self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)))
                 trace.mark(self.spec.name, "guest HELLO")
                 self.boot_seconds = time.monotonic() - t0

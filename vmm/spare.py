@@ -172,19 +172,34 @@ def fill(m, hint: Path | None = None) -> None:
 
 
 class starting:
-    """``with starting():`` around a machine's start: no spare is made while one runs, nor just after."""
+    """``with starting() as st:`` around a machine's start: no spare is made while one runs, nor just after.
+    ``st.host_part_done()``: what is left of this start is the guest's own boot (its QEMU spawned, in its
+    cgroups, connected), so a spare may be made beside it from now: the making's forks and cgroup moves
+    can no longer hold back this start's, and its CPU (at ``MAKE_NICE``) goes to the host's other core
+    while the guest boots, rather than to the restore that comes next (which then finds its QEMU ready)."""
+
+    def __init__(self):
+        self._open = False
 
     def __enter__(self):
         global _starts
         with _lock:
             _starts += 1
+            self._open = True
+        return self
 
-    def __exit__(self, *exc):
+    def host_part_done(self) -> None:
         global _starts, _quiet_since
         with _lock:
+            if not self._open:
+                return
+            self._open = False
             _starts -= 1
             _quiet_since = time.monotonic()
             _quiet.notify_all()
+
+    def __exit__(self, *exc):
+        self.host_part_done()
 
 
 def _wait_quiet() -> None:

@@ -1,7 +1,7 @@
 """Fixtures for the microVM tests.
 
 Real-boot tests are marked ``vm``. They need qemu-system-x86_64 and the image
-build tools installed (CI installs: qemu-system-x86 busybox-static debootstrap
+build tools installed (CI installs: qemu-system-x86 busybox-static debootstrap gcc libc6-dev
 lz4 cpio e2fsprogs, and qemu-utils zstd for snapshots); they never install anything themselves. The guest image
 is built on first need (about a minute) and cached in the data folder, so
 later runs reuse it.
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-CI_PACKAGES = "qemu-system-x86 qemu-utils zstd busybox-static debootstrap lz4 cpio e2fsprogs"
+CI_PACKAGES = "qemu-system-x86 qemu-utils zstd busybox-static debootstrap lz4 cpio e2fsprogs gcc libc6-dev"
 
 
 @pytest.fixture(scope="session")

@@ -166,3 +166,17 @@ def test_cgroup_v1_limit_that_cannot_be_written_is_named(tmp_path):
 def test_cgroups_detect_reports_why_on_this_host():
     cg, why = cgroups.detect()
     assert (cg is None) == bool(why)
+
+
+def test_the_tuned_images_tcg_words_go_only_to_a_guest_under_tcg(tmp_path):
+    # clearcpuid=erms: TCG runs rep-string instructions a byte per pass; under KVM the hardware's are fastest
+    import dataclasses
+
+    class Tuned(FakeImage):
+        cmdline, cmdline_tcg = "loglevel=1", "clearcpuid=erms"
+    tcg = QemuMachine(MachineSpec("t", image=Tuned()), tmp_path, platform())
+    assert tcg.platform.accel == "tcg" and tcg.kernel_cmdline().endswith(" loglevel=1 clearcpuid=erms")
+    kvm = QemuMachine(MachineSpec("k", image=Tuned()), tmp_path, dataclasses.replace(platform(), accel="kvm"))
+    assert "clearcpuid" not in kvm.kernel_cmdline() and "loglevel=1" in kvm.kernel_cmdline()
+    stock = QemuMachine(MachineSpec("s", image=FakeImage()), tmp_path, platform())
+    assert "clearcpuid" not in stock.kernel_cmdline()

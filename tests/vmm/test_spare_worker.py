@@ -84,3 +84,21 @@ def test_what_a_gone_process_left_is_told_by_its_name():
     assert not jail.left_by_gone_process(f"{spare.PREFIX}1.3", spare.PREFIX)          # init: alive
     assert not jail.left_by_gone_process(f"{spare.PREFIX}x1.3", spare.PREFIX)
     assert not jail.left_by_gone_process(f"other.{gone}.3", spare.PREFIX)
+
+
+def test_a_cold_boot_lets_spares_be_made_once_only_its_guest_is_left_to_boot(monkeypatch):
+    # starting() holds spare making back; host_part_done() ends that hold early (a cold boot whose QEMU is
+    # up and connected), once only: the context's end does not count it again
+    monkeypatch.setattr(spare, "QUIET_S", 0.0)
+    before = spare._starts
+    with spare.starting() as st:
+        assert spare._starts == before + 1
+        st.host_part_done()
+        st.host_part_done()
+        assert spare._starts == before
+        spare._wait_quiet()   # returns: no start holds spares back now
+    assert spare._starts == before
+    with pytest.raises(RuntimeError):
+        with spare.starting():
+            raise RuntimeError("a start that fails")
+    assert spare._starts == before
