@@ -191,7 +191,6 @@ def test_a_limit_the_kernel_refuses_stops_a_real_start(make_machine):
     assert not any(f.exists() for f in cg.folders(m.cgroup_name()))        # no half-made cgroup stays behind
 
 
-
 def test_a_guest_whose_init_cannot_go_on_says_why_and_ends(make_machine, monkeypatch):
     # the guest's /init waits a while for a disk the command line promises and that never comes, then
     # says why on the console and ends the guest (-no-reboot: QEMU exits) rather than hanging
@@ -202,6 +201,7 @@ def test_a_guest_whose_init_cannot_go_on_says_why_and_ends(make_machine, monkeyp
     with pytest.raises(VMError, match="apz-init: only 2 of 3 disks"):
         m.boot(timeout=120)
     until("QEMU to end after the guest's init failed", lambda: not m.running(), 30)
+
 
 def test_a_jailed_start_takes_the_spare_helper_and_a_stopped_vm_leaves_no_cgroup(make_machine):
     """After a jailed start the process keeps one jail helper started ahead in cgroup folders of its own

@@ -28,6 +28,7 @@
 
 #define MAX_VOLS 4          /* vmm.qemu: at most 4 data volumes (apz-vol0..3) */
 #define DISK_WAIT_MS 5000   /* virtio_blk probes its disks inside the module load; this is for a late one */
+#define DISK_POLL_MS 10     /* how often a late disk is looked for */
 #define CMDLINE_MAX 4096
 
 static const char *const MODS_HEAD[] = {"virtio_ring", "virtio", "virtio_mmio", 0};
@@ -96,8 +97,8 @@ static int count_disks(void) {
 }
 
 static void wait_for_disks(int want) {
-    struct timespec tick = {0, 10 * 1000 * 1000};
-    for (int waited = 0; count_disks() < want; waited += 10) {
+    struct timespec tick = {0, DISK_POLL_MS * 1000 * 1000};
+    for (int waited = 0; count_disks() < want; waited += DISK_POLL_MS) {
         if (waited >= DISK_WAIT_MS) fail("only %d of %d disks", count_disks(), want);
         nanosleep(&tick, 0);
     }
