@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Snapshot
@@ -38,7 +38,7 @@ from eventsourcing.persistence import IntegrityError
 
 from ..config import STORE_FILE
 from ..permissions import make_private_file
-from . import catalogue
+from . import catalogue, chainwalk
 from .chain import CHAIN_TABLE, GENESIS, LINK_SIZE, Anchor, Verdict, expand, verify
 from .committer import CommitConflict, GroupCommitter
 from .commitwatch import commit_watch
@@ -427,21 +427,58 @@ class EventStore:
 
     def verify(self, anchors: Sequence[Anchor] = ()) -> Verdict:
         """Walk every stored event against the hash chain (see ``chain``), check that the
-        store's own reader can read each one, and that the chain passes through ``anchors``."""
+        store's own reader can read each one, and that the chain passes through ``anchors``
+        (``chainwalk``: the reference walk's verdict, its intact stretches walked fast)."""
         # One bound for both reads: events and their chain rows are committed together, so up to the
         # head seen here the two agree, whatever commits while the walk goes on.
         upto = max(self.max_position(), self.chain_head()[0])
-        links = ((p, x) for p, x in expand(self._chain_rows(0, upto)) if p <= upto)
-        return verify(self._chain_events(0, upto), links, anchors=anchors, read=catalogue.check_readable)
+        return chainwalk.verify(self, upto, anchors)
 
     def verify_after(self, position: int, head: bytes, upto: int) -> Verdict:
         """Does the log still extend ``head`` at ``position``?  The stored link there must
         be ``head``, and the events after it, up to ``upto``, must chain on from it."""
         if self.link_at(position) != head:
             return Verdict(False, 0, head, position, f"the chain at position {position} is not the head it had")
-        events = self._chain_events(position, upto)
-        links = ((p, x) for p, x in expand(self._chain_rows(position, upto)) if position < p <= upto)
-        return verify(events, links, prev=head)
+        return chainwalk.verify(self, upto, after=position, prev=head, read=False)
+
+    def _walk_exact(self, after: int, prev: bytes, upto: int, anchors: Sequence[Anchor], read: bool) -> Verdict:
+        """``chain.verify``, the reference walk, over the events after ``after`` up to ``upto``."""
+        links = ((p, x) for p, x in expand(self._chain_rows(after, upto)) if after < p <= upto)
+        return verify(self._chain_events(after, upto), links, prev=prev, anchors=anchors,
+                      read=catalogue.check_readable if read else None)
+
+    def _segment_rows(self, after: int, upto: int, limit: int | None = None) -> list[tuple]:
+        """The walk's rows (position, originator id as the link hashes it, version, topic, state) after
+        ``after`` up to ``upto``, in one read (``chainwalk`` asks for a segment of a few thousand at a time).
+        The id comes as its UTF-8 bytes (NULL for an id stored as anything but text, which the walk
+        then leaves to the reference walk)."""
+        ph, col = self._ph(), self._id_col()
+        oid = ("CASE WHEN typeof(originator_id) = 'text' THEN CAST(originator_id AS BLOB) END" if self.backend == "sqlite"
+               else "convert_to(replace(originator_id::text, '-', ''), 'UTF8')")
+        bound = "" if limit is None else f" LIMIT {int(limit)}"
+        return self._select(
+            f"SELECT {col}, {oid}, originator_version, topic, state FROM {self._events_table} "
+            f"WHERE {col} > {ph} AND {col} <= {ph} ORDER BY {col}{bound}", [after, upto])
+
+    def link_position_near(self, position: int) -> int | None:
+        """The position of the stored link at ``position``, else of the last one before it."""
+        rows = self._select(
+            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position <= {self._ph()} "
+            "ORDER BY first_position DESC LIMIT 1", [position])
+        if not rows:
+            return None
+        return min(position, rows[0][0] + len(rows[0][1]) // LINK_SIZE - 1)
+
+    def shareable(self) -> bool:
+        """Can another process open this store (a file or a server, not memory)?"""
+        return self.backend == "postgres" or not self._datastore.pool.is_sqlite_memory_mode
+
+    def reader_env(self) -> dict[str, str]:
+        """Settings another process opens this store with, to read it only."""
+        env = {**self.env, "CREATE_TABLE": "n"}
+        if self.backend == "sqlite" and not env["SQLITE_DBNAME"].startswith("file:"):
+            env["SQLITE_DBNAME"] = f"file:{quote(str(Path(env['SQLITE_DBNAME']).resolve()))}?mode=ro"
+        return env
 
     def chain_head(self) -> tuple[int, bytes]:
         """(position, link) of the last event in the chain; (0, GENESIS) for an empty log."""

@@ -1,0 +1,374 @@
+"""``audit verify`` over a long log: ``chain.verify``'s walk, a segment of events at a time.
+
+``chain.verify`` is the reference: it walks one event at a time and names the first position
+that breaks.  Over a million events most of its time is Python's own work per event.  This walk
+proves the same things a *segment* of events at a time (``SEGMENT_EVENTS``), with the per-event
+work done inside C loops (``map``, ``zip``, one ``orjson`` read of the whole segment):
+
+- the events' positions are exactly the links' positions (no event without a link, no link
+  without an event);
+- each link is SHA-256 of the *stored* link before it and its event.  Checked against the stored
+  link before, not the one just computed: when every link of a range matches, the stored links are
+  the chain recomputed from the range's first link, by induction.  That is also what lets the
+  log be split between two processes (``verify``, ``PARALLEL_FROM``);
+- every state reads back (``storable.read_back``) and upcasts, where the walk reads.
+
+A segment that proves all of it is passed over; the first that does not is walked again by
+``chain.verify`` from its start, which finds the break and words the verdict.  So the verdict
+is always the reference walk's own: this only makes the intact stretches fast.
+
+Reading a segment's states in one ``orjson`` call needs care: joined with plain commas, one
+state's text could close another's brackets (``{"a":[{}`` and ``{}]}``) and a third hand back the
+element count (``{},{}``).  So the states are joined with a random string that no stored state can
+know (``Separator``): when the read gives the segment's count of objects with that string between
+every two, each state is exactly one JSON value (the reasoning is in ``Separator``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import hashlib
+import itertools
+import json
+import operator
+import os
+import secrets
+import string
+import struct
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import catalogue, storable
+from .chain import GENESIS, LINK_SIZE, Anchor, Verdict
+
+#: Events checked at once: big enough that each segment's C loops pay for its Python, small enough
+#: that a segment's rows and parsed states stay a few megabytes.
+SEGMENT_EVENTS = 2_000
+#: From this many events a second process walks the log's second half (starting one costs about a
+#: tenth of a second; below this, one process is as fast).
+PARALLEL_FROM = 200_000
+#: About what one process walks while the second one starts (some 0.05 s): the first takes that many more.
+HELPER_START_EVENTS = 10_000
+#: The random string's length between the states of a segment: 23 letters, about 131 bits.
+SEPARATOR_LETTERS = 23
+
+_u64 = struct.Struct(">Q").pack
+_sha256 = hashlib.sha256
+_digest = operator.methodcaller("digest")
+
+
+class Separator:
+    """What joins a segment's states into one JSON array: ``,"Z<letters>",``.
+
+    Claim: when ``[s1 SEP s2 SEP ... sn]`` reads as 2n-1 values with the string at every odd
+    place, each ``si`` alone is one JSON value, the one read at place 2(i-1).  The stored states
+    cannot hold the letters (they are drawn here, after the states were written), so a string value
+    equal to them must contain one of the inserted copies.  A copy holds no quote or backslash, so
+    such a string token holds a whole copy, and decodes to exactly the letters only when it is the
+    copy between its own two inserted quotes.  There are n-1 copies and n-1 such values, so every
+    inserted ``"letters"`` is an element of the outer array, and the commas beside it separate
+    the outer array's elements.  The text between two copies then holds whole elements only, at
+    least one each (``,,`` does not read), and n in all: one each.  A JSON value read inside an
+    array reads the same alone.  Were the walk to fall back for anything less (a state nested one
+    level too deep for the array, a digit run across a join), it only costs time.
+    """
+
+    def __init__(self) -> None:
+        # A capital first: a letter that starts no bare JSON word (true, false, null).
+        self.text = "Z" + "".join(secrets.choice(string.ascii_letters) for _ in range(SEPARATOR_LETTERS))
+        self.joint = b',"' + self.text.encode() + b'",'
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive stored links: ``positions`` and their ``links`` (32 bytes each), the events
+    after position ``after`` up to the last of them.  ``whole`` is False where a chain row's
+    bytes are not a whole number of links (the reference walk then says what is wrong)."""
+
+    after: int
+    positions: tuple[int, ...]
+    links: bytes
+    whole: bool = True
+
+    @property
+    def last(self) -> int:
+        return self.positions[-1]
+
+
+def segments(chain_rows: Iterable[tuple[int, bytes]], after: int, upto: int, size: int = SEGMENT_EVENTS) -> Iterator[Segment]:
+    """The stored links after ``after`` up to ``upto``, cut into segments of ``size``."""
+    ranges: list[range] = []
+    parts: list[bytes] = []
+    n, whole, start = 0, True, after
+    for first, links in chain_rows:
+        links = bytes(links)
+        if len(links) % LINK_SIZE:
+            whole = False
+        lo = max(first, after + 1)
+        hi = min(first + len(links) // LINK_SIZE, upto + 1)  # one past the last position kept
+        while lo < hi:
+            take = min(hi - lo, size - n)
+            i = (lo - first) * LINK_SIZE
+            ranges.append(range(lo, lo + take))
+            parts.append(links[i : i + take * LINK_SIZE])
+            n += take
+            lo += take
+            if n == size:
+                seg = Segment(start, tuple(itertools.chain.from_iterable(ranges)), b"".join(parts), whole)
+                yield seg
+                ranges, parts, n, whole, start = [], [], 0, True, seg.last
+        if not whole and n:
+            break  # the reference walk takes it from this segment's start
+    if n:
+        yield Segment(start, tuple(itertools.chain.from_iterable(ranges)), b"".join(parts), whole)
+
+
+class _Tails(dict):
+    """topic -> its bytes and the NUL after them, as the link hashes them."""
+
+    def __missing__(self, topic: str) -> bytes:
+        tail = self[topic] = topic.encode() + b"\x00"
+        return tail
+
+
+class SegmentCheck:
+    """Does a segment of rows (position, originator id as UTF-8 bytes, version, topic, state) prove intact?
+
+    False, or any exception, means "not proven": the reference walk then looks at it.  With
+    ``upcast`` False the states are read but not upcast, and ``topics`` collects the topics met (the
+    second process: it leaves the upcasters, and the imports of the classes that hold them, to the first)."""
+
+    def __init__(self, read: bool, upcast: bool = True) -> None:
+        self.read, self.upcast = read, upcast
+        self.sep = Separator()
+        self.topics: set[str] = set()
+        self._tails = _Tails()
+        self._unpackers: dict[int, struct.Struct] = {}
+
+    def __call__(self, prev: bytes, seg: Segment, rows: Sequence[tuple]) -> bool:
+        if not seg.whole or len(rows) != len(seg.positions):
+            return False
+        positions, oids, versions, topics, states = zip(*rows)
+        if positions != seg.positions:
+            return False
+        n = len(positions)
+        unpack = self._unpackers.get(n)
+        if unpack is None:
+            unpack = self._unpackers[n] = struct.Struct("32s" * n)  # the links before, in one call
+        befores = unpack.unpack(prev + seg.links[: (n - 1) * LINK_SIZE])
+        inputs = zip(befores, map(_u64, positions), oids, map(_u64, versions),
+                     map(self._tails.__getitem__, topics), states)
+        if b"".join(map(_digest, map(_sha256, map(b"".join, inputs)))) != seg.links:
+            return False
+        return not self.read or self._readable(topics, states)
+
+    def _readable(self, topics: tuple[str, ...], states: tuple[bytes, ...]) -> bool:
+        """Would ``catalogue.check_readable`` pass every state?  (See ``Separator``.)"""
+        n, sep = len(states), self.sep
+        batch = b"[" + sep.joint.join(states) + b"]"
+        values = orjson.loads(batch)
+        if len(values) != 2 * n - 1 or values[1::2].count(sep.text) != n - 1:
+            return False
+        values = values[0::2]
+        if set(map(type, values)) != {dict}:
+            return False
+        # ``read_back``'s second look (a NUL escape, a run of 19 digits: the exact read), for the states named
+        # (no backslash at all, found by memchr, is the common case: then no escape either)
+        scanned = batch.translate(storable._DIGITS_AS_ZERO)
+        found = [(text, at) for text, pattern in ((scanned, storable._LONG_RUN), (batch, storable._NUL_ESCAPE))
+                 if (pattern is storable._LONG_RUN or batch.find(b"\\") >= 0) and (at := text.find(pattern)) >= 0]
+        if found:
+            # where each state starts in the batch: after "[", the states before it and a joint after each
+            joint = len(sep.joint)
+            starts = list(map(operator.add, itertools.accumulate(map(len, states), initial=0), range(1, 1 + (n + 1) * joint, joint)))
+            named: set[int] = set()
+            for text, at in found:
+                pattern = storable._LONG_RUN if text is scanned else storable._NUL_ESCAPE
+                while at >= 0:
+                    i = bisect.bisect_right(starts, at) - 1
+                    named.add(i)
+                    at = text.find(pattern, starts[i + 1])  # on from the next state: this one is read whole
+            for i in named:
+                storable.read_back(states[i])  # raises StateProblem: not proven
+        met = set(topics)
+        self.topics |= met
+        for topic in met if self.upcast else ():
+            if catalogue.upcast_target(topic) > 1:
+                event_class = catalogue.describe(topic)[2]
+                for i in (i for i, t in enumerate(topics) if t == topic):
+                    catalogue.upcast(event_class, values[i])
+        return True
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """How far the fast walk proved the log: ``count`` events after ``after``, the last at
+    ``last`` with link ``head``; ``stopped`` is where a segment did not prove (its ``after``),
+    None when the whole stretch did."""
+
+    after: int
+    count: int
+    last: int
+    head: bytes
+    stopped: int | None
+    #: The topics of the states read without their upcasters (the second process's).
+    topics: frozenset[str] = frozenset()
+
+    def as_dict(self) -> dict:
+        return {"after": self.after, "count": self.count, "last": self.last, "head": self.head.hex(),
+                "stopped": self.stopped, "topics": sorted(self.topics)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Stretch:
+        return cls(d["after"], d["count"], d["last"], bytes.fromhex(d["head"]), d["stopped"], frozenset(d["topics"]))
+
+
+def walk(store: Any, after: int, prev: bytes, upto: int, read: bool, size: int | None = None,
+         upcast: bool = True) -> Stretch:
+    """The fast walk over (``after``, ``upto``], from ``prev``, the link at ``after``."""
+    check = SegmentCheck(read, upcast)
+    size = size or SEGMENT_EVENTS
+    count, last, at = 0, 0, after  # ``last``: the last position walked, 0 for none (as ``chain.verify``)
+    for seg in segments(store._chain_rows(after, upto), after, upto, size):
+        with collector_paused():
+            try:
+                proven = check(prev, seg, store._segment_rows(at, seg.last))
+            except Exception:  # noqa: BLE001 - anything the fast check cannot read, the reference walk words
+                proven = False
+        if not proven:
+            return Stretch(after, count, last, prev, at, topics(check))
+        prev, count, last, at = seg.links[-LINK_SIZE:], count + len(seg.positions), seg.last, seg.last
+    if store._segment_rows(at, upto, limit=1):
+        return Stretch(after, count, last, prev, at, topics(check))  # events after the last link
+    return Stretch(after, count, last, prev, None, topics(check))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic collector held off while a segment is read and checked, its objects all
+    freed before it runs again.  A segment makes some ten thousand containers (rows, parsed states)
+    that live until its check ends; the collector, run every 700 new ones, would walk them again
+    and again, and the process's older objects too (a fifth of the walk's time over a million events)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def topics(check: SegmentCheck) -> frozenset[str]:
+    return frozenset() if check.upcast else frozenset(check.topics)
+
+
+def verify(store: Any, upto: int, anchors: Sequence[Anchor] = (), *, after: int = 0, prev: bytes = GENESIS,
+           read: bool = True) -> Verdict:
+    """``chain.verify``'s verdict over the stored events after ``after`` (whose link is ``prev``)
+    up to ``upto``, the intact stretches walked fast, the log's second half by a second process
+    when it is long."""
+    anchors = tuple(sorted(anchors, key=lambda a: a.position))
+    helper = _Helper.start(store, after, upto, read)
+    split = helper.split if helper else upto
+    mine = walk(store, after, prev, split, read)
+    stretches = [mine]
+    if helper is not None:
+        theirs = helper.result() if mine.stopped is None else helper.cancel()
+        if theirs is not None and any(catalogue.upcast_target(t) > 1 for t in theirs.topics):
+            theirs = None  # states it read that have upcasters: their half is walked here, upcasters and all
+        if theirs is None and mine.stopped is None:  # the helper failed to report: walk its half here
+            theirs = walk(store, split, mine.head, upto, read)
+        if theirs is not None:
+            stretches.append(theirs)
+    count, last, head, stopped = 0, 0, prev, None
+    for s in stretches:
+        count, last, head, stopped = count + s.count, s.last if s.count else last, s.head, s.stopped
+        if stopped is not None:
+            break
+    # Up to ``last`` the stored links are the chain; an anchor there holds when its link is its head
+    # (positions with events are positions with links: each segment proved it).
+    for a in anchors:
+        if a.position <= max(last, after) and (a.position <= after or store.link_at(a.position) != a.head):
+            return store._walk_exact(after, prev, upto, anchors, read)  # the reference words it
+    if stopped is None:
+        if any(a.position > last for a in anchors):
+            return store._walk_exact(after, prev, upto, anchors, read)
+        return Verdict(True, count, head, position=last, anchors=anchors)
+    rest = store._walk_exact(stopped, head, upto, [a for a in anchors if a.position > stopped], read)
+    return replace(rest, count=count + rest.count, position=rest.position or last, anchors=anchors)
+
+
+@dataclass
+class _Helper:
+    """The second process: ``python -m agentplaza.events.chainwalk``, given the store's settings
+    on its standard input (never its command line: a database URL may hold a password)."""
+
+    proc: subprocess.Popen
+    split: int
+
+    @classmethod
+    def start(cls, store: Any, after: int, upto: int, read: bool) -> _Helper | None:
+        if upto - after < PARALLEL_FROM or _cpus() < 2 or not store.shareable():
+            return None
+        split = store.link_position_near((after + upto + HELPER_START_EVENTS) // 2)
+        if split is None or not after < split < upto:
+            return None
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "agentplaza.events.chainwalk"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            job = {"env": store.reader_env(), "after": split, "upto": upto, "read": read, "size": SEGMENT_EVENTS}
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+            proc.stdin = None  # (``communicate`` would flush it)
+        except OSError:
+            return None
+        return cls(proc, split)
+
+    def result(self) -> Stretch | None:
+        out, err = self.proc.communicate()
+        try:
+            return Stretch.from_dict(json.loads(out)) if self.proc.returncode == 0 else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def cancel(self) -> None:
+        self.proc.kill()
+        self.proc.communicate()
+        return None
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def main() -> None:
+    """The helper: walk (after, upto] of the store the settings on standard input name; print the stretch."""
+    job = json.loads(sys.stdin.buffer.read())
+    from .store import EventStore
+
+    store = EventStore(job["env"])
+    try:
+        after, upto = job["after"], job["upto"]
+        prev = store.link_at(after)
+        stretch = (Stretch(after, 0, 0, GENESIS, after) if prev is None
+                   else walk(store, after, prev, upto, job["read"], job["size"], upcast=False))
+        sys.stdout.write(json.dumps(stretch.as_dict()))
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
