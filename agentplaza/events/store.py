@@ -329,13 +329,15 @@ class EventStore:
 
     def _select(self, sql: str, params: Sequence[Any]) -> list[tuple]:
         """Rows as the driver's plain tuples: the library's cursors make a ``sqlite3.Row`` or a dict of
-        every row, which a rebuild and ``audit verify`` (every event of the log) would only unpack again."""
+        every row, which a rebuild and ``audit verify`` (every event of the log) would only unpack again.
+        PostgreSQL sends them in its binary form: a ``bytea`` (a state, the links) as it is, where the
+        text form doubles it in hex for the server to write and the driver to read back."""
         with self._datastore.transaction(commit=False) as c:
             if self.backend == "postgres":
                 from psycopg.rows import tuple_row  # here: a hub on SQLite never imports psycopg
 
                 c.row_factory = tuple_row
-                c.execute(sql, params)
+                c.execute(sql, params, binary=True)
                 return c.fetchall()
             c.sqlite_cursor.row_factory = None
             c.execute(sql, params)
