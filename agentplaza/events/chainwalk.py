@@ -27,7 +27,6 @@ every two, each state is exactly one JSON value (the reasoning is in ``Separator
 from __future__ import annotations
 
 import bisect
-import gc
 import hashlib
 import itertools
 import json
@@ -39,7 +38,6 @@ import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +46,7 @@ import orjson
 
 from . import catalogue, storable
 from .chain import GENESIS, LINK_SIZE, Anchor, Verdict
+from .gcpause import collector_paused
 
 #: Events checked at once: big enough that each segment's C loops pay for its Python, small enough
 #: that a segment's rows and parsed states stay a few megabytes.
@@ -249,21 +248,6 @@ def walk(store: Any, after: int, prev: bytes, upto: int, read: bool, size: int |
     if store._segment_rows(at, upto, limit=1):
         return Stretch(after, count, last, prev, at, topics(check))  # events after the last link
     return Stretch(after, count, last, prev, None, topics(check))
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic collector held off while a segment is read and checked, its objects all
-    freed before it runs again.  A segment makes some ten thousand containers (rows, parsed states)
-    that live until its check ends; the collector, run every 700 new ones, would walk them again
-    and again, and the process's older objects too (a fifth of the walk's time over a million events)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def topics(check: SegmentCheck) -> frozenset[str]:

@@ -14,6 +14,7 @@ import orjson
 import sqlalchemy as sa
 
 from ..config import READ_MODELS_FILE
+from ..events.gcpause import collector_paused
 from ..events.records import EventRecord
 from ..permissions import make_private_file
 from .framework import (
@@ -388,15 +389,16 @@ class ReadModels:
                         conn.execute(table.delete())
                 after = last = 0
                 while True:
-                    raw = self.store.read_raw(after, REBUILD_PAGE)
-                    if not raw:
-                        break
-                    last = fold(projections, slots, raw)
-                    after, read = raw[-1][0], len(raw)
-                    del raw  # not held while the next page is read
-                    for rows, _ in slots:
-                        self._write_rows(conn, rows, fresh=True)
-                        rows.clear_changes()
+                    with collector_paused():  # (see gcpause: a page's records are freed before it runs)
+                        raw = self.store.read_raw(after, REBUILD_PAGE)
+                        if not raw:
+                            break
+                        last = fold(projections, slots, raw)
+                        after, read = raw[-1][0], len(raw)
+                        del raw  # not held while the next page is read
+                        for rows, _ in slots:
+                            self._write_rows(conn, rows, fresh=True)
+                            rows.clear_changes()
                     if read < REBUILD_PAGE:
                         break
                 for p in projections:
