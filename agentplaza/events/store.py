@@ -449,8 +449,8 @@ class EventStore:
         return verify(self._chain_events(after, upto), links, prev=prev, anchors=anchors,
                       read=catalogue.check_readable if read else None)
 
-    def _segment_rows(self, after: int, upto: int, limit: int | None = None) -> list[tuple]:
-        """The walk's rows (position, originator id as the link hashes it, version, topic, state) after
+    def _segment_rows(self, after: int, upto: int, limit: int | None = None, positions: bool = True) -> list[tuple]:
+        """The walk's rows ([position,] originator id as the link hashes it, version, topic, state) after
         ``after`` up to ``upto``, in one read (``chainwalk`` asks for a segment of a few thousand at a time).
         The id comes as its UTF-8 bytes (NULL for an id stored as anything but text, which the walk
         then leaves to the reference walk)."""
@@ -458,18 +458,15 @@ class EventStore:
         oid = ("CASE WHEN typeof(originator_id) = 'text' THEN CAST(originator_id AS BLOB) END" if self.backend == "sqlite"
                else "convert_to(replace(originator_id::text, '-', ''), 'UTF8')")
         bound = "" if limit is None else f" LIMIT {int(limit)}"
+        first = f"{col}, " if positions else ""
         return self._select(
-            f"SELECT {col}, {oid}, originator_version, topic, state FROM {self._events_table} "
+            f"SELECT {first}{oid}, originator_version, topic, state FROM {self._events_table} "
             f"WHERE {col} > {ph} AND {col} <= {ph} ORDER BY {col}{bound}", [after, upto])
 
     def link_position_near(self, position: int) -> int | None:
         """The position of the stored link at ``position``, else of the last one before it."""
-        rows = self._select(
-            f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position <= {self._ph()} "
-            "ORDER BY first_position DESC LIMIT 1", [position])
-        if not rows:
-            return None
-        return min(position, rows[0][0] + len(rows[0][1]) // LINK_SIZE - 1)
+        row = self._chain_row_at(position)
+        return None if row is None else min(position, row[0] + len(row[1]) // LINK_SIZE - 1)
 
     def shareable(self) -> bool:
         """Can another process open this store (a file or a server, not memory)?"""
@@ -492,14 +489,19 @@ class EventStore:
 
     def link_at(self, position: int) -> bytes | None:
         """The stored chain link of the event at ``position``, if there is one."""
+        row = self._chain_row_at(position)
+        if row is None:
+            return None
+        first, links = row
+        i = (position - first) * LINK_SIZE
+        return links[i : i + LINK_SIZE] if i + LINK_SIZE <= len(links) else None
+
+    def _chain_row_at(self, position: int) -> tuple[int, bytes] | None:
+        """The chain row that holds ``position`` if any holds it: the last one starting at or before it."""
         rows = self._select(
             f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position <= {self._ph()} "
             "ORDER BY first_position DESC LIMIT 1", [position])
-        if not rows:
-            return None
-        i = (position - rows[0][0]) * LINK_SIZE
-        links = bytes(rows[0][1])
-        return links[i : i + LINK_SIZE] if i + LINK_SIZE <= len(links) else None
+        return (rows[0][0], bytes(rows[0][1])) if rows else None
 
     def _pages(self, sql: str, after: int, upto: int | None) -> Iterator[tuple]:
         """Rows of ``sql`` (which selects position first) after ``after``, page by page."""
