@@ -319,6 +319,10 @@ class ReadModels:
         model that has not seen them; (events read, whether a read model failed, the readable
         records).  The page's rows and records are this call's own: nothing of the page before is
         still held while the next is read and decoded."""
+        with collector_paused():  # (see gcpause: the page's objects go before the collector runs again)
+            return self._fold_page_now(page)
+
+    def _fold_page_now(self, page: int) -> tuple[int, bool, list[EventRecord]]:
         raw = self.store.read_raw(self.position(), page)
         if not raw:
             return 0, False, []
