@@ -239,3 +239,13 @@ def test_positions_with_a_gap_are_proven_too(store, database_url, exact_walks):
     assert positions[-1] > positions[-2] + 1  # the gap is there
     v = store.verify().as_dict()
     assert exact_walks == [] and v == reference(store) and v["intact"] and v["count"] == sum(COMMITS) + 1
+
+
+def test_a_second_process_that_cannot_open_the_store_is_said_and_its_half_walked_here(store, backend, monkeypatch, caplog):
+    broken = {**store.reader_env(), "SQLITE_DBNAME": "file:/nonexistent/plaza.sqlite?mode=ro",
+              "POSTGRES_DBNAME": "no_such_database"}
+    monkeypatch.setattr(store, "reader_env", lambda: broken)
+    put_state(store, LATE, b'{"a":1')
+    v = same_verdict(store)
+    assert not v["intact"] and v["broken_at"] == LATE
+    assert "the second process failed" in caplog.text

@@ -30,6 +30,7 @@ import bisect
 import hashlib
 import itertools
 import json
+import logging
 import operator
 import os
 import secrets
@@ -51,13 +52,15 @@ from .gcpause import collector_paused
 #: Events checked at once: big enough that each segment's C loops pay for its Python, small enough
 #: that a segment's rows and parsed states stay a few megabytes.
 SEGMENT_EVENTS = 2_000
-#: From this many events a second process walks the log's second half (starting one costs about a
-#: tenth of a second; below this, one process is as fast).
+#: From this many events a second process walks the log's second half (starting one costs some 0.05 s;
+#: below this many, the log is walked in well under a second by one process).
 PARALLEL_FROM = 200_000
 #: About what one process walks while the second one starts (some 0.05 s): the first takes that many more.
 HELPER_START_EVENTS = 10_000
 #: The random string's length between the states of a segment: 23 letters, about 131 bits.
 SEPARATOR_LETTERS = 23
+
+log = logging.getLogger(__name__)
 
 _u64 = struct.Struct(">Q").pack
 _sha256 = hashlib.sha256
@@ -274,7 +277,12 @@ def verify(store: Any, upto: int, anchors: Sequence[Anchor] = (), *, after: int 
     anchors = tuple(sorted(anchors, key=lambda a: a.position))
     helper = _Helper.start(store, after, upto, read)
     split = helper.split if helper else upto
-    mine = walk(store, after, prev, split, read)
+    try:
+        mine = walk(store, after, prev, split, read)
+    except BaseException:
+        if helper is not None:
+            helper.cancel()  # (not left reading a log nobody waits for)
+        raise
     stretches = [mine]
     if helper is not None:
         theirs = helper.result() if mine.stopped is None else helper.cancel()
@@ -331,11 +339,17 @@ class _Helper:
         return cls(proc, split)
 
     def result(self) -> Stretch | None:
+        """Its stretch; None when it did not give one (the first process then walks its half)."""
         out, err = self.proc.communicate()
         try:
-            return Stretch.from_dict(json.loads(out)) if self.proc.returncode == 0 else None
+            if self.proc.returncode == 0:
+                return Stretch.from_dict(json.loads(out))
         except (ValueError, KeyError, TypeError):
-            return None
+            pass
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        log.warning("audit verify: the second process failed (exit %s: %s); walking its half here",
+                    self.proc.returncode, tail[0][:200])
+        return None
 
     def cancel(self) -> None:
         self.proc.kill()

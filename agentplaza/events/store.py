@@ -54,6 +54,8 @@ AGGREGATE_CACHE_SIZE = 10_000
 SNAPSHOT_EVERY = 100
 #: Rows fetched per round trip when reading the log.
 READ_PAGE = 5_000
+#: How long another process reading this store (``reader_env``) waits for its PostgreSQL connection.
+READER_CONNECT_TIMEOUT_S = 5
 
 
 _IMMUTABLE = (str, int, float, bool, bytes, type(None), uuid.UUID, datetime.datetime, datetime.date, frozenset)
@@ -473,8 +475,12 @@ class EventStore:
         return self.backend == "postgres" or not self._datastore.pool.is_sqlite_memory_mode
 
     def reader_env(self) -> dict[str, str]:
-        """Settings another process opens this store with, to read it only."""
+        """Settings another process opens this store with, to read it only (on PostgreSQL with one
+        connection, not the hub's pool, and giving up after ``READER_CONNECT_TIMEOUT_S``)."""
         env = {**self.env, "CREATE_TABLE": "n"}
+        if self.backend == "postgres":
+            env.update(POSTGRES_POOL_SIZE="1", POSTGRES_MAX_OVERFLOW="0",
+                       POSTGRES_CONNECT_TIMEOUT=str(READER_CONNECT_TIMEOUT_S))
         if self.backend == "sqlite" and not env["SQLITE_DBNAME"].startswith("file:"):
             env["SQLITE_DBNAME"] = f"file:{quote(str(Path(env['SQLITE_DBNAME']).resolve()))}?mode=ro"
         return env
