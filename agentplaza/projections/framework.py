@@ -189,13 +189,20 @@ def decode(raw: tuple) -> EventRecord | UnreadableEvent:
         return e
 
 
+def handler_for(p: Projection, kind: str | None) -> Callable | None:
+    """Which of a projection's handlers takes events of ``kind``: its own ``on_<Kind>``, else its
+    ``on_any``; for an event that cannot be read (``kind`` None), its ``on_unreadable``.  The one
+    rule for live, rebuild and replay (each works it out once a kind)."""
+    return p.unreadable if kind is None else p.handlers.get(kind, p.fallback)
+
+
 def apply(p: Projection, rows: Rows, rec: EventRecord | UnreadableEvent) -> None:
-    """Fold one decoded event into one projection's rows: the one rule for live, rebuild and replay."""
+    """Fold one decoded event into one projection's rows."""
     if isinstance(rec, UnreadableEvent):
         if p.unreadable is not None:
             p.unreadable(rec.position, rec.reason, rows)
         return
-    handler = p.handlers.get(rec.kind, p.fallback)
+    handler = handler_for(p, rec.kind)
     if handler is not None:
         handler(rec, rows)
 
@@ -218,7 +225,7 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
         if plan is None:
             kind = describe(topic)[0]
             plan = plans[topic] = [(p, slot, h) for p, slot in zip(projections, rows_list, strict=True)
-                                   if (h := p.handlers.get(kind, p.fallback)) is not None or p.unreadable is not None]
+                                   if (h := handler_for(p, kind)) is not None or p.unreadable is not None]
         rec = None
         for p, slot, handler in plan:
             if position <= slot[1]:
