@@ -249,3 +249,19 @@ def test_a_second_process_that_cannot_open_the_store_is_said_and_its_half_walked
     v = same_verdict(store)
     assert not v["intact"] and v["broken_at"] == LATE
     assert "the second process failed" in caplog.text
+
+
+def test_a_chain_row_that_is_not_whole_links(store):
+    first = sum(COMMITS[:6]) + 1  # the row of the 13 events in the second half
+    chopped = store._chain_row_at(first)[1][:-5]
+    sql(store, "UPDATE {chain} SET links = {ph} WHERE first_position = {ph}", chopped, first)
+    v = same_verdict(store)
+    assert not v["intact"] and v["broken_at"] == first + 12
+
+
+def test_segments_mark_every_piece_of_a_row_that_is_not_whole():
+    rows = [(1, bytes(32 * 3)), (4, bytes(32 * 5 + 7)), (9, bytes(32 * 2))]
+    segs = list(chainwalk.segments(rows, 0, 10, size=2))
+    assert [s.positions for s in segs] == [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)]
+    assert [s.whole for s in segs] == [True, False, False, False, True]
+    assert [s.after for s in segs] == [0, 2, 4, 6, 8]

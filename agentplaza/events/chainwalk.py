@@ -119,8 +119,7 @@ def segments(chain_rows: Iterable[tuple[int, bytes]], after: int, upto: int, siz
     n, whole, start = 0, True, after
     for first, links in chain_rows:
         links = bytes(links)
-        if len(links) % LINK_SIZE:
-            whole = False
+        row_whole = len(links) % LINK_SIZE == 0
         lo = max(first, after + 1)
         hi = min(first + len(links) // LINK_SIZE, upto + 1)  # one past the last position kept
         while lo < hi:
@@ -128,14 +127,13 @@ def segments(chain_rows: Iterable[tuple[int, bytes]], after: int, upto: int, siz
             i = (lo - first) * LINK_SIZE
             ranges.append(range(lo, lo + take))
             parts.append(links[i : i + take * LINK_SIZE])
+            whole = whole and row_whole
             n += take
             lo += take
             if n == size:
                 seg = Segment(start, tuple(itertools.chain.from_iterable(ranges)), b"".join(parts), whole)
                 yield seg
                 ranges, parts, n, whole, start = [], [], 0, True, seg.last
-        if not whole and n:
-            break  # the reference walk takes it from this segment's start
     if n:
         yield Segment(start, tuple(itertools.chain.from_iterable(ranges)), b"".join(parts), whole)
 
