@@ -265,3 +265,21 @@ def test_segments_mark_every_piece_of_a_row_that_is_not_whole():
     assert [s.positions for s in segs] == [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)]
     assert [s.whole for s in segs] == [True, False, False, False, True]
     assert [s.after for s in segs] == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("depth", [1022, 1023, 1024, 1025])
+def test_states_nested_about_as_deep_as_orjson_reads(store, depth):
+    # Inside the segment's array a state is one level deeper than alone: at orjson's limit the
+    # segment's read fails where the state alone reads, and the reference walk decides.
+    put_state(store, LATE, b'{"a":' + b"[" * depth + b"]" * depth + b"}")
+    same_verdict(store)
+
+
+def test_several_states_to_read_the_exact_way_in_one_segment(store):
+    first = sum(COMMITS[:6]) + 1  # 13 events in a row, in the second half
+    put_state(store, first, b'{"a":"' + b"1" * 30 + b'","b":"\\u00e9' + b"2" * 19 + b'"}')
+    put_state(store, first + 1, b'{"n":9223372036854775807}')  # the widest integer: reads
+    assert same_verdict(store)["intact"]
+    put_state(store, first + 3, b'{"n":9223372036854775808}')  # one more: does not
+    v = same_verdict(store)
+    assert not v["intact"] and v["broken_at"] == first + 3 and "64 bits" in v["problem"]

@@ -27,6 +27,7 @@ every two, each state is exactly one JSON value (the reasoning is in ``Separator
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import itertools
 import json
@@ -193,22 +194,12 @@ class SegmentCheck:
         if set(map(type, values)) != {dict}:
             return False
         # ``read_back``'s second look (a NUL escape, a run of 19 digits: the exact read), for the states named
-        # (no backslash at all, found by memchr, is the common case: then no escape either)
-        scanned = batch.translate(storable._DIGITS_AS_ZERO)
-        found = [(text, at) for text, pattern in ((scanned, storable._LONG_RUN), (batch, storable._NUL_ESCAPE))
-                 if (pattern is storable._LONG_RUN or batch.find(b"\\") >= 0) and (at := text.find(pattern)) >= 0]
-        if found:
+        spots = storable.exact_read_spots(batch)
+        if spots:
             # where each state starts in the batch: after "[", the states before it and a joint after each
             joint = len(sep.joint)
             starts = list(map(operator.add, itertools.accumulate(map(len, states), initial=0), range(1, 1 + (n + 1) * joint, joint)))
-            named: set[int] = set()
-            for text, at in found:
-                pattern = storable._LONG_RUN if text is scanned else storable._NUL_ESCAPE
-                while at >= 0:
-                    i = bisect.bisect_right(starts, at) - 1
-                    named.add(i)
-                    at = text.find(pattern, starts[i + 1])  # on from the next state: this one is read whole
-            for i in named:
+            for i in {bisect.bisect_right(starts, at) - 1 for at in spots}:
                 storable.read_back(states[i])  # raises StateProblem: not proven
         met = set(topics)
         self.topics |= met
@@ -222,11 +213,10 @@ class SegmentCheck:
 
 @dataclass(frozen=True)
 class Stretch:
-    """How far the fast walk proved the log: ``count`` events after ``after``, the last at
-    ``last`` with link ``head``; ``stopped`` is where a segment did not prove (its ``after``),
-    None when the whole stretch did."""
+    """How far the fast walk proved the log: ``count`` events, the last at ``last`` (0: none) with
+    link ``head``; ``stopped`` is where a segment did not prove (its ``after``), None when the whole
+    stretch did."""
 
-    after: int
     count: int
     last: int
     head: bytes
@@ -235,12 +225,12 @@ class Stretch:
     topics: frozenset[str] = frozenset()
 
     def as_dict(self) -> dict:
-        return {"after": self.after, "count": self.count, "last": self.last, "head": self.head.hex(),
+        return {"count": self.count, "last": self.last, "head": self.head.hex(),
                 "stopped": self.stopped, "topics": sorted(self.topics)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Stretch:
-        return cls(d["after"], d["count"], d["last"], bytes.fromhex(d["head"]), d["stopped"], frozenset(d["topics"]))
+        return cls(d["count"], d["last"], bytes.fromhex(d["head"]), d["stopped"], frozenset(d["topics"]))
 
 
 def walk(store: Any, after: int, prev: bytes, upto: int, read: bool, size: int | None = None,
@@ -256,11 +246,11 @@ def walk(store: Any, after: int, prev: bytes, upto: int, read: bool, size: int |
             except Exception:  # noqa: BLE001 - anything the fast check cannot read, the reference walk words
                 proven = False
         if not proven:
-            return Stretch(after, count, last, prev, at, topics(check))
+            return Stretch(count, last, prev, at, topics(check))
         prev, count, last, at = seg.links[-LINK_SIZE:], count + len(seg.positions), seg.last, seg.last
     if store._segment_rows(at, upto, limit=1):
-        return Stretch(after, count, last, prev, at, topics(check))  # events after the last link
-    return Stretch(after, count, last, prev, None, topics(check))
+        return Stretch(count, last, prev, at, topics(check))  # events after the last link
+    return Stretch(count, last, prev, None, topics(check))
 
 
 def topics(check: SegmentCheck) -> frozenset[str]:
@@ -325,16 +315,24 @@ class _Helper:
             return None
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+        job = {"env": store.reader_env(), "after": split, "upto": upto, "read": read, "size": SEGMENT_EVENTS}
         try:
             proc = subprocess.Popen([sys.executable, "-m", "agentplaza.events.chainwalk"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-            job = {"env": store.reader_env(), "after": split, "upto": upto, "read": read, "size": SEGMENT_EVENTS}
-            proc.stdin.write(json.dumps(job).encode())
-            proc.stdin.close()
-            proc.stdin = None  # (``communicate`` would flush it)
         except OSError:
             return None
-        return cls(proc, split)
+        helper = cls(proc, split)
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except OSError:  # it died at once: not left behind, and the first process walks it all
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            proc.stdin = None
+            helper.cancel()
+            return None
+        proc.stdin = None  # (``communicate`` would flush it)
+        return helper
 
     def result(self) -> Stretch | None:
         """Its stretch; None when it did not give one (the first process then walks its half)."""
@@ -371,7 +369,7 @@ def main() -> None:
     try:
         after, upto = job["after"], job["upto"]
         prev = store.link_at(after)
-        stretch = (Stretch(after, 0, 0, GENESIS, after) if prev is None
+        stretch = (Stretch(0, 0, GENESIS, after) if prev is None
                    else walk(store, after, prev, upto, job["read"], job["size"], upcast=False))
         sys.stdout.write(json.dumps(stretch.as_dict()))
     finally:

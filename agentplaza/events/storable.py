@@ -108,7 +108,7 @@ def read_back(state: bytes | str) -> Any:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise StateProblem(f"the store's reader cannot read it ({e})") from None
-    if _NUL_ESCAPE in raw or _LONG_RUN in raw.translate(_DIGITS_AS_ZERO):
+    if needs_exact_read(raw):
         exact = json.loads(raw)  # Python's reader keeps every integer exact
         why = value_problem(exact) or (None if exact == data else "it reads back as a different value")
         if why:
@@ -116,6 +116,27 @@ def read_back(state: bytes | str) -> Any:
     if not isinstance(data, dict):
         raise StateProblem("its state is not a JSON object")
     return data
+
+
+def needs_exact_read(raw: bytes) -> bool:
+    """Do these bytes hold what ``read_back`` checks value by value (a NUL escape, a run of 19 digits)?"""
+    return _NUL_ESCAPE in raw or _LONG_RUN in raw.translate(_DIGITS_AS_ZERO)
+
+
+def exact_read_spots(raw: bytes) -> list[int]:
+    """Where in ``raw`` (many states joined, ``chainwalk``) those are: every NUL escape, and each run of
+    19 digits or more at least once.  The NUL escape is looked for only when ``raw`` holds a backslash
+    at all (one ``memchr``)."""
+    spots: list[int] = []
+    scans = [(raw.translate(_DIGITS_AS_ZERO), _LONG_RUN)]
+    if raw.find(b"\\") >= 0:
+        scans.append((raw, _NUL_ESCAPE))
+    for text, pattern in scans:
+        at = text.find(pattern)
+        while at >= 0:
+            spots.append(at)
+            at = text.find(pattern, at + len(pattern))
+    return spots
 
 
 def stored_problem(state: bytes | str) -> str | None:

@@ -198,13 +198,13 @@ def handler_for(p: Projection, kind: str | None) -> Callable | None:
 
 def apply(p: Projection, rows: Rows, rec: EventRecord | UnreadableEvent) -> None:
     """Fold one decoded event into one projection's rows."""
-    if isinstance(rec, UnreadableEvent):
-        if p.unreadable is not None:
-            p.unreadable(rec.position, rec.reason, rows)
-        return
-    handler = handler_for(p, rec.kind)
+    unreadable = isinstance(rec, UnreadableEvent)
+    handler = handler_for(p, None if unreadable else rec.kind)
     if handler is not None:
-        handler(rec, rows)
+        if unreadable:
+            handler(rec.position, rec.reason, rows)
+        else:
+            handler(rec, rows)
 
 
 def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tuple]) -> int:
