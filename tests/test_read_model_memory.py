@@ -170,9 +170,12 @@ def test_a_catch_up_without_most_hands_back_only_the_newest_records_and_folds_th
 
 @pytest.fixture
 def small_pages(monkeypatch):
-    """Pages of a few events, so a backlog of many pages is quick to write (the rules do not depend on the sizes)."""
-    from agentplaza.projections import runner
+    """Pages of a few events, so a backlog of many pages is quick to write (the rules do not depend on the sizes),
+    and no written rows kept (``EVICTED_KEPT``: a fixed number, which a backlog this short would only be filling;
+    ``test_the_rows_kept_after_their_write_are_a_fixed_number`` holds it)."""
+    from agentplaza.projections import framework, runner
 
+    monkeypatch.setattr(framework, "EVICTED_KEPT", 0)
     monkeypatch.setattr(runner, "CATCH_UP_BATCH", 20)
     monkeypatch.setattr(runner, "REBUILD_PAGE", 60)
     monkeypatch.setattr(runner, "SEEN_MAX", 20)
@@ -220,6 +223,34 @@ def test_a_catch_up_far_behind_holds_a_page_at_a_time_not_the_backlog(plaza, sma
     assert far < 1.5 * near, (near, far)
     a_backlog(plaza, 32)  # the follower's rounds too
     assert peak_of_a_catch_up(plaza, most=50) < 1.5 * near
+    assert plaza.rm.live(["work", "treasury"]) == plaza.rm.replay(names=["work", "treasury"])
+
+
+def test_the_rows_kept_after_their_write_are_a_fixed_number(plaza, monkeypatch):
+    """An evictable table's rows last written stay at hand (``Rows.recent``) so a handler reading one back
+    a page later does not go to SQL; there are never more than ``EVICTED_KEPT`` of them a table, and what
+    the read models show is what a replay from event 1 shows."""
+    from agentplaza.projections import framework
+
+    monkeypatch.setattr(framework, "EVICTED_KEPT", 3)
+    loads = []
+    loader = plaza.rm._loader
+
+    def counting(conn=None):
+        load = loader(conn)
+        return lambda table, key: loads.append(table.name) or load(table, key)
+
+    monkeypatch.setattr(plaza.rm, "_loader", counting)
+    for st in plaza.rm.states.values():
+        st.rows.load = counting()
+    for _ in range(3):
+        a_round(plaza, tasks=6, entries=4)
+        for st in plaza.rm.states.values():
+            assert all(len(kept) <= 3 for kept in st.rows.recent.values())
+    assert any(st.rows.recent.get("rm_tasks") for st in plaza.rm.states.values())
+    # each round's tasks were written when opened and read back when they ended: the last three from
+    # what was kept, the rest from SQL
+    assert loads.count("rm_tasks") == 3 * (6 - 3)
     assert plaza.rm.live(["work", "treasury"]) == plaza.rm.replay(names=["work", "treasury"])
 
 

@@ -27,25 +27,22 @@ every two, each state is exactly one JSON value (the reasoning is in ``Separator
 from __future__ import annotations
 
 import bisect
-import contextlib
 import hashlib
 import itertools
 import json
 import logging
 import operator
-import os
 import secrets
 import string
 import struct
-import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..second_process import SecondProcess, cpus
 from . import catalogue, storable
 from .chain import GENESIS, LINK_SIZE, Anchor, Verdict
 from .gcpause import collector_paused
@@ -300,10 +297,9 @@ def verify(store: Any, upto: int, anchors: Sequence[Anchor] = (), *, after: int 
 
 @dataclass
 class _Helper:
-    """The second process: ``python -m agentplaza.events.chainwalk``, given the store's settings
-    on its standard input (never its command line: a database URL may hold a password)."""
+    """The second process, ``python -m agentplaza.events.chainwalk``, walking from ``split`` on."""
 
-    proc: subprocess.Popen
+    second: SecondProcess
     split: int
 
     @classmethod
@@ -313,51 +309,24 @@ class _Helper:
         split = store.link_position_near((after + upto + HELPER_START_EVENTS) // 2)
         if split is None or not after < split < upto:
             return None
-        root = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
         job = {"env": store.reader_env(), "after": split, "upto": upto, "read": read, "size": SEGMENT_EVENTS}
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "agentplaza.events.chainwalk"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        except OSError:
-            return None
-        helper = cls(proc, split)
-        try:
-            proc.stdin.write(json.dumps(job).encode())
-            proc.stdin.close()
-        except OSError:  # it died at once: not left behind, and the first process walks it all
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-            proc.stdin = None
-            helper.cancel()
-            return None
-        proc.stdin = None  # (``communicate`` would flush it)
-        return helper
+        second = SecondProcess.start("agentplaza.events.chainwalk", job, "audit verify")
+        return None if second is None else cls(second, split)
 
     def result(self) -> Stretch | None:
         """Its stretch; None when it did not give one (the first process then walks its half)."""
-        out, err = self.proc.communicate()
+        answer = self.second.result()
         try:
-            if self.proc.returncode == 0:
-                return Stretch.from_dict(json.loads(out))
+            return None if answer is None else Stretch.from_dict(answer)
         except (ValueError, KeyError, TypeError):
-            pass
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        log.warning("audit verify: the second process failed (exit %s: %s); walking its half here",
-                    self.proc.returncode, tail[0][:200])
-        return None
+            log.warning("audit verify: the second process answered something else; walking its half here")
+            return None
 
     def cancel(self) -> None:
-        self.proc.kill()
-        self.proc.communicate()
-        return None
+        self.second.cancel()
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+_cpus = cpus
 
 
 def main() -> None:

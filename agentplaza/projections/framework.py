@@ -23,6 +23,7 @@ keeps the list the owner sees).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 from collections.abc import Callable, Iterable
@@ -71,6 +72,12 @@ def evictable(table: sa.Table) -> sa.Table:
     return table
 
 
+#: Rows of each evictable table kept after they were written, the most recently written (``Rows.recent``):
+#: a handler that reads back a row written a page before (a board post dropped, a task claimed) finds it
+#: here instead of in SQL, a query each (on PostgreSQL a round trip: a rebuild over a million events made
+#: some twenty thousand of them).  A fixed number, so a hub's memory still does not grow with the log.
+EVICTED_KEPT = 2_000
+
 #: Reads one row back from SQL: (table, primary key) -> the row, or None.
 Loader = Callable[[sa.Table, Any], "dict[str, Any] | None"]
 
@@ -88,6 +95,9 @@ class Rows:
         self.removed: dict[str, set[Any]] = {n: set() for n in self.tables}
         self.append_only = {n for n, t in self.tables.items() if t.info.get("append_only")}
         self.evictable = {n for n, t in self.tables.items() if t.info.get("evictable")}
+        #: The rows of each evictable table last written and dropped from ``data``, oldest first: exactly
+        #: what SQL holds for them (``EVICTED_KEPT`` at most a table).
+        self.recent: dict[str, dict[Any, dict[str, Any]]] = {n: {} for n in self.evictable}
         self.load: Loader | None = None
         #: Each table's key of a row (``key_of``, as one C call) and its rows, changed and removed keys, in
         #: one look-up: a rebuild puts every row it folds.
@@ -105,7 +115,9 @@ class Rows:
         _, data, _, removed = self._slots[table]
         row = data.get(key)
         if row is None and self.load is not None and table in self.evictable and key not in removed:
-            row = self.load(self.tables[table], key)
+            row = self.recent[table].pop(key, None)
+            if row is None:
+                row = self.load(self.tables[table], key)
             if row is not None:
                 data[key] = row
         return row
@@ -123,6 +135,8 @@ class Rows:
     def delete(self, table: str, key: Any) -> None:
         # A row of an evictable table may be in SQL only: its removal is written either way.
         held = self.data[table].pop(key, None) is not None
+        if table in self.recent:
+            self.recent[table].pop(key, None)
         if held or (self.load is not None and table in self.evictable):
             self.dirty[table].discard(key)
             self.removed[table].add(key)
@@ -137,7 +151,15 @@ class Rows:
             self.data[n].clear()
         if self.load is not None:
             for n in self.evictable:
-                self.data[n].clear()
+                written, recent = self.data[n], self.recent[n]
+                if len(written) >= EVICTED_KEPT:
+                    recent.clear()
+                    recent.update(itertools.islice(written.items(), len(written) - EVICTED_KEPT, None))
+                else:
+                    recent.update(written)
+                    for key in list(itertools.islice(recent, max(0, len(recent) - EVICTED_KEPT))):
+                        del recent[key]
+                written.clear()
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every table's rows, sorted by key: what a person would read."""

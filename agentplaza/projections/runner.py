@@ -17,6 +17,7 @@ from ..config import READ_MODELS_FILE
 from ..events.gcpause import collector_paused
 from ..events.records import EventRecord
 from ..permissions import make_private_file
+from . import parallel
 from .framework import (
     CATCH_UP_BATCH,
     REBUILD_PAGE,
@@ -59,7 +60,9 @@ def json_text(value: Any) -> str:
         return json.dumps(value)
 
 
-def make_engine(url: str) -> sa.Engine:
+def make_engine(url: str, search_path: str | None = None) -> sa.Engine:
+    """The read models' engine; on PostgreSQL, ``search_path`` names the schema their tables are in
+    (a rebuild's second process writes into a schema of its own, ``parallel``)."""
     if url.startswith("sqlite"):
         path = sa.engine.make_url(url).database
         if path and path != ":memory:" and not path.startswith("file:"):
@@ -73,11 +76,16 @@ def make_engine(url: str) -> sa.Engine:
             dbapi_conn.execute("PRAGMA synchronous=NORMAL")
 
         return engine
-    return sa.create_engine(url, pool_size=4, max_overflow=4, json_serializer=json_text)
+    connect_args = {"options": f"-c search_path={search_path}"} if search_path else {}
+    return sa.create_engine(url, pool_size=4, max_overflow=4, json_serializer=json_text, connect_args=connect_args)
 
 
 #: Rows a single executemany of ``insert_many`` sends.
 INSERT_BATCH = 5_000
+#: From this many rows, ``insert_many`` on PostgreSQL sends them with one ``COPY``: psycopg's
+#: ``executemany`` costs a statement's round of Python for every row, which was over half of a
+#: rebuild's time on PostgreSQL.
+COPY_FROM = 64
 #: The most records a catch-up without ``most`` hands back (the newest): such a caller (a route that
 #: wants the read models current, the price fetch) rarely reads them, and a long way behind it must
 #: not hold the log's records while it folds: it holds one page being folded and at most this many
@@ -101,8 +109,16 @@ class _InsertPlan:
         self.procs = [(i, proc) for i, c in enumerate(order)
                       if (proc := c.type.dialect_impl(dialect).bind_processor(dialect)) is not None]
         self.pick = operator.itemgetter(*self.names) if len(self.names) > 1 else (lambda row: (row[self.names[0]],))
+        quote = dialect.identifier_preparer.quote
+        self.copy_sql = (f"COPY {dialect.identifier_preparer.format_table(table)} "
+                         f"({', '.join(quote(n) for n in self.names)}) FROM STDIN") if dialect.name == "postgresql" else None
 
     def params(self, row: dict[str, Any]) -> tuple | dict:
+        vals = self.values(row)
+        return tuple(vals) if self.positional else dict(zip(self.keys, vals, strict=True))
+
+    def values(self, row: dict[str, Any]) -> list:
+        """The row's values in the statement's order, each through its column's bind processor."""
         try:
             vals = list(self.pick(row))
         except KeyError:  # a column the row does not name is NULL, as SQLAlchemy's insert leaves it
@@ -114,7 +130,7 @@ class _InsertPlan:
         else:
             for i, proc in self.procs:
                 vals[i] = proc(vals[i])
-        return tuple(vals) if self.positional else dict(zip(self.keys, vals, strict=True))
+        return vals
 
 
 _MISSING = object()
@@ -130,16 +146,25 @@ def _select_by_key(table: sa.Table) -> tuple[sa.Select, list[str]]:
         q = sa.select(table).where(*[c == sa.bindparam(n) for c, n in zip(pk, names, strict=True)])
         found = table.info["select_by_key"] = (q, names)
     return found
+
+
 _insert_plans: dict[tuple[int, str], _InsertPlan] = {}
 
 
 def insert_many(conn: sa.Connection, table: sa.Table, values: list[dict[str, Any]]) -> None:
-    """Insert rows with one compiled statement and the driver's executemany: the values SQLAlchemy's
-    ``conn.execute(table.insert(), values)`` would send (each through its column's bind processor),
-    without its bookkeeping for every row, which was most of a rebuild's writing time."""
+    """Insert rows with one compiled statement and the driver's executemany (on PostgreSQL, from
+    ``COPY_FROM`` rows, one ``COPY``): the values SQLAlchemy's ``conn.execute(table.insert(), values)``
+    would send (each through its column's bind processor), without its bookkeeping for every row,
+    which was most of a rebuild's writing time."""
     plan = _insert_plans.get((id(table), conn.dialect.name))
     if plan is None:
         plan = _insert_plans[(id(table), conn.dialect.name)] = _InsertPlan(table, conn.dialect)
+    if plan.copy_sql is not None and len(values) >= COPY_FROM:
+        # In the connection's own transaction: the rows are written with everything else or not at all.
+        with conn.connection.driver_connection.cursor() as cur, cur.copy(plan.copy_sql) as copy:
+            for row in values:
+                copy.write_row(plan.values(row))
+        return
     params = [plan.params(row) for row in values]
     for i in range(0, len(params), INSERT_BATCH):
         conn.exec_driver_sql(plan.sql, params[i : i + INSERT_BATCH])
@@ -405,40 +430,73 @@ class ReadModels:
         return self._rebuild(names)
 
     def _rebuild(self, names: list[str]) -> dict[str, int]:
-        """One pass over the log for every read model named, in one transaction: each page of
-        events is folded and its rows written before the next is read, so a rebuild holds no
-        more rows in memory than the live hub does."""
-        done = {}
+        """One pass over the log, up to its last event now, for every read model named, in one
+        transaction.  A long log's read models are split with a second process (``parallel``),
+        whose tables are copied in within the same transaction."""
         with self._lock:
             projections = [self.states[n].projection for n in names]
-            with self.engine.begin() as conn:
-                slots: list[list] = [[self._backed(p.new_rows(), conn), 0] for p in projections]
-                for p in projections:
-                    for table in p.tables:
-                        conn.execute(table.delete())
-                after = last = 0
-                while True:
-                    with collector_paused():  # (see gcpause: a page's records are freed before it runs)
-                        raw = self.store.read_raw(after, REBUILD_PAGE)
-                        if not raw:
-                            break
-                        last = fold(projections, slots, raw)
-                        after, read = raw[-1][0], len(raw)
-                        del raw  # not held while the next page is read
-                        for rows, _ in slots:
-                            self._write_rows(conn, rows, fresh=True)
-                            rows.clear_changes()
-                    if read < REBUILD_PAGE:
-                        break
-                for p in projections:
-                    conn.execute(positions.delete().where(positions.c.name == p.name))
-                    conn.execute(positions.insert().values(name=p.name, version=p.version, position=last))
-            for p, (rows, _) in zip(projections, slots):
-                rows.load = self._loader()
+            upto = self.store.max_position()
+            with self.engine.connect() as conn:
+                staging = parallel.Staging.make(self, conn) if parallel.worth_it(self, projections, upto) else None
+                second = None
+                try:
+                    with conn.begin():
+                        for p in projections:
+                            for table in p.tables:
+                                conn.execute(table.delete())
+                        slots: list[list] = [[self._backed(p.new_rows(), conn), 0] for p in projections]
+                        after = 0
+                        second = parallel.Second.start(staging) if staging is not None else None
+                        if second is not None:
+                            after = parallel.first_page(self, conn, projections, slots, upto, REBUILD_PAGE, second)
+                        theirs = second.names if second is not None else set()
+                        mine = [(p, slot) for p, slot in zip(projections, slots, strict=True) if p.name not in theirs]
+                        self._fold_all(conn, [p for p, _ in mine], upto, [slot for _, slot in mine], after)
+                        folded = {p.name: slot[0] for p, slot in mine}
+                        if theirs and not second.finish(conn, projections, upto):
+                            again = [p for p in projections if p.name in theirs]  # the second process failed
+                            again_slots = [[self._backed(p.new_rows(), conn), 0] for p in again]
+                            self._fold_all(conn, again, upto, again_slots)
+                            folded.update((p.name, slot[0]) for p, slot in zip(again, again_slots, strict=True))
+                        for p in projections:
+                            conn.execute(positions.delete().where(positions.c.name == p.name))
+                            conn.execute(positions.insert().values(name=p.name, version=p.version, position=upto))
+                finally:
+                    if second is not None:
+                        second.cancel()
+                    if staging is not None:
+                        staging.remove(self, conn)
+            for p in projections:
                 st = self.states[p.name]
-                st.rows, st.position = rows, last
-                done[p.name] = last
-        return done
+                rows = folded.get(p.name)
+                if rows is None:  # folded by the second process: the rows kept in memory read from SQL
+                    self._load(st)
+                else:
+                    rows.load = self._loader()
+                    st.rows, st.position = rows, upto
+        return {n: upto for n in names}
+
+    def _fold_all(self, conn: sa.Connection, projections: list[Projection], upto: int,
+                  slots: list[list] | None = None, after: int = 0) -> list[list]:
+        """Fold the events after ``after`` up to ``upto`` into ``projections``' tables on ``conn`` (their
+        ``slots``: [rows, position] each, fresh ones by default): each page of events is folded and its
+        rows written before the next is read, so a rebuild holds no more rows in memory than the live
+        hub does."""
+        if slots is None:
+            slots = [[self._backed(p.new_rows(), conn), 0] for p in projections]
+        while projections and after < upto:
+            with collector_paused():  # (see gcpause: a page's records are freed before it runs)
+                raw = self.store.read_raw(after, min(REBUILD_PAGE, upto - after))
+                raw = [r for r in raw if r[0] <= upto] if raw and raw[-1][0] > upto else raw
+                if not raw:
+                    break
+                fold(projections, slots, raw)
+                after = raw[-1][0]
+                del raw  # not held while the next page is read
+                for rows, _ in slots:
+                    self._write_rows(conn, rows, fresh=True)
+                    rows.clear_changes()
+        return slots
 
     def replay(self, upto: int | None = None, names: list[str] | None = None) -> dict[str, dict]:
         """Every read model as it was at position ``upto``, folded in memory only."""

@@ -1,0 +1,298 @@
+"""A long rebuild in two processes: the read models split between this process and a second one.
+
+A rebuild folds the whole log into every read model, and most of its time is Python's own work
+for each event: decoding it, the handlers, the rows written.  Read models do not read each other,
+so from ``PARALLEL_FROM`` events they are split in two (``split``): this process folds its share
+and ``python -m agentplaza.projections.parallel`` folds the other, up to the same position, into
+tables of its own (``Staging``: on SQLite a file beside the read models, attached to this
+process's connection; on PostgreSQL a schema of its own in the same database).  This process then
+copies those tables into the read models' own inside the rebuild's one transaction, so a rebuild
+is still all or nothing, and a read model rebuilt by the second process is row for row the one
+this process would have made (the same ``ReadModels._fold_all``).  If the second process cannot
+start or fails, this process folds its share too.
+
+The split: the first ``SAMPLE_EVENTS`` events are folded into each read model in memory, timing
+each one's handlers and each event's decoding; read models are then handed out, the costliest
+first, to whichever process ends up with the smaller total (a process decodes each event that
+any of its read models takes once, whichever of them take it).  Only read models the second
+process builds the same way (``registry.all_projections``) can go to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from ..events.catalogue import describe
+from ..events.gcpause import collector_paused
+from ..events.records import EventRecord
+from ..permissions import make_private_file
+from ..second_process import SecondProcess, cpus
+from .framework import Projection, apply, decode, handler_for
+
+if TYPE_CHECKING:
+    from .runner import ReadModels
+
+#: From this many events in the log a rebuild uses a second process (starting it, and copying its
+#: tables back, cost some 0.7 s: below this many a rebuild takes under about two seconds).
+PARALLEL_FROM = 100_000
+#: About how long the second process takes to start (most of it importing the plaza's code).
+START_S = 0.6
+#: The second process's tables: the attached database's name on SQLite, the schema's prefix on PostgreSQL.
+STAGING = "rm_rebuild"
+
+
+# -- the split ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Weights:
+    """What the first page of a rebuild cost, read model by read model (``fold_weighed``)."""
+
+    events: int = 0
+    decode_s: float = 0.0  # decoding every event of the page (each process decodes those its read models take)
+    spent: dict[str, float] = field(default_factory=dict)  # a read model's handlers and writes, in seconds
+    takes: dict[str, int] = field(default_factory=dict)  # the page's events it takes, one bit each
+
+    def add(self, name: str, seconds: float) -> None:
+        self.spent[name] = self.spent.get(name, 0.0) + seconds
+
+
+def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[tuple]) -> Weights:
+    """``framework.fold`` of one page, timing each read model's handlers and each event's decoding."""
+    w = Weights(events=len(raw_rows))
+    plans: dict[str, list] = {}
+    takes = [0] * len(projections)
+    for i, raw in enumerate(raw_rows):
+        topic = raw[3]
+        plan = plans.get(topic)
+        if plan is None:
+            kind = describe(topic)[0]
+            plan = plans[topic] = [(j, p, slot, handler_for(p, kind)) for j, (p, slot) in
+                                   enumerate(zip(projections, rows_list, strict=True))
+                                   if handler_for(p, kind) is not None or p.unreadable is not None]
+        if not plan:
+            continue
+        t0 = time.perf_counter()
+        rec = decode(raw)
+        w.decode_s += time.perf_counter() - t0
+        for j, p, slot, handler in plan:
+            takes[j] |= 1 << i
+            t0 = time.perf_counter()
+            if type(rec) is EventRecord:
+                if handler is not None:
+                    handler(rec, slot[0])
+            else:
+                apply(p, slot[0], rec)
+            w.add(p.name, time.perf_counter() - t0)
+    w.takes = {p.name: t for p, t in zip(projections, takes, strict=True)}
+    return w
+
+
+def split(w: Weights, movable: set[str], events: int) -> set[str]:
+    """The names of the read models the second process folds (only ones in ``movable``): the split that, as
+    the first page weighed them (``w``), ends both processes' work over ``events`` events the soonest.
+    Read models go out the costliest first, each to the process it then ends the sooner."""
+    scale = events / max(1, w.events)
+    decode_one = w.decode_s / max(1, w.events)
+
+    def finish_if(groups: list[list[Any]], g: int, cost: float, takes: int) -> float:
+        return max((h == 1) * START_S + scale * (groups[h][0] + cost * (h == g)
+                                                 + decode_one * (groups[h][1] | (takes if h == g else 0)).bit_count())
+                   for h in (0, 1))
+
+    groups: list[list[Any]] = [[0.0, 0, set()], [0.0, 0, set()]]  # [handlers' and writes' seconds, events decoded, names]
+    # The read models only this process can fold first, then the rest, the costliest first.
+    for name in sorted(w.spent, key=lambda n: (n in movable, -w.spent[n])):
+        cost, takes = w.spent[name], w.takes.get(name, 0)
+        g = min((0, 1) if name in movable else (0,), key=lambda g: finish_if(groups, g, cost, takes))
+        groups[g][0] += cost
+        groups[g][1] |= takes
+        groups[g][2].add(name)
+    return groups[1][2] if groups[0][2] else set()
+
+
+def movable_names(projections: list[Projection]) -> set[str]:
+    """The read models the second process can build: the registry's, of the very same class."""
+    from .registry import all_projections
+
+    theirs = {p.name: type(p) for p in all_projections()}
+    return {p.name for p in projections if theirs.get(p.name) is type(p)}
+
+
+# -- the second process's tables --------------------------------------------------------------------------------
+
+
+@dataclass
+class Staging:
+    """Where the second process writes: an SQLite file attached to this process's connection as
+    ``STAGING``, or a PostgreSQL schema of its own."""
+
+    qualifier: str
+    url: str
+    schema: str | None = None
+    path: Path | None = None
+    attached: bool = False
+
+    @classmethod
+    def make(cls, rm: ReadModels, conn: sa.Connection) -> Staging | None:
+        url = rm.engine.url
+        if url.get_backend_name() == "sqlite":
+            if not url.database or url.database == ":memory:" or url.database.startswith("file:"):
+                return None
+            path = Path(url.database).with_name(f"{Path(url.database).name}.rebuild-{secrets.token_hex(4)}")
+            make_private_file(path)
+            staging = cls(STAGING, f"sqlite:///{path}", path=path)
+            # Attached before the rebuild's transaction begins (SQLite attaches outside a transaction only).
+            conn.exec_driver_sql(f"ATTACH DATABASE ? AS {STAGING}", (str(path),))
+            conn.commit()
+            staging.attached = True
+            return staging
+        if url.get_backend_name() == "postgresql":
+            schema = f"{STAGING}_{secrets.token_hex(4)}"
+            with rm.engine.begin() as c:
+                c.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+            return cls(f'"{schema}"', url.render_as_string(hide_password=False), schema=schema)
+        return None
+
+    def copy_into(self, conn: sa.Connection, projections: list[Projection]) -> None:
+        """Every table of ``projections`` from the second process's into the read models' own (emptied by
+        the rebuild, in its transaction).  Both were made from the same ``Table``, so their columns are in
+        the same order, and SQLite copies the rows without decoding them."""
+        quote = conn.dialect.identifier_preparer.quote
+        for p in projections:
+            for table in p.tables:
+                conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} SELECT * FROM {self.qualifier}.{quote(table.name)}")
+
+    def remove(self, rm: ReadModels, conn: sa.Connection) -> None:
+        if self.attached:
+            with contextlib.suppress(sa.exc.DBAPIError):
+                conn.exec_driver_sql(f"DETACH DATABASE {STAGING}")
+                conn.commit()
+        if self.path is not None:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{self.path}{suffix}").unlink()
+        if self.schema is not None:
+            with contextlib.suppress(sa.exc.DBAPIError), rm.engine.begin() as c:
+                c.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+# -- this process's side --------------------------------------------------------------------------------------
+
+
+def worth_it(rm: ReadModels, projections: list[Projection], upto: int) -> bool:
+    """Is a second process worth starting for this rebuild (a long log, two CPUs, a store and read models
+    another process can open, more than one read model)?"""
+    return (upto >= PARALLEL_FROM and cpus() >= 2 and rm.store.shareable() and len(projections) > 1
+            and bool(movable_names(projections)))
+
+
+def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection], slots: list[list], upto: int,
+               page: int, second: Second) -> int:
+    """Fold and write a rebuild's first page, weighing each read model, and give the second process (started
+    meanwhile) the read models ``split`` gives it; their first page, written here, is emptied again (the
+    second process folds them from event 1).  Returns the last position folded; ``second.names`` is empty
+    when it was given nothing (then stopped)."""
+    with collector_paused():  # (a collection in the middle would weigh on whichever read model it fell)
+        raw = rm.store.read_raw(0, min(page, upto))
+        w = fold_weighed(projections, slots, raw)
+        after = raw[-1][0] if raw else 0
+        del raw
+        for p, (rows, _) in zip(projections, slots, strict=True):
+            t0 = time.perf_counter()
+            rm._write_rows(conn, rows, fresh=True)
+            rows.clear_changes()
+            w.add(p.name, time.perf_counter() - t0)
+    names = split(w, movable_names(projections), upto) if after < upto else set()
+    if not (names and second.give(rm, names, upto, page)):
+        second.cancel()
+        return after
+    for p in projections:
+        if p.name in names:
+            for table in p.tables:
+                conn.execute(table.delete())
+    return after
+
+
+@dataclass
+class Second:
+    """The second process of one rebuild, and the read models it folds."""
+
+    staging: Staging
+    process: SecondProcess | None
+    names: set[str] = field(default_factory=set)
+
+    @classmethod
+    def start(cls, staging: Staging) -> Second | None:
+        """The second process, importing the plaza's code while the first page is weighed; None when it
+        cannot be started."""
+        process = SecondProcess.start("agentplaza.projections.parallel", None, "rebuild")
+        return None if process is None else cls(staging, process)
+
+    def give(self, rm: ReadModels, names: set[str], upto: int, page: int) -> bool:
+        """Its job: the read models ``names`` from event 1 up to ``upto``; False when it is gone."""
+        job = {"env": rm.store.reader_env(), "url": self.staging.url, "schema": self.staging.schema,
+               "names": sorted(names), "upto": upto, "page": page}
+        if self.process is None or not self.process.send(job):
+            self.process = None
+            return False
+        self.names = set(names)
+        return True
+
+    def finish(self, conn: sa.Connection, projections: list[Projection], upto: int) -> bool:
+        """Wait for it; copy its tables in when it folded up to ``upto`` (True), else False (this process
+        then folds those read models itself)."""
+        if self.process is None:
+            return False
+        answer, self.process = self.process.result(), None
+        if answer is None or answer.get("upto") != upto or set(answer.get("names", ())) != self.names:
+            return False
+        self.staging.copy_into(conn, [p for p in projections if p.name in self.names])
+        return True
+
+    def cancel(self) -> None:
+        """Stop it if it still runs (the rebuild failed)."""
+        if self.process is not None:
+            self.process.cancel()
+            self.process = None
+
+
+# -- the second process -----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Fold the named read models, from event 1 up to ``upto``, into the tables the job names."""
+    from ..events.store import EventStore  # (imported before the job comes: the first process is weighing)
+    from . import runner
+    from .framework import metadata
+    from .registry import all_projections
+
+    job = json.loads(sys.stdin.buffer.read() or b"null")
+    if job is None:  # stopped before it was given a job
+        return
+    runner.REBUILD_PAGE = job["page"]  # the first process's page (a test makes it small)
+    store = EventStore(job["env"])
+    engine = runner.make_engine(job["url"], search_path=job["schema"])
+    try:
+        chosen = [p for p in all_projections() if p.name in set(job["names"])]
+        metadata.create_all(engine, tables=[t for p in chosen for t in p.tables])
+        rm = runner.ReadModels(engine, store, chosen)
+        with engine.begin() as conn:
+            rm._fold_all(conn, chosen, job["upto"])
+        sys.stdout.write(json.dumps({"upto": job["upto"], "names": sorted(p.name for p in chosen)}))
+    finally:
+        engine.dispose()
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

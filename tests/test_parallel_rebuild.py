@@ -1,0 +1,161 @@
+"""A long rebuild splits its read models with a second process (``projections.parallel``), and what it
+makes is what one process makes: every read model row for row, in one transaction, nothing left behind.
+
+Here a rebuild takes a second process from 50 events, in pages of 40, so a log of a few hundred events
+has a first page (weighed, then handed out) and many after it, on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import sqlalchemy as sa
+from test_read_model_memory import Plaza, a_round
+
+from agentplaza.projections import parallel, runner
+from agentplaza.projections.registry import all_projections
+
+
+@pytest.fixture
+def plaza(folders, database_url, monkeypatch):
+    monkeypatch.setattr(parallel, "PARALLEL_FROM", 50)
+    monkeypatch.setattr(parallel, "cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "START_S", 0.0)  # (else a log this short is not worth a second process)
+    monkeypatch.setattr(runner, "REBUILD_PAGE", 40)
+    p = Plaza(folders, database_url)
+    for _ in range(3):
+        a_round(p, tasks=8, entries=6)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def seconds(monkeypatch):
+    """Each rebuild's second process: the read models it was given, and whether its tables were copied in."""
+    seen = []
+    finish = parallel.Second.finish
+
+    def spy(self, conn, projections, upto):
+        copied = finish(self, conn, projections, upto)
+        seen.append((set(self.names), copied))
+        return copied
+
+    monkeypatch.setattr(parallel.Second, "finish", spy)
+    return seen
+
+
+def leftovers(plaza: Plaza, folders) -> list[str]:
+    """The second process's tables left behind: its SQLite files, or its PostgreSQL schemas."""
+    if plaza.store.backend == "sqlite":
+        return sorted(p.name for p in folders.state.iterdir() if ".rebuild-" in p.name)
+    with plaza.rm.engine.connect() as conn:
+        return list(conn.execute(sa.text(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE :p"), {"p": f"{parallel.STAGING}%"}).scalars())
+
+
+def test_a_rebuild_in_two_processes_makes_what_one_process_makes(plaza, seconds, folders):
+    live = plaza.rm.live()
+    kept = plaza.rows_in_memory()
+    assert plaza.rm.rebuild() == {n: plaza.store.max_position() for n in plaza.rm.states}
+    [(names, copied)] = seconds
+    assert names and copied and names < set(plaza.rm.states)
+    assert plaza.rm.live() == live
+    assert plaza.rows_in_memory() == kept  # the second process's read models' rows kept in memory, read back
+    assert leftovers(plaza, folders) == []
+    # and the hub goes on from there
+    a_round(plaza, tasks=3, entries=2)
+    assert plaza.rm.live() == plaza.rm.replay()
+
+
+@pytest.mark.parametrize("given", [
+    {"event_counts", "unreadable"},  # the read models that take every event
+    {"work"},  # rows written and read back across pages
+    "all but plaza",
+])
+def test_whichever_read_models_the_second_process_folds_the_rebuild_is_the_same(plaza, seconds, monkeypatch, given):
+    if given == "all but plaza":
+        given = {p.name for p in all_projections()} - {"plaza"}
+    monkeypatch.setattr(parallel, "split", lambda w, movable, events: set(given) & movable)
+    live = plaza.rm.live()
+    plaza.rm.rebuild()
+    assert seconds == [(given, True)]
+    assert plaza.rm.live() == live
+
+
+def test_a_second_process_that_fails_leaves_its_read_models_to_the_first(plaza, seconds, monkeypatch, folders, caplog):
+    start = parallel.SecondProcess.start
+    monkeypatch.setattr(parallel.SecondProcess, "start",
+                        lambda module, job, what: start("agentplaza.projections.no_such_module", job, what))
+    live = plaza.rm.live()
+    with caplog.at_level(logging.WARNING):
+        plaza.rm.rebuild()
+    [(names, copied)] = seconds
+    assert names and not copied
+    assert "rebuild: the second process failed" in caplog.text
+    assert plaza.rm.live() == live
+    assert leftovers(plaza, folders) == []
+
+
+def test_a_rebuild_that_fails_changes_nothing_and_stops_its_second_process(plaza, monkeypatch, folders):
+    live = plaza.rm.live()
+    positions = {n: st.position for n, st in plaza.rm.states.items()}
+    started = []
+    start = parallel.Second.start
+
+    def kept(staging):
+        second = start(staging)
+        started.append(second.process.proc)
+        return second
+
+    def broken(self, conn, projections):
+        raise RuntimeError("the copy failed")
+
+    monkeypatch.setattr(parallel.Second, "start", kept)
+    monkeypatch.setattr(parallel.Staging, "copy_into", broken)
+    with pytest.raises(RuntimeError, match="the copy failed"):
+        plaza.rm.rebuild()
+    assert started and all(proc.poll() is not None for proc in started)
+    assert plaza.rm.live() == live
+    assert {n: st.position for n, st in plaza.rm.states.items()} == positions
+    assert leftovers(plaza, folders) == []
+
+
+def test_events_written_during_a_rebuild_are_folded_after_it(plaza, seconds, monkeypatch):
+    """Both processes fold up to the log's last event when the rebuild began; what comes after, the next
+    catch-up folds."""
+    first_page = parallel.first_page
+
+    def and_more(*args):
+        after = first_page(*args)
+        plaza.end(plaza.open_tasks(2))
+        return after
+
+    upto = plaza.store.max_position()
+    monkeypatch.setattr(parallel, "first_page", and_more)
+    assert plaza.rm.rebuild() == {n: upto for n in plaza.rm.states}
+    assert seconds and seconds[0][1]
+    assert plaza.store.max_position() > upto
+    plaza.rm.catch_up()
+    assert plaza.rm.position() == plaza.store.max_position()
+    assert plaza.rm.live() == plaza.rm.replay()
+
+
+def test_a_read_model_the_second_process_cannot_build_stays_in_the_first(plaza):
+    """Only the registry's read models, of the very class the hub runs, can go to the second process."""
+    from agentplaza.projections.plaza import EventCounts
+
+    class Counting(EventCounts):
+        pass
+
+    projections = [p for p in all_projections() if p.name != "event_counts"] + [Counting()]
+    assert "event_counts" not in parallel.movable_names(projections)
+    assert "work" in parallel.movable_names(projections)
+
+
+def test_a_short_log_is_rebuilt_by_one_process(plaza, seconds, monkeypatch):
+    monkeypatch.setattr(parallel, "PARALLEL_FROM", plaza.store.max_position() + 1)
+    live = plaza.rm.live()
+    plaza.rm.rebuild()
+    assert seconds == []
+    assert plaza.rm.live() == live
