@@ -81,7 +81,7 @@ def test_a_ninth_socket_from_one_address_takes_the_oldest_ones_place(hub):
 
 
 def _rec(i: int, family: str = "plaza") -> EventRecord:
-    return EventRecord(i, "x", i, "Plaza.Held", family, "t", "owner", None, "c")
+    return EventRecord(i, "x", i, "Plaza.Held", family, "t", "owner", None, "c", {})
 
 
 def test_bus_limits_and_cuts_off_a_client_too_far_behind():

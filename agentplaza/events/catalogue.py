@@ -22,6 +22,8 @@ from eventsourcing.utils import resolve_topic
 from .records import EventRecord, UnreadableEvent
 from .storable import StateProblem, read_back
 
+#: ``EventRecord``'s fields in order, without the call of its generated ``__new__`` (a rebuild makes one an event).
+_new_record = tuple.__new__
 _META = ("actor", "reason", "correlation_id")
 _HIDDEN = ("timestamp", "originator_topic", "class_version")
 #: How the transcoder's wrapper names its type in the stored bytes (a string holding it is escaped: \\").
@@ -118,4 +120,4 @@ def record(position: int, originator_id: Any, version: int, topic: str, state: b
             if type(v) is dict and "_type_" in v and "_data_" in v:
                 data[k] = v["_data_"]
     oid = originator_id.hex if isinstance(originator_id, UUID) else str(originator_id)
-    return EventRecord(position, oid, version, kind, family, at, actor, reason, correlation_id, data)
+    return _new_record(EventRecord, (position, oid, version, kind, family, at, actor, reason, correlation_id, data))
