@@ -8,6 +8,10 @@ has a first page (weighed, then handed out) and many after it, on SQLite and on 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -159,3 +163,18 @@ def test_a_short_log_is_rebuilt_by_one_process(plaza, seconds, monkeypatch):
     plaza.rm.rebuild()
     assert seconds == []
     assert plaza.rm.live() == live
+
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # (a schema left on PostgreSQL may be another hub's)
+def test_the_files_of_a_killed_rebuild_are_removed_by_the_next(plaza, folders, seconds):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    name = Path(plaza.rm.engine.url.database).name
+    left = [folders.state / f"{name}.rebuild-{gone}-0a1b2c3d{suffix}" for suffix in ("", "-wal")]
+    mine = folders.state / f"{name}.rebuild-{os.getpid()}-ffffffff"
+    for f in [*left, mine]:
+        f.write_bytes(b"")
+    plaza.rm.rebuild()
+    assert seconds and seconds[0][1]
+    assert leftovers(plaza, folders) == [mine.name]  # a process still running keeps its file

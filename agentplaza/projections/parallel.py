@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import sys
 import time
@@ -148,7 +149,9 @@ class Staging:
         if url.get_backend_name() == "sqlite":
             if not url.database or url.database == ":memory:" or url.database.startswith("file:"):
                 return None
-            path = Path(url.database).with_name(f"{Path(url.database).name}.rebuild-{secrets.token_hex(4)}")
+            main = Path(url.database)
+            _remove_left_behind(main)
+            path = main.with_name(f"{main.name}.rebuild-{os.getpid()}-{secrets.token_hex(4)}")
             make_private_file(path)
             staging = cls(STAGING, f"sqlite:///{path}", path=path)
             # Attached before the rebuild's transaction begins (SQLite attaches outside a transaction only).
@@ -184,6 +187,25 @@ class Staging:
         if self.schema is not None:
             with contextlib.suppress(sa.exc.DBAPIError), rm.engine.begin() as c:
                 c.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+def _remove_left_behind(main: Path) -> None:
+    """Remove the files of rebuilds whose process is gone (killed in the middle): ``<main>.rebuild-<pid>-*``."""
+    for left in main.parent.glob(f"{main.name}.rebuild-*"):
+        pid = left.name[len(main.name) + len(".rebuild-"):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                left.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 # -- this process's side --------------------------------------------------------------------------------------
