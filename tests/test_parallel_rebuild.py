@@ -80,7 +80,7 @@ def test_a_rebuild_in_two_processes_makes_what_one_process_makes(plaza, seconds,
 def test_whichever_read_models_the_second_process_folds_the_rebuild_is_the_same(plaza, seconds, monkeypatch, given):
     if given == "all but plaza":
         given = {p.name for p in all_projections()} - {"plaza"}
-    monkeypatch.setattr(parallel, "split", lambda w, movable, events: set(given) & movable)
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: set(given) & movable)
     live = plaza.rm.live()
     plaza.rm.rebuild()
     assert seconds == [(given, True)]
@@ -178,3 +178,16 @@ def test_the_files_of_a_killed_rebuild_are_removed_by_the_next(plaza, folders, s
     plaza.rm.rebuild()
     assert seconds and seconds[0][1]
     assert leftovers(plaza, folders) == [mine.name]  # a process still running keeps its file
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_where_no_schema_can_be_made_one_process_rebuilds(plaza, seconds, monkeypatch, folders):
+    """A database role that may not create a schema (here: the name is taken) gets a rebuild in one process."""
+    monkeypatch.setattr(parallel.secrets, "token_hex", lambda n: "deadbeef")
+    with plaza.rm.engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{parallel.STAGING}_deadbeef"')
+    live = plaza.rm.live()
+    plaza.rm.rebuild()
+    assert seconds == []
+    assert plaza.rm.live() == live
+    assert leftovers(plaza, folders) == [f"{parallel.STAGING}_deadbeef"]  # not ours: left as it was

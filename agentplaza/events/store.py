@@ -56,6 +56,8 @@ SNAPSHOT_EVERY = 100
 READ_PAGE = 5_000
 #: How long another process reading this store (``reader_env``) waits for its PostgreSQL connection.
 READER_CONNECT_TIMEOUT_S = 5
+#: Positions one query of ``topics_at`` names (SQLite takes at most 32,766 bound values a statement).
+TOPICS_AT_BATCH = 500
 
 
 _IMMUTABLE = (str, int, float, bool, bytes, type(None), uuid.UUID, datetime.datetime, datetime.date, frozenset)
@@ -389,6 +391,16 @@ class EventStore:
             f"FROM {self._events_table} WHERE {col} > {ph} ORDER BY {col} LIMIT {int(limit)}",
             [after],
         )
+
+    def topics_at(self, positions: Sequence[int]) -> list[str]:
+        """The topics of the events at ``positions`` (where there is one): a sample of the log's mix."""
+        ph, col = self._ph(), self._id_col()
+        found: list[str] = []
+        for i in range(0, len(positions), TOPICS_AT_BATCH):
+            part = list(positions[i : i + TOPICS_AT_BATCH])
+            found += [r[0] for r in self._select(
+                f"SELECT topic FROM {self._events_table} WHERE {col} IN ({', '.join([ph] * len(part))})", part)]
+        return found
 
     def unreadable(self, after: int = 0) -> list[Unreadable]:
         """Every stored event after ``after`` that the reader cannot read back, with why, and the

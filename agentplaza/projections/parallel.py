@@ -20,9 +20,12 @@ process builds the same way (``registry.all_projections``) can go to it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
+import logging
 import os
+import random
 import secrets
 import sys
 import time
@@ -42,11 +45,15 @@ from .framework import Projection, apply, decode, handler_for
 if TYPE_CHECKING:
     from .runner import ReadModels
 
+log = logging.getLogger(__name__)
+
 #: From this many events in the log a rebuild uses a second process (starting it, and copying its
 #: tables back, cost some 0.7 s: below this many a rebuild takes under about two seconds).
 PARALLEL_FROM = 100_000
 #: About how long the second process takes to start (most of it importing the plaza's code).
 START_S = 0.6
+#: Events at random positions whose topics give the log's mix (one query).
+SAMPLE_EVENTS = 2_000
 #: The second process's tables: the attached database's name on SQLite, the schema's prefix on PostgreSQL.
 STAGING = "rm_rebuild"
 
@@ -56,69 +63,98 @@ STAGING = "rm_rebuild"
 
 @dataclass
 class Weights:
-    """What the first page of a rebuild cost, read model by read model (``fold_weighed``)."""
+    """What a rebuild's first page cost, by topic: decoding an event, and each read model's handlers
+    (with its writes shared out over the events it took), in seconds and events (``fold_weighed``)."""
 
-    events: int = 0
-    decode_s: float = 0.0  # decoding every event of the page (each process decodes those its read models take)
-    spent: dict[str, float] = field(default_factory=dict)  # a read model's handlers and writes, in seconds
-    takes: dict[str, int] = field(default_factory=dict)  # the page's events it takes, one bit each
+    decode: dict[str, list] = field(default_factory=dict)  # topic -> [seconds, events]
+    spent: dict[str, dict[str, list]] = field(default_factory=dict)  # read model -> topic -> [seconds, events]
 
-    def add(self, name: str, seconds: float) -> None:
-        self.spent[name] = self.spent.get(name, 0.0) + seconds
+    def per_event(self, name: str, topic: str) -> float:
+        """A read model's seconds for one event of ``topic`` (its mean over the page for a topic it did not meet)."""
+        mine = self.spent.get(name, {})
+        s, n = mine.get(topic) or [sum(v[0] for v in mine.values()), sum(v[1] for v in mine.values())]
+        return s / n if n else 0.0
+
+    def decode_one(self, topic: str) -> float:
+        s, n = self.decode.get(topic) or [sum(v[0] for v in self.decode.values()), sum(v[1] for v in self.decode.values())]
+        return s / n if n else 0.0
+
+
+def _takes(p: Projection, topic: str) -> bool:
+    """Does ``p`` decode events of ``topic`` (a handler for its kind, or it hears of unreadable ones)?"""
+    return handler_for(p, describe(topic)[0]) is not None or p.unreadable is not None
 
 
 def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[tuple]) -> Weights:
     """``framework.fold`` of one page, timing each read model's handlers and each event's decoding."""
-    w = Weights(events=len(raw_rows))
+    w = Weights(spent={p.name: {} for p in projections})
     plans: dict[str, list] = {}
-    takes = [0] * len(projections)
-    for i, raw in enumerate(raw_rows):
+    for raw in raw_rows:
         topic = raw[3]
         plan = plans.get(topic)
         if plan is None:
             kind = describe(topic)[0]
-            plan = plans[topic] = [(j, p, slot, handler_for(p, kind)) for j, (p, slot) in
-                                   enumerate(zip(projections, rows_list, strict=True))
-                                   if handler_for(p, kind) is not None or p.unreadable is not None]
+            plan = plans[topic] = [(p, slot, handler_for(p, kind), w.spent[p.name].setdefault(topic, [0.0, 0]))
+                                   for p, slot in zip(projections, rows_list, strict=True) if _takes(p, topic)]
         if not plan:
             continue
         t0 = time.perf_counter()
         rec = decode(raw)
-        w.decode_s += time.perf_counter() - t0
-        for j, p, slot, handler in plan:
-            takes[j] |= 1 << i
+        cost = w.decode.setdefault(topic, [0.0, 0])
+        cost[0] += time.perf_counter() - t0
+        cost[1] += 1
+        for p, slot, handler, spent in plan:
             t0 = time.perf_counter()
             if type(rec) is EventRecord:
                 if handler is not None:
                     handler(rec, slot[0])
             else:
                 apply(p, slot[0], rec)
-            w.add(p.name, time.perf_counter() - t0)
-    w.takes = {p.name: t for p, t in zip(projections, takes, strict=True)}
+            spent[0] += time.perf_counter() - t0
+            spent[1] += 1
     return w
 
 
-def split(w: Weights, movable: set[str], events: int) -> set[str]:
-    """The names of the read models the second process folds (only ones in ``movable``): the split that, as
-    the first page weighed them (``w``), ends both processes' work over ``events`` events the soonest.
-    Read models go out the costliest first, each to the process it then ends the sooner."""
-    scale = events / max(1, w.events)
-    decode_one = w.decode_s / max(1, w.events)
+def add_writes(w: Weights, name: str, seconds: float) -> None:
+    """Share a read model's writes of the page out over the events it took."""
+    mine = w.spent.get(name, {})
+    events = sum(v[1] for v in mine.values())
+    for v in mine.values():
+        v[0] += seconds * v[1] / events if events else 0.0
 
-    def finish_if(groups: list[list[Any]], g: int, cost: float, takes: int) -> float:
-        return max((h == 1) * START_S + scale * (groups[h][0] + cost * (h == g)
-                                                 + decode_one * (groups[h][1] | (takes if h == g else 0)).bit_count())
+
+def split(w: Weights, mix: dict[str, float], projections: list[Projection], movable: set[str], events: int) -> set[str]:
+    """The names of the read models the second process folds (only ones in ``movable``): the split that ends
+    both processes' work over ``events`` events the soonest, with each read model's cost for an event of each
+    topic as the first page weighed it (``w``) and the log's ``mix`` of topics (each one's share of a sample
+    from all along it: a log's first page may not look like the rest).  Read models go out the costliest
+    first, each to the process it then ends the sooner; a process decodes each event once, whichever of its
+    read models take it."""
+    cost = {p.name: events * sum(share * w.per_event(p.name, t) for t, share in mix.items() if _takes(p, t))
+            for p in projections}
+    decoding = {t: events * share * w.decode_one(t) for t, share in mix.items()}
+    takes = {p.name: {t for t in mix if _takes(p, t)} for p in projections}
+
+    def finish_if(groups: list[list[Any]], g: int, name: str) -> float:
+        return max((h == 1) * START_S + groups[h][0] + cost[name] * (h == g)
+                   + sum(decoding[t] for t in (groups[h][1] | takes[name] if h == g else groups[h][1]))
                    for h in (0, 1))
 
-    groups: list[list[Any]] = [[0.0, 0, set()], [0.0, 0, set()]]  # [handlers' and writes' seconds, events decoded, names]
+    groups: list[list[Any]] = [[0.0, set(), set()], [0.0, set(), set()]]  # [handlers' and writes' seconds, topics, names]
     # The read models only this process can fold first, then the rest, the costliest first.
-    for name in sorted(w.spent, key=lambda n: (n in movable, -w.spent[n])):
-        cost, takes = w.spent[name], w.takes.get(name, 0)
-        g = min((0, 1) if name in movable else (0,), key=lambda g: finish_if(groups, g, cost, takes))
-        groups[g][0] += cost
-        groups[g][1] |= takes
+    for name in sorted(cost, key=lambda n: (n in movable, -cost[n])):
+        g = min((0, 1) if name in movable else (0,), key=lambda g: finish_if(groups, g, name))
+        groups[g][0] += cost[name]
+        groups[g][1] |= takes[name]
         groups[g][2].add(name)
     return groups[1][2] if groups[0][2] else set()
+
+
+def mix_of(store: Any, upto: int) -> dict[str, float]:
+    """Each topic's share of ``SAMPLE_EVENTS`` events at random positions all along the log."""
+    rnd = random.Random(upto)
+    topics = store.topics_at(sorted({rnd.randint(1, upto) for _ in range(SAMPLE_EVENTS)}))
+    return {t: n / len(topics) for t, n in collections.Counter(topics).items()} if topics else {}
 
 
 def movable_names(projections: list[Projection]) -> set[str]:
@@ -154,15 +190,24 @@ class Staging:
             path = main.with_name(f"{main.name}.rebuild-{os.getpid()}-{secrets.token_hex(4)}")
             make_private_file(path)
             staging = cls(STAGING, f"sqlite:///{path}", path=path)
-            # Attached before the rebuild's transaction begins (SQLite attaches outside a transaction only).
-            conn.exec_driver_sql(f"ATTACH DATABASE ? AS {STAGING}", (str(path),))
-            conn.commit()
+            try:  # attached before the rebuild's transaction begins (SQLite attaches outside a transaction only)
+                conn.exec_driver_sql(f"ATTACH DATABASE ? AS {STAGING}", (str(path),))
+                conn.commit()
+            except sa.exc.DBAPIError as e:
+                conn.rollback()
+                staging.remove(rm, conn)
+                log.info("rebuild: one process (cannot attach %s: %s)", path.name, e.orig)
+                return None
             staging.attached = True
             return staging
         if url.get_backend_name() == "postgresql":
             schema = f"{STAGING}_{secrets.token_hex(4)}"
-            with rm.engine.begin() as c:
-                c.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+            try:
+                with rm.engine.begin() as c:
+                    c.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+            except sa.exc.DBAPIError as e:  # a role that may not create a schema: one process does it all
+                log.info("rebuild: one process (cannot create a schema: %s)", e.orig)
+                return None
             return cls(f'"{schema}"', url.render_as_string(hide_password=False), schema=schema)
         return None
 
@@ -233,8 +278,8 @@ def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection
             t0 = time.perf_counter()
             rm._write_rows(conn, rows, fresh=True)
             rows.clear_changes()
-            w.add(p.name, time.perf_counter() - t0)
-    names = split(w, movable_names(projections), upto) if after < upto else set()
+            add_writes(w, p.name, time.perf_counter() - t0)
+    names = split(w, mix_of(rm.store, upto), projections, movable_names(projections), upto) if after < upto else set()
     if not (names and second.give(rm, names, upto, page)):
         second.cancel()
         return after
@@ -278,6 +323,7 @@ class Second:
         answer, self.process = self.process.result(), None
         if answer is None or answer.get("upto") != upto or set(answer.get("names", ())) != self.names:
             return False
+        log.info("rebuild: the second process folded %s in %s s", ", ".join(sorted(self.names)), answer.get("seconds"))
         self.staging.copy_into(conn, [p for p in projections if p.name in self.names])
         return True
 
@@ -308,9 +354,11 @@ def main() -> None:
         chosen = [p for p in all_projections() if p.name in set(job["names"])]
         metadata.create_all(engine, tables=[t for p in chosen for t in p.tables])
         rm = runner.ReadModels(engine, store, chosen)
+        t0 = time.perf_counter()
         with engine.begin() as conn:
             rm._fold_all(conn, chosen, job["upto"])
-        sys.stdout.write(json.dumps({"upto": job["upto"], "names": sorted(p.name for p in chosen)}))
+        sys.stdout.write(json.dumps({"upto": job["upto"], "names": sorted(p.name for p in chosen),
+                                     "seconds": round(time.perf_counter() - t0, 3)}))
     finally:
         engine.dispose()
         store.close()
