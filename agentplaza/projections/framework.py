@@ -76,7 +76,7 @@ def evictable(table: sa.Table) -> sa.Table:
 #: a handler that reads back a row written a page before (a board post dropped, a task claimed) finds it
 #: here instead of in SQL, a query each (on PostgreSQL a round trip: a rebuild over a million events made
 #: some twenty thousand of them).  A fixed number, so a hub's memory still does not grow with the log.
-EVICTED_KEPT = 2_000
+EVICTED_KEPT = 1_000
 
 #: Reads one row back from SQL: (table, primary key) -> the row, or None.
 Loader = Callable[[sa.Table, Any], "dict[str, Any] | None"]
