@@ -11,11 +11,14 @@ is still all or nothing, and a read model rebuilt by the second process is row f
 this process would have made (the same ``ReadModels._fold_all``).  If the second process cannot
 start or fails, this process folds its share too.
 
-The split: the first ``SAMPLE_EVENTS`` events are folded into each read model in memory, timing
-each one's handlers and each event's decoding; read models are then handed out, the costliest
-first, to whichever process ends up with the smaller total (a process decodes each event that
-any of its read models takes once, whichever of them take it).  Only read models the second
-process builds the same way (``registry.all_projections``) can go to it.
+The split (``first_page``): the second process starts at once and imports the plaza's code while
+this one folds the rebuild's first page, weighing each read model topic by topic (its handlers, and
+its writes shared out over the events it took) and each event's decoding (``fold_weighed``).  The
+log's mix of topics comes from ``SAMPLE_EVENTS`` events at random positions (``mix_of``: a log's
+first page may not look like the rest).  Read models are then handed out, the costliest first, to
+whichever process then ends sooner (``split``; a process decodes each event that any of its read
+models takes once).  Only read models the second process builds the same way
+(``registry.all_projections``, the same class) can go to it.
 """
 
 from __future__ import annotations
