@@ -217,7 +217,7 @@ class Staging:
     def copy_into(self, conn: sa.Connection, projections: list[Projection]) -> None:
         """Every table of ``projections`` from the second process's into the read models' own (emptied by
         the rebuild, in its transaction).  Both were made from the same ``Table``, so their columns are in
-        the same order, and SQLite copies the rows without decoding them."""
+        the same order: one statement a table copies them."""
         quote = conn.dialect.identifier_preparer.quote
         for p in projections:
             for table in p.tables:
