@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 PARALLEL_FROM = 100_000
 #: About how long the second process takes to start (most of it importing the plaza's code).
 START_S = 0.6
-#: Events at random positions whose topics give the log's mix (one query).
+#: Events at random positions whose topics give the log's mix (a query for each 500, `EventStore.topics_at`).
 SAMPLE_EVENTS = 2_000
 #: The second process's tables: the attached database's name on SQLite, the schema's prefix on PostgreSQL.
 STAGING = "rm_rebuild"
