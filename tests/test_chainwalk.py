@@ -36,7 +36,7 @@ def store(folders, database_url, monkeypatch):
     monkeypatch.setattr(chainwalk, "SEGMENT_EVENTS", 7)
     monkeypatch.setattr(chainwalk, "PARALLEL_FROM", 20)
     monkeypatch.setattr(chainwalk, "HELPER_START_EVENTS", 0)
-    monkeypatch.setattr(chainwalk, "_cpus", lambda: 2)
+    monkeypatch.setattr(chainwalk, "cpus", lambda: 2)
     s = EventStore.open(state_dir=folders.state, database_url=database_url)
     for i, size in enumerate(COMMITS):
         # a label of 25 digits: a digit run that ``read_back`` reads the exact way, and that reads

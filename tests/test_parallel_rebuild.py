@@ -145,16 +145,24 @@ def test_events_written_during_a_rebuild_are_folded_after_it(plaza, seconds, mon
     assert plaza.rm.live() == plaza.rm.replay()
 
 
-def test_a_read_model_the_second_process_cannot_build_stays_in_the_first(plaza):
-    """Only the registry's read models, of the very class the hub runs, can go to the second process."""
+def test_a_read_model_the_second_process_cannot_build_stays_in_the_first(plaza, seconds, monkeypatch):
+    """Only the registry's read models, of the very class the hub runs, can go to the second process: offered
+    every read model it can take, it folds the rest, and this one stays here."""
     from agentplaza.projections.plaza import EventCounts
 
     class Counting(EventCounts):
         pass
 
-    projections = [p for p in all_projections() if p.name != "event_counts"] + [Counting()]
-    assert "event_counts" not in parallel.movable_names(projections)
-    assert "work" in parallel.movable_names(projections)
+    rm = runner.ReadModels(plaza.rm.engine, plaza.store,
+                           [p for p in all_projections() if p.name != "event_counts"] + [Counting()])
+    rm.setup()
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: set(movable))
+    live = rm.live()
+    rm.rebuild()
+    [(names, copied)] = seconds
+    assert copied and "event_counts" not in names and "work" in names
+    assert names == set(rm.states) - {"event_counts"}
+    assert rm.live() == live
 
 
 def test_a_short_log_is_rebuilt_by_one_process(plaza, seconds, monkeypatch):

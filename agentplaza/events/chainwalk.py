@@ -304,7 +304,7 @@ class _Helper:
 
     @classmethod
     def start(cls, store: Any, after: int, upto: int, read: bool) -> _Helper | None:
-        if upto - after < PARALLEL_FROM or _cpus() < 2 or not store.shareable():
+        if upto - after < PARALLEL_FROM or cpus() < 2 or not store.shareable():
             return None
         split = store.link_position_near((after + upto + HELPER_START_EVENTS) // 2)
         if split is None or not after < split < upto:
@@ -325,8 +325,6 @@ class _Helper:
     def cancel(self) -> None:
         self.second.cancel()
 
-
-_cpus = cpus
 
 
 def main() -> None:

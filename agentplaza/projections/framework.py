@@ -152,13 +152,11 @@ class Rows:
         if self.load is not None:
             for n in self.evictable:
                 written, recent = self.data[n], self.recent[n]
-                if len(written) >= EVICTED_KEPT:
-                    recent.clear()
-                    recent.update(itertools.islice(written.items(), len(written) - EVICTED_KEPT, None))
-                else:
-                    recent.update(written)
-                    for key in list(itertools.islice(recent, max(0, len(recent) - EVICTED_KEPT))):
-                        del recent[key]
+                for key, row in written.items():
+                    recent.pop(key, None)  # (to the newest place)
+                    recent[key] = row
+                for key in list(itertools.islice(recent, max(0, len(recent) - EVICTED_KEPT))):
+                    del recent[key]
                 written.clear()
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
@@ -218,6 +216,12 @@ def handler_for(p: Projection, kind: str | None) -> Callable | None:
     return p.unreadable if kind is None else p.handlers.get(kind, p.fallback)
 
 
+def takes(p: Projection, kind: str) -> bool:
+    """Does ``p`` decode events of ``kind``: a handler for it, or it hears of the events that cannot be read
+    (it must decode every event to know)?"""
+    return handler_for(p, kind) is not None or p.unreadable is not None
+
+
 def apply(p: Projection, rows: Rows, rec: EventRecord | UnreadableEvent) -> None:
     """Fold one decoded event into one projection's rows."""
     unreadable = isinstance(rec, UnreadableEvent)
@@ -246,8 +250,8 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
         plan = plans.get(topic)
         if plan is None:
             kind = describe(topic)[0]
-            plan = plans[topic] = [(p, slot, h) for p, slot in zip(projections, rows_list, strict=True)
-                                   if (h := handler_for(p, kind)) is not None or p.unreadable is not None]
+            plan = plans[topic] = [(p, slot, handler_for(p, kind)) for p, slot in zip(projections, rows_list, strict=True)
+                                   if takes(p, kind)]
         rec = None
         for p, slot, handler in plan:
             if position <= slot[1]:

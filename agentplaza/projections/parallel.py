@@ -40,10 +40,9 @@ import sqlalchemy as sa
 
 from ..events.catalogue import describe
 from ..events.gcpause import collector_paused
-from ..events.records import EventRecord
 from ..permissions import make_private_file
 from ..second_process import SecondProcess, cpus
-from .framework import Projection, apply, decode, handler_for
+from .framework import Projection, apply, decode, takes
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -73,19 +72,22 @@ class Weights:
     spent: dict[str, dict[str, list]] = field(default_factory=dict)  # read model -> topic -> [seconds, events]
 
     def per_event(self, name: str, topic: str) -> float:
-        """A read model's seconds for one event of ``topic`` (its mean over the page for a topic it did not meet)."""
-        mine = self.spent.get(name, {})
-        s, n = mine.get(topic) or [sum(v[0] for v in mine.values()), sum(v[1] for v in mine.values())]
-        return s / n if n else 0.0
+        """A read model's seconds for one event of ``topic``."""
+        return _mean(self.spent.get(name, {}), topic)
 
     def decode_one(self, topic: str) -> float:
-        s, n = self.decode.get(topic) or [sum(v[0] for v in self.decode.values()), sum(v[1] for v in self.decode.values())]
-        return s / n if n else 0.0
+        return _mean(self.decode, topic)
+
+
+def _mean(costs: dict[str, list], topic: str) -> float:
+    """Seconds an event of ``topic`` from [seconds, events] by topic; for a topic the page did not hold, the
+    mean over all of them."""
+    s, n = costs.get(topic) or [sum(v[0] for v in costs.values()), sum(v[1] for v in costs.values())]
+    return s / n if n else 0.0
 
 
 def _takes(p: Projection, topic: str) -> bool:
-    """Does ``p`` decode events of ``topic`` (a handler for its kind, or it hears of unreadable ones)?"""
-    return handler_for(p, describe(topic)[0]) is not None or p.unreadable is not None
+    return takes(p, describe(topic)[0])
 
 
 def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[tuple]) -> Weights:
@@ -97,8 +99,8 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
         plan = plans.get(topic)
         if plan is None:
             kind = describe(topic)[0]
-            plan = plans[topic] = [(p, slot, handler_for(p, kind), w.spent[p.name].setdefault(topic, [0.0, 0]))
-                                   for p, slot in zip(projections, rows_list, strict=True) if _takes(p, topic)]
+            plan = plans[topic] = [(p, slot, w.spent[p.name].setdefault(topic, [0.0, 0]))
+                                   for p, slot in zip(projections, rows_list, strict=True) if takes(p, kind)]
         if not plan:
             continue
         t0 = time.perf_counter()
@@ -106,13 +108,9 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
         cost = w.decode.setdefault(topic, [0.0, 0])
         cost[0] += time.perf_counter() - t0
         cost[1] += 1
-        for p, slot, handler, spent in plan:
+        for p, slot, spent in plan:
             t0 = time.perf_counter()
-            if type(rec) is EventRecord:
-                if handler is not None:
-                    handler(rec, slot[0])
-            else:
-                apply(p, slot[0], rec)
+            apply(p, slot[0], rec)
             spent[0] += time.perf_counter() - t0
             spent[1] += 1
     return w
