@@ -57,7 +57,8 @@ class SecondProcess:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
             proc.stdin = None
-            self.cancel()
+            proc.kill()
+            self._failed(proc.communicate()[1])
             return False
         proc.stdin = None  # (``communicate`` would flush it)
         return True
@@ -70,10 +71,13 @@ class SecondProcess:
                 answer = json.loads(out)
                 if isinstance(answer, dict):
                     return answer
+        self._failed(err)
+        return None
+
+    def _failed(self, err: bytes) -> None:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         log.warning("%s: the second process failed (exit %s: %s); doing its part here",
                     self.what, self.proc.returncode, tail[0][:200])
-        return None
 
     def cancel(self) -> None:
         """Stop it (the caller no longer waits for its answer)."""

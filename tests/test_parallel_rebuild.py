@@ -94,9 +94,9 @@ def test_a_second_process_that_fails_leaves_its_read_models_to_the_first(plaza, 
     live = plaza.rm.live()
     with caplog.at_level(logging.WARNING):
         plaza.rm.rebuild()
-    [(names, copied)] = seconds
-    assert names and not copied
-    assert "rebuild: the second process failed" in caplog.text
+    # Given its read models and then found failed, or found dead already when it was to be given them.
+    assert all(names and not copied for names, copied in seconds)
+    assert "rebuild: the second process failed (exit 1: " in caplog.text
     assert plaza.rm.live() == live
     assert leftovers(plaza, folders) == []
 
