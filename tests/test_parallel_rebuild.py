@@ -199,3 +199,19 @@ def test_where_no_schema_can_be_made_one_process_rebuilds(plaza, seconds, monkey
     assert seconds == []
     assert plaza.rm.live() == live
     assert leftovers(plaza, folders) == [f"{parallel.STAGING}_deadbeef"]  # not ours: left as it was
+
+
+def test_each_process_reads_only_the_events_its_read_models_take(plaza):
+    """The topics of the log's mix that none of a process's read models takes are not read at all (``unread``);
+    a topic the sample missed is read."""
+    store = plaza.store
+    work = [p for p in all_projections() if p.name == "work"]
+    mix = parallel.mix_of(store, store.max_position())
+    skip = parallel.unread(mix, work)
+    assert skip and not any(parallel._takes(work[0], t) for t in skip)
+    assert any(parallel._takes(work[0], t) for t in mix)
+    everything = store.read_raw(0, 10**6)
+    assert store.read_raw(0, 10**6, skip) == [r for r in everything if r[3] not in skip]
+    assert store.read_raw(0, 7, skip) == [r for r in everything if r[3] not in skip][:7]
+    assert parallel.unread({**mix, "no.such:Topic": 0.1}, work)[-1] == "no.such:Topic"
+    assert parallel.unread(mix, all_projections()) == []  # event_counts takes every event

@@ -92,11 +92,13 @@ def check_readable(position: int, originator_id: Any, version: int, topic: str, 
         raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
 
 
-def record(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> EventRecord:
-    """The stored event as a record; raises ``UnreadableEvent`` for one the reader cannot read back."""
+def record(position: int, originator_id: Any, version: int, topic: str, state: bytes,
+           suspect: bool | None = None) -> EventRecord:
+    """The stored event as a record; raises ``UnreadableEvent`` for one the reader cannot read back.
+    ``suspect``: as ``storable.read_back``'s (a fold looks at a page's states at once)."""
     kind, family, event_class = describe(topic)
     try:
-        data = read_back(state)
+        data = read_back(state, suspect)
         if upcast_target(topic) > 1:  # else nothing to upcast (the payload leaves class_version out)
             upcast(event_class, data)
     except StateProblem as e:

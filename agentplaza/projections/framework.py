@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from ..events.catalogue import describe, record
 from ..events.records import EventRecord, UnreadableEvent
+from ..events.storable import suspects
 
 metadata = sa.MetaData()
 
@@ -201,12 +202,20 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def decode(raw: tuple) -> EventRecord | UnreadableEvent:
-    """The record of one stored row, or the reason it cannot be read, as a value."""
+def decode(raw: tuple, suspect: bool | None = None) -> EventRecord | UnreadableEvent:
+    """The record of one stored row, or the reason it cannot be read, as a value (``suspect``: see
+    ``storable.read_back``)."""
     try:
-        return record(*raw)
+        return record(*raw, suspect)
     except UnreadableEvent as e:
         return e
+
+
+def page_suspects(raw_rows: list[tuple]) -> set[int] | None:
+    """The positions of a page's events whose states are read value by value (``storable.suspects``: one
+    scan of the page); None when they are looked at one by one."""
+    found = suspects([r[4] for r in raw_rows])
+    return None if found is None else {raw_rows[i][0] for i in found}
 
 
 def handler_for(p: Projection, kind: str | None) -> Callable | None:
@@ -244,6 +253,8 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
     """
     last = 0
     plans: dict[str, list[tuple[Projection, list, Handler | None]]] = {}
+    raw_rows = raw_rows if isinstance(raw_rows, list) else list(raw_rows)
+    exact = page_suspects(raw_rows)
     for raw in raw_rows:
         position, _, _, topic, _ = raw
         last = position
@@ -257,7 +268,7 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
             if position <= slot[1]:
                 continue
             if rec is None:
-                rec = decode(raw)
+                rec = decode(raw, None if exact is None else position in exact)
             if type(rec) is EventRecord:  # the hot path, inline
                 if handler is not None:
                     handler(rec, slot[0])

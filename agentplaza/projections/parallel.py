@@ -42,7 +42,7 @@ from ..events.catalogue import describe
 from ..events.gcpause import collector_paused
 from ..permissions import make_private_file
 from ..second_process import SecondProcess, cpus
-from .framework import Projection, apply, decode, takes
+from .framework import Projection, apply, decode, page_suspects, takes
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -70,6 +70,7 @@ class Weights:
 
     decode: dict[str, list] = field(default_factory=dict)  # topic -> [seconds, events]
     spent: dict[str, dict[str, list]] = field(default_factory=dict)  # read model -> topic -> [seconds, events]
+    read: float = 0.0  # seconds to read one event's row (and look at its state, ``page_suspects``)
 
     def per_event(self, name: str, topic: str) -> float:
         """A read model's seconds for one event of ``topic``."""
@@ -94,6 +95,9 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
     """``framework.fold`` of one page, timing each read model's handlers and each event's decoding."""
     w = Weights(spent={p.name: {} for p in projections})
     plans: dict[str, list] = {}
+    t0 = time.perf_counter()
+    exact = page_suspects(raw_rows)
+    w.read = (time.perf_counter() - t0) / max(1, len(raw_rows))  # (the page's scan, an event's share)
     for raw in raw_rows:
         topic = raw[3]
         plan = plans.get(topic)
@@ -104,7 +108,7 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
         if not plan:
             continue
         t0 = time.perf_counter()
-        rec = decode(raw)
+        rec = decode(raw, None if exact is None else raw[0] in exact)
         cost = w.decode.setdefault(topic, [0.0, 0])
         cost[0] += time.perf_counter() - t0
         cost[1] += 1
@@ -129,11 +133,11 @@ def split(w: Weights, mix: dict[str, float], projections: list[Projection], mova
     both processes' work over ``events`` events the soonest, with each read model's cost for an event of each
     topic as the first page weighed it (``w``) and the log's ``mix`` of topics (each one's share of a sample
     from all along it: a log's first page may not look like the rest).  Read models go out the costliest
-    first, each to the process it then ends the sooner; a process decodes each event once, whichever of its
-    read models take it."""
+    first, each to the process it then ends the sooner; a process reads and decodes each event once, whichever
+    of its read models take it (and reads no event none of them takes: ``unread``)."""
     cost = {p.name: events * sum(share * w.per_event(p.name, t) for t, share in mix.items() if _takes(p, t))
             for p in projections}
-    decoding = {t: events * share * w.decode_one(t) for t, share in mix.items()}
+    decoding = {t: events * share * (w.read + w.decode_one(t)) for t, share in mix.items()}  # reading and decoding
     takes = {p.name: {t for t in mix if _takes(p, t)} for p in projections}
 
     def finish_if(groups: list[list[Any]], g: int, name: str) -> float:
@@ -156,6 +160,12 @@ def mix_of(store: Any, upto: int) -> dict[str, float]:
     rnd = random.Random(upto)
     topics = store.topics_at(sorted({rnd.randint(1, upto) for _ in range(SAMPLE_EVENTS)}))
     return {t: n / len(topics) for t, n in collections.Counter(topics).items()} if topics else {}
+
+
+def unread(mix: dict[str, float], projections: list[Projection]) -> list[str]:
+    """The topics of the mix that none of ``projections`` takes: a process folding only those does not read their
+    events at all (a topic the sample missed is read, and its events stepped over as ever)."""
+    return sorted(t for t in mix if not any(_takes(p, t) for p in projections))
 
 
 def movable_names(projections: list[Projection]) -> set[str]:
@@ -265,14 +275,18 @@ def worth_it(rm: ReadModels, projections: list[Projection], upto: int) -> bool:
 
 
 def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection], slots: list[list], upto: int,
-               page: int, second: Second) -> int:
+               page: int, second: Second) -> tuple[int, list[str]]:
     """Fold and write a rebuild's first page, weighing each read model, and give the second process (started
     meanwhile) the read models ``split`` gives it; their first page, written here, is emptied again (the
-    second process folds them from event 1).  Returns the last position folded; ``second.names`` is empty
-    when it was given nothing (then stopped)."""
+    second process folds them from event 1).  Returns the last position folded and the topics this process's
+    own read models do not take (``unread``); ``second.names`` is empty when it was given nothing (then
+    stopped)."""
     with collector_paused():  # (a collection in the middle would weigh on whichever read model it fell)
+        t0 = time.perf_counter()
         raw = rm.store.read_raw(0, min(page, upto))
+        read = (time.perf_counter() - t0) / max(1, len(raw))
         w = fold_weighed(projections, slots, raw)
+        w.read += read
         after = raw[-1][0] if raw else 0
         del raw
         for p, (rows, _) in zip(projections, slots, strict=True):
@@ -280,15 +294,16 @@ def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection
             rm._write_rows(conn, rows, fresh=True)
             rows.clear_changes()
             add_writes(w, p.name, time.perf_counter() - t0)
-    names = split(w, mix_of(rm.store, upto), projections, movable_names(projections), upto) if after < upto else set()
-    if not (names and second.give(rm, names, upto, page)):
+    mix = mix_of(rm.store, upto)
+    names = split(w, mix, projections, movable_names(projections), upto) if after < upto else set()
+    if not (names and second.give(rm, names, upto, page, unread(mix, [p for p in projections if p.name in names]))):
         second.cancel()
-        return after
+        return after, unread(mix, projections)
     for p in projections:
         if p.name in names:
             for table in p.tables:
                 conn.execute(table.delete())
-    return after
+    return after, unread(mix, [p for p in projections if p.name not in names])
 
 
 @dataclass
@@ -306,10 +321,11 @@ class Second:
         process = SecondProcess.start("agentplaza.projections.parallel", None, "rebuild")
         return None if process is None else cls(staging, process)
 
-    def give(self, rm: ReadModels, names: set[str], upto: int, page: int) -> bool:
-        """Its job: the read models ``names`` from event 1 up to ``upto``; False when it is gone."""
+    def give(self, rm: ReadModels, names: set[str], upto: int, page: int, skip: list[str]) -> bool:
+        """Its job: the read models ``names`` from event 1 up to ``upto``, not reading the events of the
+        topics in ``skip``; False when it is gone."""
         job = {"env": rm.store.reader_env(), "url": self.staging.url, "schema": self.staging.schema,
-               "names": sorted(names), "upto": upto, "page": page}
+               "names": sorted(names), "upto": upto, "page": page, "skip": skip}
         if self.process is None or not self.process.send(job):
             self.process = None
             return False
@@ -357,7 +373,7 @@ def main() -> None:
         rm = runner.ReadModels(engine, store, chosen)
         t0 = time.perf_counter()
         with engine.begin() as conn:
-            rm._fold_all(conn, chosen, job["upto"])
+            rm._fold_all(conn, chosen, job["upto"], skip=job["skip"])
         sys.stdout.write(json.dumps({"upto": job["upto"], "names": sorted(p.name for p in chosen),
                                      "seconds": round(time.perf_counter() - t0, 3)}))
     finally:

@@ -6,7 +6,7 @@ import json
 import logging
 import operator
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from .framework import (
     fold,
     handler_for,
     metadata,
+    page_suspects,
     positions,
 )
 
@@ -357,7 +358,8 @@ class ReadModels:
         raw = self.store.read_raw(self.position(), page)
         if not raw:
             return 0, False, []
-        recs = [decode(r) for r in raw]
+        exact = page_suspects(raw)
+        recs = [decode(r) for r in raw] if exact is None else [decode(r, r[0] in exact) for r in raw]
         last, read = raw[-1][0], len(raw)
         del raw
         behind = [st for st in self.states.values() if st.position < last]
@@ -445,13 +447,13 @@ class ReadModels:
                             for table in p.tables:
                                 conn.execute(table.delete())
                         slots: list[list] = [[self._backed(p.new_rows(), conn), 0] for p in projections]
-                        after = 0
+                        after, skip = 0, []
                         second = parallel.Second.start(staging) if staging is not None else None
                         if second is not None:
-                            after = parallel.first_page(self, conn, projections, slots, upto, REBUILD_PAGE, second)
+                            after, skip = parallel.first_page(self, conn, projections, slots, upto, REBUILD_PAGE, second)
                         theirs = second.names if second is not None else set()
                         mine = [(p, slot) for p, slot in zip(projections, slots, strict=True) if p.name not in theirs]
-                        self._fold_all(conn, [p for p, _ in mine], upto, [slot for _, slot in mine], after)
+                        self._fold_all(conn, [p for p, _ in mine], upto, [slot for _, slot in mine], after, skip)
                         folded = {p.name: slot[0] for p, slot in mine}
                         if theirs and not second.finish(conn, projections, upto):
                             again = [p for p in projections if p.name in theirs]  # the second process failed
@@ -477,16 +479,16 @@ class ReadModels:
         return {n: upto for n in names}
 
     def _fold_all(self, conn: sa.Connection, projections: list[Projection], upto: int,
-                  slots: list[list] | None = None, after: int = 0) -> list[list]:
+                  slots: list[list] | None = None, after: int = 0, skip: Sequence[str] = ()) -> list[list]:
         """Fold the events after ``after`` up to ``upto`` into ``projections``' tables on ``conn`` (their
         ``slots``: [rows, position] each, fresh ones by default): each page of events is folded and its
         rows written before the next is read, so a rebuild holds no more rows in memory than the live
-        hub does."""
+        hub does.  ``skip``: topics none of ``projections`` takes, not read at all."""
         if slots is None:
             slots = [[self._backed(p.new_rows(), conn), 0] for p in projections]
         while projections and after < upto:
             with collector_paused():  # (see gcpause: a page's records are freed before it runs)
-                raw = self.store.read_raw(after, min(REBUILD_PAGE, upto - after))
+                raw = self.store.read_raw(after, min(REBUILD_PAGE, upto - after), skip)
                 raw = [r for r in raw if r[0] <= upto] if raw and raw[-1][0] > upto else raw
                 if not raw:
                     break
