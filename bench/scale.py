@@ -17,7 +17,8 @@ PostgreSQL started here:
   autovacuum has finished with what the first start wrote: ``server_settled``);
 - apid's resident memory once caught up (VmRSS of the process);
 - the latency of the ten most used reads (the fastest of 30), over HTTP on one kept-alive connection;
-- a full ``replay --rebuild`` (events/s) and ``audit verify`` (events/s), offline.
+- a full ``replay --rebuild`` (events/s) and ``audit verify`` (events/s), offline, the fastest of three
+  (and per CPU second of the bench's process and the second process each of them starts).
 
 Before anything is measured the plaza's packages are compiled to bytecode (``compileall``): an
 editable checkout run with PYTHONDONTWRITEBYTECODE=1 (as these machines are) would otherwise compile
@@ -35,6 +36,7 @@ import compileall
 import datetime as dt
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -74,6 +76,8 @@ OPEN_TASKS = 20
 #: Events per bulk transaction while writing a log.
 WRITE_BATCH = 5_000
 READ_ROUNDS = 30
+#: Rebuilds and verifies run offline, the fastest of them reported.
+OFFLINE_ROUNDS = 3
 TOOLS = ("read_file", "write_file", "run_command", "web_fetch", "git_commit")
 
 
@@ -283,19 +287,32 @@ def time_reads(client: httpx.Client, position: int) -> dict[str, float]:
     return out
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (a rebuild's and a verify's second process)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def offline(folders: Folders, url: str | None, position: int) -> dict:
+    """``replay --rebuild`` and ``audit verify``, each the best of ``OFFLINE_ROUNDS`` (as the reads: the figure
+    least disturbed by other work on the machine), in events/s of wall time and of CPU time: this process's and
+    its second process's (on a machine shared with other work the CPU figure says what the code costs; wall
+    time there is partly waiting for a core)."""
     store = EventStore.open(state_dir=folders.state, database_url=url)
     engine = make_engine(read_model_url(state_dir=folders.state, database_url=url))
     rm = ReadModels(engine, store, all_projections())
-    # Wall time and this process's CPU time: on a machine shared with other work the CPU figure is
-    # the one that says what the code costs (wall time there is mostly waiting for a core).
-    t0, c0 = time.perf_counter(), time.process_time()
-    rm.rebuild()
-    rebuild, rebuild_cpu = position / (time.perf_counter() - t0), position / (time.process_time() - c0)
-    t0, c0 = time.perf_counter(), time.process_time()
-    verdict = store.verify()
-    verify, verify_cpu = verdict.count / (time.perf_counter() - t0), verdict.count / (time.process_time() - c0)
-    assert verdict.intact, verdict
+    rebuild = rebuild_cpu = verify = verify_cpu = 0.0
+    for _ in range(OFFLINE_ROUNDS):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        rm.rebuild()
+        rebuild = max(rebuild, position / (time.perf_counter() - t0))
+        rebuild_cpu = max(rebuild_cpu, position / (cpu_seconds() - c0))
+    for _ in range(OFFLINE_ROUNDS):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        verdict = store.verify()
+        verify = max(verify, verdict.count / (time.perf_counter() - t0))
+        verify_cpu = max(verify_cpu, verdict.count / (cpu_seconds() - c0))
+        assert verdict.intact, verdict
     store.close()
     engine.dispose()
     return {"rebuild_eps": rebuild, "verify_eps": verify, "rebuild_cpu_eps": rebuild_cpu, "verify_cpu_eps": verify_cpu}

@@ -212,8 +212,8 @@ def decode(raw: tuple, suspect: bool | None = None) -> EventRecord | UnreadableE
 
 
 def page_suspects(raw_rows: list[tuple]) -> set[int] | None:
-    """The positions of a page's events whose states are read value by value (``storable.suspects``: one
-    scan of the page); None when they are looked at one by one."""
+    """The positions of a page's events whose states are read value by value (``storable.suspects``: the
+    states scanned joined, not one by one); None when each is looked at as it is decoded."""
     found = suspects([r[4] for r in raw_rows])
     return None if found is None else {raw_rows[i][0] for i in found}
 
