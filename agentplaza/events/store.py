@@ -478,7 +478,7 @@ class EventStore:
         then leaves to the reference walk)."""
         ph, col = self._ph(), self._id_col()
         oid = ("CASE WHEN typeof(originator_id) = 'text' THEN CAST(originator_id AS BLOB) END" if self.backend == "sqlite"
-               else "convert_to(replace(originator_id::text, '-', ''), 'UTF8')")
+               else f"convert_to({self._oid()}, 'UTF8')")
         bound = "" if limit is None else f" LIMIT {int(limit)}"
         first = f"{col}, " if positions else ""
         return self._select(
