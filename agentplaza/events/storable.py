@@ -116,7 +116,9 @@ def read_back(state: bytes | str, suspect: bool | None = None) -> Any:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise StateProblem(f"the store's reader cannot read it ({e})") from None
-    if needs_exact_read(raw) if suspect is None or type(state) is not bytes else suspect:
+    if suspect is None or type(state) is not bytes:
+        suspect = needs_exact_read(raw)
+    if suspect:
         exact = json.loads(raw)  # Python's reader keeps every integer exact
         why = value_problem(exact) or (None if exact == data else "it reads back as a different value")
         if why:

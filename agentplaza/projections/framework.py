@@ -211,11 +211,14 @@ def decode(raw: tuple, suspect: bool | None = None) -> EventRecord | UnreadableE
         return e
 
 
-def page_suspects(raw_rows: list[tuple]) -> set[int] | None:
-    """The positions of a page's events whose states are read value by value (``storable.suspects``: the
-    states scanned joined, not one by one); None when each is looked at as it is decoded."""
+def page_decoder(raw_rows: list[tuple]) -> Callable[[tuple], EventRecord | UnreadableEvent]:
+    """``decode`` for the rows of one page, their states looked at for what is read value by value all at once
+    (``storable.suspects``: scanned joined, not one by one)."""
     found = suspects([r[4] for r in raw_rows])
-    return None if found is None else {raw_rows[i][0] for i in found}
+    if found is None:  # (a state that is not bytes: each is looked at as it is decoded)
+        return decode
+    exact = {raw_rows[i][0] for i in found}
+    return lambda raw: decode(raw, raw[0] in exact)
 
 
 def handler_for(p: Projection, kind: str | None) -> Callable | None:
@@ -254,7 +257,7 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
     last = 0
     plans: dict[str, list[tuple[Projection, list, Handler | None]]] = {}
     raw_rows = raw_rows if isinstance(raw_rows, list) else list(raw_rows)
-    exact = page_suspects(raw_rows)
+    decode_row = page_decoder(raw_rows)
     for raw in raw_rows:
         position, _, _, topic, _ = raw
         last = position
@@ -268,7 +271,7 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Iterable[tupl
             if position <= slot[1]:
                 continue
             if rec is None:
-                rec = decode(raw, None if exact is None else position in exact)
+                rec = decode_row(raw)
             if type(rec) is EventRecord:  # the hot path, inline
                 if handler is not None:
                     handler(rec, slot[0])

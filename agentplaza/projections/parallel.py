@@ -16,8 +16,8 @@ this one folds the rebuild's first page, weighing each read model topic by topic
 its writes shared out over the events it took) and each event's decoding (``fold_weighed``).  The
 log's mix of topics comes from ``SAMPLE_EVENTS`` events at random positions (``mix_of``: a log's
 first page may not look like the rest).  Read models are then handed out, the costliest first, to
-whichever process then ends sooner (``split``; a process decodes each event that any of its read
-models takes once).  Only read models the second process builds the same way
+whichever process then ends sooner (``split``; a process reads and decodes once each event that any
+of its read models takes, and reads no other: ``unread``).  Only read models the second process builds the same way
 (``registry.all_projections``, the same class) can go to it.
 """
 
@@ -42,7 +42,7 @@ from ..events.catalogue import describe
 from ..events.gcpause import collector_paused
 from ..permissions import make_private_file
 from ..second_process import SecondProcess, cpus
-from .framework import Projection, apply, decode, page_suspects, takes
+from .framework import Projection, apply, page_decoder, takes
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -70,7 +70,7 @@ class Weights:
 
     decode: dict[str, list] = field(default_factory=dict)  # topic -> [seconds, events]
     spent: dict[str, dict[str, list]] = field(default_factory=dict)  # read model -> topic -> [seconds, events]
-    read: float = 0.0  # seconds to read one event's row (and look at its state, ``page_suspects``)
+    read: float = 0.0  # seconds to read one event's row (and look at its state, ``page_decoder``)
 
     def per_event(self, name: str, topic: str) -> float:
         """A read model's seconds for one event of ``topic``."""
@@ -96,7 +96,7 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
     w = Weights(spent={p.name: {} for p in projections})
     plans: dict[str, list] = {}
     t0 = time.perf_counter()
-    exact = page_suspects(raw_rows)
+    decode = page_decoder(raw_rows)
     w.read = (time.perf_counter() - t0) / max(1, len(raw_rows))  # (the page's scan, an event's share)
     for raw in raw_rows:
         topic = raw[3]
@@ -108,7 +108,7 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
         if not plan:
             continue
         t0 = time.perf_counter()
-        rec = decode(raw, None if exact is None else raw[0] in exact)
+        rec = decode(raw)
         cost = w.decode.setdefault(topic, [0.0, 0])
         cost[0] += time.perf_counter() - t0
         cost[1] += 1

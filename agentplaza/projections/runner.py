@@ -25,11 +25,10 @@ from .framework import (
     Projection,
     Rows,
     _State,
-    decode,
     fold,
     handler_for,
     metadata,
-    page_suspects,
+    page_decoder,
     positions,
 )
 
@@ -358,8 +357,7 @@ class ReadModels:
         raw = self.store.read_raw(self.position(), page)
         if not raw:
             return 0, False, []
-        exact = page_suspects(raw)
-        recs = [decode(r) for r in raw] if exact is None else [decode(r, r[0] in exact) for r in raw]
+        recs = list(map(page_decoder(raw), raw))
         last, read = raw[-1][0], len(raw)
         del raw
         behind = [st for st in self.states.values() if st.position < last]
