@@ -17,7 +17,7 @@ from support import tamper
 from support.tally import Tally
 
 from agentplaza.domain.base import Context
-from agentplaza.events import chainwalk
+from agentplaza.events import chainwalk, joined
 from agentplaza.events.chain import CHAIN_TABLE, GENESIS, Anchor
 from agentplaza.events.store import EventStore
 
@@ -221,7 +221,7 @@ def test_verify_after_is_the_reference_walk_from_a_head(store):
 
 
 def test_the_separator_is_new_each_walk():
-    assert chainwalk.Separator().text != chainwalk.Separator().text
+    assert joined.Separator().text != joined.Separator().text
 
 
 @pytest.mark.parametrize("backend", ["postgres"])  # (SQLite gives the next rowid: its positions have no gaps)

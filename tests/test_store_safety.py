@@ -22,13 +22,9 @@ from agentplaza.events.committer import GroupCommitter, StoreClosed
 from agentplaza.events.storable import (
     INT_MAX,
     INT_MIN,
-    StateProblem,
     UnstorableEvent,
-    needs_exact_read,
-    read_back,
     stored_form,
     stored_problem,
-    suspects,
 )
 from agentplaza.events.store import EventStore
 
@@ -218,21 +214,6 @@ def test_stored_bytes_are_judged_by_the_same_rules_on_the_way_back():
     assert "NUL" in stored_problem(b'{"a":"x\\u0000"}')
     assert "not a JSON object" in stored_problem(b"[1]")
     assert stored_problem(b'{"a":"\\\\u0000"}') is None  # a backslash and "u0000" is text, not NUL
-
-
-def test_a_page_looked_at_at_once_finds_the_states_each_look_finds():
-    """``suspects`` (a fold's one scan of a page) names exactly the states ``needs_exact_read`` names one by one,
-    wherever they are in the page, and a joint between two states makes no run of digits or NUL escape."""
-    states = [b'{"a":1}', b'{"a":%d}' % 2**70, b'{"a":"x\\u0000"}', b'{"b":"\\u0000"}', b'{"n":123456789}',
-              b'1234567890', b'123456789}', b'{"t":"\\u00', b'00"}', b'{"c":1234567890123456789}', b"{}"]
-    for start in range(len(states)):
-        page = states[start:] + states[:start]
-        assert suspects(page) == {i for i, s in enumerate(page) if needs_exact_read(s)}
-    assert suspects([]) == set()
-    assert suspects([b"{}", "{}"]) is None  # a state that is not bytes: each one is looked at alone
-    assert read_back(b'{"a":%d}' % 2**62, suspect=False) == {"a": 2**62}
-    with pytest.raises(StateProblem, match="signed 64 bits"):
-        read_back(b'{"a":%d}' % 2**70, suspect=True)
 
 
 def test_closing_waits_for_the_write_under_way_and_refuses_any_after():

@@ -14,11 +14,14 @@ methods here, so projections and replay see one schema.
 from __future__ import annotations
 
 import functools
+from collections.abc import Container, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.utils import resolve_topic
 
+from . import joined
+from .joined import Separator
 from .records import EventRecord, UnreadableEvent
 from .storable import StateProblem, read_back
 
@@ -92,19 +95,67 @@ def check_readable(position: int, originator_id: Any, version: int, topic: str, 
         raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
 
 
-def record(position: int, originator_id: Any, version: int, topic: str, state: bytes,
-           suspect: bool | None = None) -> EventRecord:
-    """The stored event as a record; raises ``UnreadableEvent`` for one the reader cannot read back.
-    ``suspect``: as ``storable.read_back``'s (a fold looks at a page's states at once)."""
-    kind, family, event_class = describe(topic)
+def record(position: int, originator_id: Any, version: int, topic: str, state: bytes) -> EventRecord:
+    """The stored event as a record; raises ``UnreadableEvent`` for one the reader cannot read back."""
     try:
-        data = read_back(state, suspect)
-        if upcast_target(topic) > 1:  # else nothing to upcast (the payload leaves class_version out)
-            upcast(event_class, data)
+        data = read_back(state)
     except StateProblem as e:
         raise UnreadableEvent(position, str(e)) from None
-    except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
+    except Exception as e:  # noqa: BLE001 - as ``check_readable`` words it
         raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
+    return _assemble(position, originator_id, version, topic, state, data)
+
+
+def records(rows: Sequence[tuple], sep: Separator,
+            wanted: Container[str] | None = None) -> list[EventRecord | UnreadableEvent | None]:
+    """``record`` of each stored row, or the ``UnreadableEvent`` it raises, their states read in one call
+    (``joined.read_objects``, joined by ``sep``: a rebuild reads every state of the log).  Each is read alone where
+    that one read does not prove them all.  With ``wanted``, a row whose topic it does not hold is only checked:
+    None when it reads (its record is not made), else its ``UnreadableEvent``."""
+    states = [r[4] for r in rows]
+    read = joined.read_objects(states, sep) if all(type(s) is bytes for s in states) else None
+    if read is None:
+        if wanted is None:
+            return [_record_or_why(r) for r in rows]
+        return [_record_or_why(r) if r[3] in wanted else _why(r) for r in rows]
+    values, exact = read
+    out: list[EventRecord | UnreadableEvent | None] = []
+    add = out.append
+    for i, (row, data) in enumerate(zip(rows, values, strict=True)):
+        if wanted is not None and row[3] not in wanted:
+            add(_why(row) if i in exact or upcast_target(row[3]) > 1 else None)
+        elif i in exact:  # read again alone, value by value
+            add(_record_or_why(row))
+        else:
+            try:
+                add(_assemble(*row, data))
+            except UnreadableEvent as e:
+                add(e)
+    return out
+
+
+def _why(row: tuple) -> UnreadableEvent | None:
+    """None when the stored row reads, else why not."""
+    found = _record_or_why(row)
+    return found if type(found) is UnreadableEvent else None
+
+
+def _record_or_why(row: tuple) -> EventRecord | UnreadableEvent:
+    try:
+        return record(*row)
+    except UnreadableEvent as e:
+        return e
+
+
+def _assemble(position: int, originator_id: Any, version: int, topic: str, state: bytes,
+              data: dict[str, Any]) -> EventRecord:
+    """The record of a stored event whose state ``data`` was read back: upcast, its metadata taken out."""
+    kind, family, event_class = describe(topic)
+    if upcast_target(topic) > 1:  # else nothing to upcast (the payload leaves class_version out)
+        try:
+            upcast(event_class, data)
+        except Exception as e:  # noqa: BLE001 - an upcaster that cannot read an old state
+            raise UnreadableEvent(position, f"it cannot be upcast ({type(e).__name__})") from None
     # The state's own dict becomes the payload (a rebuild decodes every event here): the metadata popped,
     # then the transcoder's {"_type_", "_data_"} wrappers unwrapped (``_plain`` inline).  Only the timestamp
     # is wrapped in most states: when the stored bytes name "_type_" no more often than that, nothing is left

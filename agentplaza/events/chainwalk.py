@@ -17,33 +17,23 @@ A segment that proves all of it is passed over; the first that does not is walke
 ``chain.verify`` from its start, which finds the break and words the verdict.  So the verdict
 is always the reference walk's own: this only makes the intact stretches fast.
 
-Reading a segment's states in one ``orjson`` call needs care: joined with plain commas, one
-state's text could close another's brackets (``{"a":[{}`` and ``{}]}``) and a third hand back the
-element count (``{},{}``).  So the states are joined with a random string that no stored state can
-know (``Separator``): when the read gives the segment's count of objects with that string between
-every two, each state is exactly one JSON value (the reasoning is in ``Separator``).
+A segment's states are read in one ``orjson`` call (``joined``: how that proves each state reads alone).
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import itertools
 import json
 import logging
-import operator
-import secrets
-import string
 import struct
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import orjson
-
 from ..second_process import SecondProcess, cpus
-from . import catalogue, storable
+from . import catalogue, joined, storable
 from .chain import GENESIS, LINK_SIZE, Anchor, Verdict
 from .gcpause import collector_paused
 
@@ -57,36 +47,12 @@ SEGMENT_EVENTS = 1_000
 PARALLEL_FROM = 200_000
 #: About what one process walks while the second one starts (some 0.05 s): the first takes that many more.
 HELPER_START_EVENTS = 10_000
-#: The random string's length between the states of a segment: 23 letters, about 131 bits.
-SEPARATOR_LETTERS = 23
 
 log = logging.getLogger(__name__)
 
 _u64 = struct.Struct(">Q").pack
 _sha256 = hashlib.sha256
 _digest = type(_sha256()).digest  # (the method itself: ``methodcaller`` looks it up for every event)
-
-
-class Separator:
-    """What joins a segment's states into one JSON array: ``,"Z<letters>",``.
-
-    Claim: when ``[s1 SEP s2 SEP ... sn]`` reads as 2n-1 values with the string at every odd
-    place, each ``si`` alone is one JSON value, the one read at place 2(i-1).  The stored states
-    cannot hold the letters (they are drawn here, after the states were written), so a string value
-    equal to them must contain one of the inserted copies.  A copy holds no quote or backslash, so
-    such a string token holds a whole copy, and decodes to exactly the letters only when it is the
-    copy between its own two inserted quotes.  There are n-1 copies and n-1 such values, so every
-    inserted ``"letters"`` is an element of the outer array, and the commas beside it separate
-    the outer array's elements.  The text between two copies then holds whole elements only, at
-    least one each (``,,`` does not read), and n in all: one each.  A JSON value read inside an
-    array reads the same alone.  Were the walk to fall back for anything less (a state nested one
-    level too deep for the array, a digit run across a join), it only costs time.
-    """
-
-    def __init__(self) -> None:
-        # A capital first: a letter that starts no bare JSON word (true, false, null).
-        self.text = "Z" + "".join(secrets.choice(string.ascii_letters) for _ in range(SEPARATOR_LETTERS))
-        self.joint = b',"' + self.text.encode() + b'",'
 
 
 @dataclass(frozen=True)
@@ -155,7 +121,7 @@ class SegmentCheck:
 
     def __init__(self, read: bool, upcast: bool = True) -> None:
         self.read, self.upcast = read, upcast
-        self.sep = Separator()
+        self.sep = joined.Separator()
         self.topics: set[str] = set()
         self._tails = _Tails()
         self._unpackers: dict[int, struct.Struct] = {}
@@ -183,23 +149,13 @@ class SegmentCheck:
         return not self.read or self._readable(topics, states)
 
     def _readable(self, topics: tuple[str, ...], states: tuple[bytes, ...]) -> bool:
-        """Would ``catalogue.check_readable`` pass every state?  (See ``Separator``.)"""
-        n, sep = len(states), self.sep
-        batch = b"[" + sep.joint.join(states) + b"]"
-        values = orjson.loads(batch)
-        if len(values) != 2 * n - 1 or values[1::2].count(sep.text) != n - 1:
+        """Would ``catalogue.check_readable`` pass every state?  (See ``joined.Separator``.)"""
+        read = joined.read_objects(states, self.sep)
+        if read is None:
             return False
-        values = values[0::2]
-        if set(map(type, values)) != {dict}:
-            return False
-        # ``read_back``'s second look (a NUL escape, a run of 19 digits: the exact read), for the states named
-        spots = storable.exact_read_spots(batch)
-        if spots:
-            # where each state starts in the batch: after "[", the states before it and a joint after each
-            joint = len(sep.joint)
-            starts = list(map(operator.add, itertools.accumulate(map(len, states), initial=0), range(1, 1 + (n + 1) * joint, joint)))
-            for i in {bisect.bisect_right(starts, at) - 1 for at in spots}:
-                storable.read_back(states[i])  # raises StateProblem: not proven
+        values, exact = read
+        for i in exact:  # ``read_back``'s second look, for the states named
+            storable.read_back(states[i])  # raises StateProblem: not proven
         met = set(topics)
         self.topics |= met
         for topic in met if self.upcast else ():

@@ -25,8 +25,6 @@ The rules, in the order they are checked:
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -47,10 +45,6 @@ _DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _LONG_RUN = b"0" * 19
 #: How JSON writes NUL; only states holding it are checked value by value.
 _NUL_ESCAPE = b"\\u0000"
-#: States ``suspects`` scans joined at once: some 45 kB, which stay in the CPU's cache (a rebuild's whole page
-#: joined, some seven megabytes, took as long to scan as its states one by one, 0.77 us a state; 128 at a
-#: time, 0.33 us).
-SUSPECTS_JOINED = 128
 
 
 class UnstorableEvent(Refusal):
@@ -106,19 +100,15 @@ class StateProblem(ValueError):
     """Stored bytes that the store's reader cannot read back as they were meant."""
 
 
-def read_back(state: bytes | str, suspect: bool | None = None) -> Any:
-    """The stored state as the store's reader reads it; raises ``StateProblem`` saying why it cannot.
-    ``suspect``: whether the bytes hold what is checked value by value (``needs_exact_read``), when the
-    caller has looked already (``suspects``, a page at a time); None: looked at here."""
+def read_back(state: bytes | str) -> Any:
+    """The stored state as the store's reader reads it; raises ``StateProblem`` saying why it cannot."""
     raw = state if type(state) is bytes else (
         state.encode("utf-8", "surrogatepass") if isinstance(state, str) else bytes(state))
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise StateProblem(f"the store's reader cannot read it ({e})") from None
-    if suspect is None or type(state) is not bytes:
-        suspect = needs_exact_read(raw)
-    if suspect:
+    if needs_exact_read(raw):
         exact = json.loads(raw)  # Python's reader keeps every integer exact
         why = value_problem(exact) or (None if exact == data else "it reads back as a different value")
         if why:
@@ -133,24 +123,8 @@ def needs_exact_read(raw: bytes) -> bool:
     return _NUL_ESCAPE in raw or _LONG_RUN in raw.translate(_DIGITS_AS_ZERO)
 
 
-def suspects(states: Sequence[Any]) -> set[int] | None:
-    """The indexes of ``states`` that ``needs_exact_read``, found by scanning ``SUSPECTS_JOINED`` of them joined at
-    a time (a rebuild's page: scanned one by one, they were a fifth of its decoding); None when a state is not
-    bytes.  The joint, a newline, is neither a digit nor in a NUL escape, so no run or escape spans two states."""
-    if not all(type(s) is bytes for s in states):
-        return None
-    found: set[int] = set()
-    for first in range(0, len(states), SUSPECTS_JOINED):
-        part = states[first : first + SUSPECTS_JOINED]
-        spots = exact_read_spots(b"\n".join(part))
-        if spots:
-            starts = list(itertools.accumulate((len(s) + 1 for s in part), initial=0))
-            found.update(first + bisect.bisect_right(starts, at) - 1 for at in spots)
-    return found
-
-
 def exact_read_spots(raw: bytes) -> list[int]:
-    """Where in ``raw`` (many states joined, ``chainwalk``) those are: every NUL escape, and each run of
+    """Where in ``raw`` (many states joined, ``joined``) those are: every NUL escape, and each run of
     19 digits or more at least once.  The NUL escape is looked for only when ``raw`` holds a backslash
     at all (one ``memchr``)."""
     spots: list[int] = []

@@ -38,11 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ..events.catalogue import describe
+from ..events.catalogue import describe, record, records
 from ..events.gcpause import collector_paused
+from ..events.joined import Separator
+from ..events.records import EventRecord
 from ..permissions import make_private_file
 from ..second_process import SecondProcess, cpus
-from .framework import Projection, apply, page_decoder, takes
+from .framework import DECODE_JOINED, Page, Projection, apply, handler_for, takes
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -65,12 +67,14 @@ STAGING = "rm_rebuild"
 
 @dataclass
 class Weights:
-    """What a rebuild's first page cost, by topic: decoding an event, and each read model's handlers
-    (with its writes shared out over the events it took), in seconds and events (``fold_weighed``)."""
+    """What a rebuild's first page cost, by topic: reading an event, checking that it reads, making its record,
+    and each read model's handlers (with its writes shared out over the events it took), in seconds and events
+    (``fold_weighed``)."""
 
-    decode: dict[str, list] = field(default_factory=dict)  # topic -> [seconds, events]
+    decode: dict[str, list] = field(default_factory=dict)  # topic -> [seconds, events]: checked and its record made
     spent: dict[str, dict[str, list]] = field(default_factory=dict)  # read model -> topic -> [seconds, events]
-    read: float = 0.0  # seconds to read one event's row (and look at its state, ``page_decoder``)
+    read: float = 0.0  # seconds to read one event's row
+    check: float = 0.0  # seconds to check that one event reads, no record made (``catalogue.records``' ``wanted``)
 
     def per_event(self, name: str, topic: str) -> float:
         """A read model's seconds for one event of ``topic``."""
@@ -88,35 +92,76 @@ def _mean(costs: dict[str, list], topic: str) -> float:
 
 
 def _takes(p: Projection, topic: str) -> bool:
+    """Does ``p`` see events of ``topic`` (read, and at least checked)?"""
     return takes(p, describe(topic)[0])
 
 
+def _decodes(p: Projection, topic: str) -> bool:
+    """Does ``p`` want the records of ``topic``'s events (a handler for them)?"""
+    return handler_for(p, describe(topic)[0]) is not None
+
+
 def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[tuple]) -> Weights:
-    """``framework.fold`` of one page, timing each read model's handlers and each event's decoding."""
+    """``framework.fold`` of one page, timing each read model's handlers and the events' decoding: records made
+    ``DECODE_JOINED`` at a time, their time shared out over the events by their states' lengths after what
+    checking each costs (``Weights.check``, from the first of them checked alone); an ``on_page``'s time shared
+    out over every event of the page."""
     w = Weights(spent={p.name: {} for p in projections})
+    pairs = list(zip(projections, rows_list, strict=True))
     plans: dict[str, list] = {}
-    t0 = time.perf_counter()
-    decode = page_decoder(raw_rows)
-    w.read = (time.perf_counter() - t0) / max(1, len(raw_rows))  # (the page's scan, an event's share)
-    for raw in raw_rows:
-        topic = raw[3]
-        plan = plans.get(topic)
-        if plan is None:
-            kind = describe(topic)[0]
-            plan = plans[topic] = [(p, slot, w.spent[p.name].setdefault(topic, [0.0, 0]))
-                                   for p, slot in zip(projections, rows_list, strict=True) if takes(p, kind)]
-        if not plan:
-            continue
+    for topic in {raw[3] for raw in raw_rows}:
+        kind = describe(topic)[0]
+        plans[topic] = [(p, slot, w.spent[p.name].setdefault(topic, [0.0, 0]))
+                        for p, slot in pairs if handler_for(p, kind) is not None]
+    hearing = [(p, slot) for p, slot in pairs if p.unreadable is not None]
+    paged = [(p, slot) for p, slot in pairs if p.paged is not None]
+    wanted = {topic for topic, plan in plans.items() if plan}
+    looked_at = raw_rows if hearing or paged else [raw for raw in raw_rows if raw[3] in wanted]
+    sep = Separator()
+    if looked_at:
+        first = looked_at[:DECODE_JOINED]
         t0 = time.perf_counter()
-        rec = decode(raw)
-        cost = w.decode.setdefault(topic, [0.0, 0])
-        cost[0] += time.perf_counter() - t0
-        cost[1] += 1
-        for p, slot, spent in plan:
+        records(first, sep, ())
+        w.check = (time.perf_counter() - t0) / len(first)
+    unreadable: dict[int, str] = {}
+    for start in range(0, len(looked_at), DECODE_JOINED):
+        part = looked_at[start : start + DECODE_JOINED]
+        t0 = time.perf_counter()
+        recs = records(part, sep, wanted)
+        made = time.perf_counter() - t0 - w.check * len(part)
+        per_byte = max(0.0, made) / max(1, sum(len(raw[4]) for raw in part if raw[3] in wanted))
+        for raw, rec in zip(part, recs, strict=True):
+            if raw[3] not in wanted:
+                if rec is not None:
+                    unreadable[rec.position] = rec.reason
+                    for p, slot in hearing:
+                        apply(p, slot[0], rec)
+                continue
+            cost = w.decode.setdefault(raw[3], [0.0, 0])
+            cost[0] += w.check + per_byte * len(raw[4])
+            cost[1] += 1
+            if type(rec) is not EventRecord:
+                unreadable[rec.position] = rec.reason
+                for p, slot in hearing:
+                    apply(p, slot[0], rec)
+                continue
+            for p, slot, spent in plans[raw[3]]:
+                t0 = time.perf_counter()
+                apply(p, slot[0], rec)
+                spent[0] += time.perf_counter() - t0
+                spent[1] += 1
+    if paged and raw_rows:
+        page = Page([raw[0] for raw in raw_rows], [raw[3] for raw in raw_rows], unreadable,
+                    lambda i: record(*raw_rows[i]))
+        events = collections.Counter(page.topics)
+        for p, slot in paged:
             t0 = time.perf_counter()
-            apply(p, slot[0], rec)
-            spent[0] += time.perf_counter() - t0
-            spent[1] += 1
+            p.paged(page.since(slot[1]), slot[0])
+            took = time.perf_counter() - t0
+            for topic, n in events.items():
+                spent = w.spent[p.name].setdefault(topic, [0.0, 0])
+                spent[0] += took * n / len(raw_rows)
+                spent[1] += n
     return w
 
 
@@ -133,26 +178,35 @@ def split(w: Weights, mix: dict[str, float], projections: list[Projection], mova
     both processes' work over ``events`` events the soonest, with each read model's cost for an event of each
     topic as the first page weighed it (``w``) and the log's ``mix`` of topics (each one's share of a sample
     from all along it: a log's first page may not look like the rest).  Read models go out the costliest
-    first, each to the process it then ends the sooner; a process reads and decodes each event once, whichever
-    of its read models take it (and reads no event none of them takes: ``unread``)."""
+    first, each to the process it then ends the sooner; a process reads and checks each event once, whichever
+    of its read models see it, makes its record once, whichever want it, and reads no event none of them
+    takes (``unread``)."""
     cost = {p.name: events * sum(share * w.per_event(p.name, t) for t, share in mix.items() if _takes(p, t))
             for p in projections}
-    decoding = {t: events * share * (w.read + w.decode_one(t)) for t, share in mix.items()}  # reading and decoding
-    takes = {p.name: {t for t in mix if _takes(p, t)} for p in projections}
+    reading = {t: events * share * (w.read + w.check) for t, share in mix.items()}  # read, and checked
+    making = {t: events * share * max(0.0, w.decode_one(t) - w.check) for t, share in mix.items()}  # its record
+    sees = {p.name: {t for t in mix if _takes(p, t)} for p in projections}
+    wants = {p.name: {t for t in mix if _decodes(p, t)} for p in projections}
 
     def finish_if(groups: list[list[Any]], g: int, name: str) -> float:
-        return max((h == 1) * START_S + groups[h][0] + cost[name] * (h == g)
-                   + sum(decoding[t] for t in (groups[h][1] | takes[name] if h == g else groups[h][1]))
-                   for h in (0, 1))
+        def spent(h: int) -> float:
+            _, seen, made, _ = groups[h]
+            if h == g:
+                seen, made = seen | sees[name], made | wants[name]
+            return (h == 1) * START_S + groups[h][0] + cost[name] * (h == g) + sum(map(reading.__getitem__, seen)) \
+                + sum(map(making.__getitem__, made))
+        return max(spent(0), spent(1))
 
-    groups: list[list[Any]] = [[0.0, set(), set()], [0.0, set(), set()]]  # [handlers' and writes' seconds, topics, names]
+    # [handlers' and writes' seconds, topics seen, topics whose records are made, names]
+    groups: list[list[Any]] = [[0.0, set(), set(), set()], [0.0, set(), set(), set()]]
     # The read models only this process can fold first, then the rest, the costliest first.
     for name in sorted(cost, key=lambda n: (n in movable, -cost[n])):
         g = min((0, 1) if name in movable else (0,), key=lambda g: finish_if(groups, g, name))
         groups[g][0] += cost[name]
-        groups[g][1] |= takes[name]
-        groups[g][2].add(name)
-    return groups[1][2] if groups[0][2] else set()
+        groups[g][1] |= sees[name]
+        groups[g][2] |= wants[name]
+        groups[g][3].add(name)
+    return groups[1][3] if groups[0][3] else set()
 
 
 def mix_of(store: Any, upto: int) -> dict[str, float]:
@@ -286,7 +340,7 @@ def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection
         raw = rm.store.read_raw(0, min(page, upto))
         read = (time.perf_counter() - t0) / max(1, len(raw))
         w = fold_weighed(projections, slots, raw)
-        w.read += read
+        w.read = read
         after = raw[-1][0] if raw else 0
         del raw
         for p, (rows, _) in zip(projections, slots, strict=True):

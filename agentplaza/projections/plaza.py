@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
+import collections
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from ..events.records import EventRecord
-from .framework import Projection, Rows, append_only, metadata
+from .framework import Page, Projection, Rows, append_only, metadata
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -74,18 +76,36 @@ event_counts = sa.Table(
 
 
 class EventCounts(Projection):
-    """How many events of each kind the log holds: the overview's activity figures."""
+    """How many events of each kind the log holds: the overview's activity figures.
+
+    It folds a page at a time (``on_page``): it counts topics, and makes a record only of each kind's last
+    event in the page (its time).  An event that cannot be read is not counted."""
 
     name = "event_counts"
     version = 1
     tables = (event_counts,)
 
-    def on_any(self, e: EventRecord, rows: Rows) -> None:
-        row = rows.get("rm_event_counts", e.kind)
-        rows.put("rm_event_counts", {
-            "kind": e.kind, "family": e.family, "count": (row["count"] if row else 0) + 1,
-            "last_position": e.position, "last_at": e.at,
-        })
+    def on_page(self, page: Page, rows: Rows) -> None:
+        topics = page.topics
+        counts = collections.Counter(topics)
+        last = {topic: i for i, topic in enumerate(topics)}  # each topic's last event in the page
+        for position in page.unreadable:
+            i = bisect.bisect_left(page.positions, position)
+            if i < len(topics) and page.positions[i] == position:
+                counts[topics[i]] -= 1
+        if page.unreadable:  # each topic's last event that reads
+            for topic, i in list(last.items()):
+                while i >= 0 and (topics[i] != topic or page.positions[i] in page.unreadable):
+                    i -= 1
+                last[topic] = i
+        # In the order of their last events: a kind two topics share (a class that moved) ends at its latest.
+        for topic in sorted((t for t in counts if counts[t] > 0), key=last.__getitem__):
+            e = page.record(last[topic])
+            row = rows.get("rm_event_counts", e.kind)
+            rows.put("rm_event_counts", {
+                "kind": e.kind, "family": e.family, "count": (row["count"] if row else 0) + counts[topic],
+                "last_position": e.position, "last_at": e.at,
+            })
 
 
 # -- the queries of the plaza's screens -------------------------------------------------------------------

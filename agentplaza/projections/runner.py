@@ -22,13 +22,14 @@ from .framework import (
     CATCH_UP_BATCH,
     REBUILD_PAGE,
     Loader,
+    Page,
     Projection,
     Rows,
     _State,
+    decoded,
     fold,
     handler_for,
     metadata,
-    page_decoder,
     positions,
 )
 
@@ -357,8 +358,8 @@ class ReadModels:
         raw = self.store.read_raw(self.position(), page)
         if not raw:
             return 0, False, []
-        recs = list(map(page_decoder(raw), raw))
-        last, read = raw[-1][0], len(raw)
+        recs = list(decoded(raw))
+        last, read, topics = raw[-1][0], len(raw), [r[3] for r in raw]
         del raw
         behind = [st for st in self.states.values() if st.position < last]
         # Each event goes only to the read models that take its kind (worked out once a kind, as
@@ -380,6 +381,15 @@ class ReadModels:
                             handler(rec.position, rec.reason, st.rows)
                     except Exception as e:  # noqa: BLE001 - this read model stays where it was saved
                         errors[name] = e
+        paged = [st for st in behind if st.projection.paged is not None and st.projection.name not in errors]
+        if paged:
+            whole = Page([r.position for r in recs], topics,
+                         {r.position: r.reason for r in recs if type(r) is not EventRecord}, recs.__getitem__)
+            for st in paged:
+                try:
+                    st.projection.paged(whole.since(st.position), st.rows)
+                except Exception as e:  # noqa: BLE001 - as a handler's
+                    errors[st.projection.name] = e
         failed = False
         for st in behind:
             name, saved = st.projection.name, False
