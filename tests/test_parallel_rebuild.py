@@ -112,14 +112,20 @@ def test_a_rebuild_that_fails_changes_nothing_and_stops_its_second_process(plaza
         started.append(second.process.proc)
         return second
 
-    def broken(self, conn, projections):
-        raise RuntimeError("the copy failed")
+    def broken(self, conn, table, schema):
+        if brought:  # the second table: one is in already (on PostgreSQL, moved in place of the read model's)
+            raise RuntimeError("bringing a table in failed")
+        brought.append(table.name)
+        bring(self, conn, table, schema)
 
     monkeypatch.setattr(parallel.Second, "start", kept)
-    monkeypatch.setattr(parallel.Staging, "copy_into", broken)
-    with pytest.raises(RuntimeError, match="the copy failed"):
+    brought: list[str] = []
+    bring = parallel.Staging.bring_table
+    monkeypatch.setattr(parallel.Staging, "bring_table", broken)
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: {"work", "treasury"})
+    with pytest.raises(RuntimeError, match="bringing a table in failed"):
         plaza.rm.rebuild()
-    assert started and all(proc.poll() is not None for proc in started)
+    assert started and all(proc.poll() is not None for proc in started) and brought
     assert plaza.rm.live() == live
     assert {n: st.position for n, st in plaza.rm.states.items()} == positions
     assert leftovers(plaza, folders) == []

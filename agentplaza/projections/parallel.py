@@ -6,8 +6,8 @@ so from ``PARALLEL_FROM`` events they are split in two (``split``): this process
 and ``python -m agentplaza.projections.parallel`` folds the other, up to the same position, into
 tables of its own (``Staging``: on SQLite a file beside the read models, attached to this
 process's connection; on PostgreSQL a schema of its own in the same database).  This process then
-copies those tables into the read models' own inside the rebuild's one transaction, so a rebuild
-is still all or nothing, and a read model rebuilt by the second process is row for row the one
+brings those tables in inside the rebuild's one transaction (``Staging.bring_in``: on PostgreSQL they
+take the read models' tables' place, on SQLite their rows are copied), so a rebuild is still all or nothing, and a read model rebuilt by the second process is row for row the one
 this process would have made (the same ``ReadModels._fold_all``).  If the second process cannot
 start or fails, this process folds its share too.
 
@@ -58,6 +58,8 @@ PARALLEL_FROM = 100_000
 START_S = 0.6
 #: Events at random positions whose topics give the log's mix (a query for each 500, `EventStore.topics_at`).
 SAMPLE_EVENTS = 2_000
+#: Pieces of ``DECODE_JOINED`` events from all along the first page checked alone to weigh a check (``fold_weighed``).
+CHECKS_WEIGHED = 4
 #: The second process's tables: the attached database's name on SQLite, the schema's prefix on PostgreSQL.
 STAGING = "rm_rebuild"
 
@@ -104,7 +106,7 @@ def _decodes(p: Projection, topic: str) -> bool:
 def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[tuple]) -> Weights:
     """``framework.fold`` of one page, timing each read model's handlers and the events' decoding: records made
     ``DECODE_JOINED`` at a time, their time shared out over the events by their states' lengths after what
-    checking each costs (``Weights.check``, from the first of them checked alone); an ``on_page``'s time shared
+    checking each costs (``Weights.check``: ``CHECKS_WEIGHED`` pieces of the page checked alone, the fastest); an ``on_page``'s time shared
     out over every event of the page."""
     w = Weights(spent={p.name: {} for p in projections})
     pairs = list(zip(projections, rows_list, strict=True))
@@ -118,11 +120,12 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
     wanted = {topic for topic, plan in plans.items() if plan}
     looked_at = raw_rows if hearing or paged else [raw for raw in raw_rows if raw[3] in wanted]
     sep = Separator()
-    if looked_at:
-        first = looked_at[:DECODE_JOINED]
-        t0 = time.perf_counter()
-        records(first, sep, ())
-        w.check = (time.perf_counter() - t0) / len(first)
+    for at in range(1, CHECKS_WEIGHED + 1):  # (the fastest of a few: the second process, starting, shares the CPU)
+        part = looked_at[len(looked_at) * at // (CHECKS_WEIGHED + 1) :][:DECODE_JOINED]
+        if part:
+            t0 = time.perf_counter()
+            records(part, sep, ())
+            w.check = min(w.check or 1.0, (time.perf_counter() - t0) / len(part))
     unreadable: dict[int, str] = {}
     for start in range(0, len(looked_at), DECODE_JOINED):
         part = looked_at[start : start + DECODE_JOINED]
@@ -276,14 +279,27 @@ class Staging:
             return cls(f'"{schema}"', url.render_as_string(hide_password=False), schema=schema)
         return None
 
-    def copy_into(self, conn: sa.Connection, projections: list[Projection]) -> None:
-        """Every table of ``projections`` from the second process's into the read models' own (emptied by
-        the rebuild, in its transaction).  Both were made from the same ``Table``, so their columns are in
-        the same order: one statement a table copies them."""
-        quote = conn.dialect.identifier_preparer.quote
+    def bring_in(self, conn: sa.Connection, projections: list[Projection]) -> None:
+        """Every table of ``projections`` from the second process's into the read models' own place, inside the
+        rebuild's transaction (``bring_table``)."""
+        schema = conn.exec_driver_sql("SELECT current_schema()").scalar() if self.schema is not None else None
         for p in projections:
             for table in p.tables:
-                conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} SELECT * FROM {self.qualifier}.{quote(table.name)}")
+                self.bring_table(conn, table, schema)
+
+    def bring_table(self, conn: sa.Connection, table: sa.Table, schema: str | None) -> None:
+        """On PostgreSQL the second process's table takes the read model's place: the read model's is dropped and
+        the second process's moved into its ``schema`` with its indexes (both are the same ``Table``, made alike;
+        DDL is part of the transaction there, so a rebuild that fails leaves the old one).  Nothing is copied:
+        copying the rows of a million events' read models was over a second of the server's time.  On SQLite
+        (a table cannot move between files) its rows are copied in, one statement a table: both tables' columns are
+        in the same order."""
+        quote = conn.dialect.identifier_preparer.quote
+        if schema is not None:
+            conn.exec_driver_sql(f"DROP TABLE {quote(schema)}.{quote(table.name)}")
+            conn.exec_driver_sql(f"ALTER TABLE {self.qualifier}.{quote(table.name)} SET SCHEMA {quote(schema)}")
+        else:
+            conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} SELECT * FROM {self.qualifier}.{quote(table.name)}")
 
     def remove(self, rm: ReadModels, conn: sa.Connection) -> None:
         if self.attached:
@@ -387,7 +403,7 @@ class Second:
         return True
 
     def finish(self, conn: sa.Connection, projections: list[Projection], upto: int) -> bool:
-        """Wait for it; copy its tables in when it folded up to ``upto`` (True), else False (this process
+        """Wait for it; bring its tables in when it folded up to ``upto`` (True), else False (this process
         then folds those read models itself)."""
         if self.process is None:
             return False
@@ -395,7 +411,7 @@ class Second:
         if answer is None or answer.get("upto") != upto or set(answer.get("names", ())) != self.names:
             return False
         log.info("rebuild: the second process folded %s in %s s", ", ".join(sorted(self.names)), answer.get("seconds"))
-        self.staging.copy_into(conn, [p for p in projections if p.name in self.names])
+        self.staging.bring_in(conn, [p for p in projections if p.name in self.names])
         return True
 
     def cancel(self) -> None:
