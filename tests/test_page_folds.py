@@ -66,3 +66,21 @@ def test_a_page_that_begins_before_where_the_read_model_stands(ahead):
     slots = [[both[0].new_rows(), 0], slot]
     fold(both, slots, rows)
     assert slots[1][0].snapshot() == slots[0][0].snapshot()
+
+
+@pytest.mark.parametrize("cut", [3, 6, 9])
+def test_two_halves_by_topic_merge_into_the_whole(cut):
+    """A rebuild's two processes each count the topics they read (``owned``), the first also every topic of the
+    events before ``cut`` (its first page); merged, the counts are the whole log's, and a kind whose two topics
+    the two halves counted sums, its last event the later one."""
+    rows = log()
+    whole = folded(EventCounts(), rows, 100)[0]
+    first, second = EventCounts(), EventCounts()
+    mine = [first.new_rows(), 0]
+    fold([first], [mine], rows[:cut])
+    mine[1] = cut
+    fold([first], [mine], rows[cut:], owned={"event_counts": {HELD, CREATED}})
+    theirs = [second.new_rows(), cut]
+    fold([second], [theirs], [r for r in rows if r[3] == MOVED])
+    first.merge(mine[0], {"rm_event_counts": theirs[0].all("rm_event_counts")})
+    assert mine[0].snapshot() == whole.snapshot()

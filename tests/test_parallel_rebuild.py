@@ -34,15 +34,28 @@ def plaza(folders, database_url, monkeypatch):
     p.close()
 
 
+#: The read models both processes fold, each over the topics it reads, merged at the end (``Projection.merge``).
+HALVES = {"event_counts", "unreadable"}
+
+
+class Seconds(list):
+    """Each rebuild's second process: the read models it was given (not the halves, which both processes fold),
+    and whether its tables were brought in; ``halves``: the halves each folded too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.halves: list[set[str]] = []
+
+
 @pytest.fixture
 def seconds(monkeypatch):
-    """Each rebuild's second process: the read models it was given, and whether its tables were copied in."""
-    seen = []
+    seen = Seconds()
     finish = parallel.Second.finish
 
     def spy(self, conn, projections, upto):
         copied = finish(self, conn, projections, upto)
         seen.append((set(self.names), copied))
+        seen.halves.append(set(self.halves))
         return copied
 
     monkeypatch.setattr(parallel.Second, "finish", spy)
@@ -73,17 +86,25 @@ def test_a_rebuild_in_two_processes_makes_what_one_process_makes(plaza, seconds,
 
 
 @pytest.mark.parametrize("given", [
-    {"event_counts", "unreadable"},  # the read models that take every event
+    {"agents"},  # few topics: the halves fold most of the log's topics in the first process
     {"work"},  # rows written and read back across pages
-    "all but plaza",
+    "all but plaza",  # the second process reads every topic: the first folds into the halves what it alone reads
 ])
 def test_whichever_read_models_the_second_process_folds_the_rebuild_is_the_same(plaza, seconds, monkeypatch, given):
     if given == "all but plaza":
-        given = {p.name for p in all_projections()} - {"plaza"}
+        given = {p.name for p in all_projections()} - {"plaza"} - HALVES
     monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: set(given) & movable)
     live = plaza.rm.live()
     plaza.rm.rebuild()
-    assert seconds == [(given, True)]
+    assert seconds == [(given, True)] and seconds.halves == [HALVES]
+    assert plaza.rm.live() == live
+
+
+def test_a_split_that_names_a_half_gives_it_to_both(plaza, seconds, monkeypatch):
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: {"event_counts", "work"})
+    live = plaza.rm.live()
+    plaza.rm.rebuild()
+    assert seconds == [({"work"}, True)]
     assert plaza.rm.live() == live
 
 
@@ -167,7 +188,7 @@ def test_a_read_model_the_second_process_cannot_build_stays_in_the_first(plaza, 
     rm.rebuild()
     [(names, copied)] = seconds
     assert copied and "event_counts" not in names and "work" in names
-    assert names == set(rm.states) - {"event_counts"}
+    assert names == set(rm.states) - HALVES and seconds.halves == [{"unreadable"}]  # (its own event_counts: not one)
     assert rm.live() == live
 
 
@@ -221,3 +242,35 @@ def test_each_process_reads_only_the_events_its_read_models_take(plaza):
     assert store.read_raw(0, 7, skip) == [r for r in everything if r[3] not in skip][:7]
     assert parallel.unread({**mix, "no.such:Topic": 0.1}, work)[-1] == "no.such:Topic"
     assert parallel.unread(mix, all_projections()) == []  # event_counts takes every event
+
+
+def test_events_that_cannot_be_read_are_listed_and_counted_as_one_process_does(plaza, seconds, monkeypatch, folders,
+                                                                                 database_url):
+    """The halves (``event_counts``, ``unreadable``) meet the events that cannot be read in both processes: one in a
+    topic the second process reads (the treasury's), one in a topic only the first reads (a task's last event), and
+    a voiding, which both read, of the one the second process meets."""
+    from test_damaged_log import damage_on_disk
+
+    from agentplaza.commands import log as log_commands
+    from agentplaza.domain.base import Context
+
+    rows = plaza.store.read_raw(0, 10**6)
+    posted = [r[0] for r in rows if r[3].endswith(":Entry.Posted")][-1]
+    ended = [r[0] for r in rows if ":Task." in r[3]][-1]
+    for position in (posted, ended):
+        damage_on_disk(folders, database_url, position)
+    log_commands.void(plaza.cmds, Context(actor="owner", at=plaza.now(), correlation_id="c-void", reason="a bad disk"),
+                      posted)
+    monkeypatch.setattr(parallel, "PARALLEL_FROM", 10**9)
+    plaza.rm.rebuild()
+    one_process = plaza.rm.live()
+    listed = {r["position"]: r for r in one_process["unreadable"]["rm_unreadable_events"]}
+    assert set(listed) == {posted, ended} and listed[posted]["voided_at"] and not listed[ended]["voided_at"]
+    counted = sum(r["count"] for r in one_process["event_counts"]["rm_event_counts"])
+    assert counted == plaza.store.max_position() - 2
+
+    monkeypatch.setattr(parallel, "PARALLEL_FROM", 50)
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: {"treasury"})
+    plaza.rm.rebuild()
+    assert seconds == [({"treasury"}, True)] and seconds.halves == [HALVES]
+    assert plaza.rm.live() == one_process

@@ -85,6 +85,13 @@ class Page:
         whole = self.record
         return Page(self.positions[start:], self.topics[start:], self.unreadable, lambda i: whole(start + i))
 
+    def only(self, topics: Container[str]) -> Page:
+        """The events of ``topics`` only."""
+        kept = [i for i, topic in enumerate(self.topics) if topic in topics]
+        whole = self.record
+        return Page([self.positions[i] for i in kept], [self.topics[i] for i in kept], self.unreadable,
+                    lambda i: whole(kept[i]))
+
 
 def append_only(table: sa.Table) -> sa.Table:
     """Mark a table whose handlers only ever ``put`` rows under new keys (a journal,
@@ -208,12 +215,19 @@ class Projection:
     record when asked for one), after the page's events went to the handlers:
     a read model that only counts events needs no record of each (a rebuild
     would make a million of them for it).
+    A read model each of whose rows comes from the events of one topic (a count
+    by kind) or from one event (an unreadable one) may define ``merge(rows,
+    theirs)``: a rebuild in two processes then folds it in both, each over the
+    topics whose events it reads (``fold``'s ``owned``: its ``on_page`` and
+    ``on_unreadable``; its handlers see their kinds in both), and merges the
+    other's rows, ``theirs`` (table name -> rows), into this one's (``parallel``).
     Bumping ``version`` makes the hub rebuild the read model at its next start.
     """
 
     name: str = ""
     version: int = 1
     tables: tuple[sa.Table, ...] = ()
+    merge: Callable[[Rows, dict[str, list[dict[str, Any]]]], None] | None = None
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}
@@ -277,7 +291,8 @@ def apply(p: Projection, rows: Rows, rec: EventRecord | UnreadableEvent) -> None
             handler(rec, rows)
 
 
-def fold(projections: list[Projection], rows_list: list, raw_rows: Sequence[tuple]) -> int:
+def fold(projections: list[Projection], rows_list: list, raw_rows: Sequence[tuple],
+         owned: Mapping[str, Container[str]] | None = None) -> int:
     """Apply raw stored rows to each projection's rows; returns the last position seen.
 
     ``rows_list[i]`` is projection i's ``Rows`` and its current position as a
@@ -286,14 +301,19 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Sequence[tupl
     goes only to those projections (worked out once per topic: a rebuild folds every
     event here); the other events are read only when some projection ``reads_all``,
     and then only checked.  Then each ``on_page`` gets the page.
+
+    ``owned``: for a read model named in it (one that ``merge``s, a rebuild's other
+    process folding the other half: ``parallel``), the only topics whose events its
+    ``on_page`` and ``on_unreadable`` see here.
     """
     pairs = list(zip(projections, rows_list, strict=True))
     plans: dict[str, list[tuple[list, Handler]]] = {}
     for topic in {raw[3] for raw in raw_rows}:
         kind = describe(topic)[0]
         plans[topic] = [(slot, h) for p, slot in pairs if (h := handler_for(p, kind)) is not None]
-    hearing = [(p.unreadable, slot) for p, slot in pairs if p.unreadable is not None]
-    paged = [(p.paged, slot) for p, slot in pairs if p.paged is not None]
+    scopes = owned or {}
+    hearing = [(p.unreadable, slot, scopes.get(p.name)) for p, slot in pairs if p.unreadable is not None]
+    paged = [(p.paged, slot, scopes.get(p.name)) for p, slot in pairs if p.paged is not None]
     wanted = {topic for topic, plan in plans.items() if plan}
     looked_at = raw_rows if hearing or paged else [raw for raw in raw_rows if raw[3] in wanted]
     unreadable: dict[int, str] = {}
@@ -307,12 +327,12 @@ def fold(projections: list[Projection], rows_list: list, raw_rows: Sequence[tupl
                     handler(rec, slot[0])
         else:
             unreadable[position] = rec.reason
-            for handler, slot in hearing:
-                if position > slot[1]:
+            for handler, slot, scope in hearing:
+                if position > slot[1] and (scope is None or raw[3] in scope):
                     handler(position, rec.reason, slot[0])
     if paged and raw_rows:
         page = Page([raw[0] for raw in raw_rows], [raw[3] for raw in raw_rows], unreadable,
                     lambda i: record(*raw_rows[i]))
-        for handler, slot in paged:
-            handler(page.since(slot[1]), slot[0])
+        for handler, slot, scope in paged:
+            handler((page if scope is None else page.only(scope)).since(slot[1]), slot[0])
     return raw_rows[-1][0] if raw_rows else 0

@@ -33,6 +33,12 @@ class UnreadableEvents(Projection):
         rows.put("rm_unreadable_events", {"position": position, "reason": reason, "voided_at": None,
                                           "voided_by": None, "voided_reason": None})
 
+    def merge(self, rows: Rows, theirs: dict[str, list[dict]]) -> None:
+        """A rebuild's other process's unreadable events (of its topics: each event is one process's).  A voiding
+        is where its event is: both processes fold every ``Log.EventVoided``, each into the rows it has."""
+        for other in theirs["rm_unreadable_events"]:
+            rows.put("rm_unreadable_events", dict(other))
+
     def on_Log_EventVoided(self, e: EventRecord, rows: Rows) -> None:
         row = rows.get("rm_unreadable_events", e.data["position"])
         if row is not None:

@@ -44,7 +44,7 @@ from ..events.joined import Separator
 from ..events.records import EventRecord
 from ..permissions import make_private_file
 from ..second_process import SecondProcess, cpus
-from .framework import DECODE_JOINED, Page, Projection, apply, handler_for, takes
+from .framework import DECODE_JOINED, Page, Projection, Rows, apply, handler_for, takes
 
 if TYPE_CHECKING:
     from .runner import ReadModels
@@ -176,39 +176,56 @@ def add_writes(w: Weights, name: str, seconds: float) -> None:
         v[0] += seconds * v[1] / events if events else 0.0
 
 
+def halves(projections: list[Projection], movable: set[str]) -> list[Projection]:
+    """The read models both processes fold, each over the topics whose events it reads, the halves merged at the end
+    (``Projection.merge``; only ones the second process builds the same way)."""
+    return [p for p in projections if p.merge is not None and p.name in movable]
+
+
 def split(w: Weights, mix: dict[str, float], projections: list[Projection], movable: set[str], events: int) -> set[str]:
-    """The names of the read models the second process folds (only ones in ``movable``): the split that ends
-    both processes' work over ``events`` events the soonest, with each read model's cost for an event of each
-    topic as the first page weighed it (``w``) and the log's ``mix`` of topics (each one's share of a sample
-    from all along it: a log's first page may not look like the rest).  Read models go out the costliest
-    first, each to the process it then ends the sooner; a process reads and checks each event once, whichever
-    of its read models see it, makes its record once, whichever want it, and reads no event none of them
-    takes (``unread``)."""
-    cost = {p.name: events * sum(share * w.per_event(p.name, t) for t, share in mix.items() if _takes(p, t))
+    """The names of the read models the second process folds (only ones in ``movable``; not the ``halves``, which
+    both fold): the split that ends both processes' work over ``events`` events the soonest, with each read model's
+    cost for an event of each topic as the first page weighed it (``w``) and the log's ``mix`` of topics (each one's
+    share of a sample from all along it: a log's first page may not look like the rest).  Read models go out the
+    costliest first, each to the process it then ends the sooner; a process reads and checks each event once,
+    whichever of its read models see it, makes its record once, whichever want it, and reads no event none of them
+    takes (``unread``).  The halves fold, in the second process, the topics it reads, and in the first the rest
+    (``owned``)."""
+    both = {p.name for p in halves(projections, movable)}
+    cost = {p.name: {t: events * share * w.per_event(p.name, t) for t, share in mix.items() if _takes(p, t)}
             for p in projections}
     reading = {t: events * share * (w.read + w.check) for t, share in mix.items()}  # read, and checked
     making = {t: events * share * max(0.0, w.decode_one(t) - w.check) for t, share in mix.items()}  # its record
-    sees = {p.name: {t for t in mix if _takes(p, t)} for p in projections}
+    # What a read model reads (a half: the events of its handlers' kinds, the rest of what it sees goes with the
+    # topics of the process), and the topics whose records it wants.
+    sees = {p.name: {t for t in mix if (_decodes if p.name in both else _takes)(p, t)} for p in projections}
     wants = {p.name: {t for t in mix if _decodes(p, t)} for p in projections}
+    halves_see = set().union(*(sees[n] for n in both))
+    halves_want = set().union(*(wants[n] for n in both))
 
-    def finish_if(groups: list[list[Any]], g: int, name: str) -> float:
-        def spent(h: int) -> float:
-            _, seen, made, _ = groups[h]
-            if h == g:
-                seen, made = seen | sees[name], made | wants[name]
-            return (h == 1) * START_S + groups[h][0] + cost[name] * (h == g) + sum(map(reading.__getitem__, seen)) \
-                + sum(map(making.__getitem__, made))
-        return max(spent(0), spent(1))
+    def ends(groups: list[list[Any]]) -> tuple[float, float]:
+        """When each process ends, given [handlers' and writes' seconds, topics seen, topics made, names] each."""
+        (spent0, seen0, made0, _), (spent1, seen1, made1, names1) = groups
+        if both:
+            seen1 = seen1 | halves_see if names1 else set()
+            rest = set(mix) - seen1  # the halves' topics in the first process
+            seen0, made0, made1 = seen0 | halves_see | rest, made0 | halves_want, made1 | (halves_want if names1 else set())
+            spent0 += sum(cost[n].get(t, 0.0) for n in both for t in rest)
+            spent1 += sum(cost[n].get(t, 0.0) for n in both for t in seen1)
+        first = spent0 + sum(map(reading.__getitem__, seen0)) + sum(map(making.__getitem__, made0))
+        second = START_S + spent1 + sum(map(reading.__getitem__, seen1)) + sum(map(making.__getitem__, made1))
+        return first, second if names1 else 0.0
 
-    # [handlers' and writes' seconds, topics seen, topics whose records are made, names]
+    def with_(groups: list[list[Any]], g: int, name: str) -> list[list[Any]]:
+        spent, seen, made, names = groups[g]
+        changed = [spent + sum(cost[name].values()), seen | sees[name], made | wants[name], names | {name}]
+        return [changed if h == g else groups[h] for h in (0, 1)]
+
     groups: list[list[Any]] = [[0.0, set(), set(), set()], [0.0, set(), set(), set()]]
     # The read models only this process can fold first, then the rest, the costliest first.
-    for name in sorted(cost, key=lambda n: (n in movable, -cost[n])):
-        g = min((0, 1) if name in movable else (0,), key=lambda g: finish_if(groups, g, name))
-        groups[g][0] += cost[name]
-        groups[g][1] |= sees[name]
-        groups[g][2] |= wants[name]
-        groups[g][3].add(name)
+    for name in sorted(set(cost) - both, key=lambda n: (n in movable, -sum(cost[n].values()))):
+        groups = min((with_(groups, g, name) for g in ((0, 1) if name in movable else (0,))), key=lambda gs: max(ends(gs)))
+    log.info("rebuild: the split's estimate: %.2f s here, %.2f s in the second process", *ends(groups))
     return groups[1][3] if groups[0][3] else set()
 
 
@@ -219,10 +236,11 @@ def mix_of(store: Any, upto: int) -> dict[str, float]:
     return {t: n / len(topics) for t, n in collections.Counter(topics).items()} if topics else {}
 
 
-def unread(mix: dict[str, float], projections: list[Projection]) -> list[str]:
-    """The topics of the mix that none of ``projections`` takes: a process folding only those does not read their
-    events at all (a topic the sample missed is read, and its events stepped over as ever)."""
-    return sorted(t for t in mix if not any(_takes(p, t) for p in projections))
+def unread(mix: dict[str, float], projections: list[Projection], both: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The topics of the mix that none of ``projections`` takes (a half, named in ``both``: that none of its handlers
+    takes): a process folding only those does not read their events at all (a topic the sample missed is read, and
+    its events stepped over as ever)."""
+    return sorted(t for t in mix if not any((_decodes if p.name in both else _takes)(p, t) for p in projections))
 
 
 def movable_names(projections: list[Projection]) -> set[str]:
@@ -301,6 +319,11 @@ class Staging:
         else:
             conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} SELECT * FROM {self.qualifier}.{quote(table.name)}")
 
+    def rows_of(self, conn: sa.Connection, table: sa.Table) -> list[dict[str, Any]]:
+        """Every row of the second process's ``table``, as the read model's own would read back."""
+        theirs = table.to_metadata(sa.MetaData(), schema=self.schema or STAGING)
+        return [dict(r._mapping) for r in conn.execute(sa.select(theirs))]
+
     def remove(self, rm: ReadModels, conn: sa.Connection) -> None:
         if self.attached:
             with contextlib.suppress(sa.exc.DBAPIError):
@@ -345,12 +368,13 @@ def worth_it(rm: ReadModels, projections: list[Projection], upto: int) -> bool:
 
 
 def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection], slots: list[list], upto: int,
-               page: int, second: Second) -> tuple[int, list[str]]:
+               page: int, second: Second) -> tuple[int, list[str], dict[str, set[str]] | None]:
     """Fold and write a rebuild's first page, weighing each read model, and give the second process (started
-    meanwhile) the read models ``split`` gives it; their first page, written here, is emptied again (the
-    second process folds them from event 1).  Returns the last position folded and the topics this process's
-    own read models do not take (``unread``); ``second.names`` is empty when it was given nothing (then
-    stopped)."""
+    meanwhile) the read models ``split`` gives it, and the ``halves`` after the first page; its read models' first
+    page, written here, is emptied again (the second process folds them from event 1).  Returns the last position
+    folded, the topics this process does not read (``unread``), and for each half the topics whose events this
+    process folds into it (those the second process does not read: ``framework.fold``'s ``owned``), None when
+    the halves are folded here whole; ``second.names`` is empty when it was given nothing (then stopped)."""
     with collector_paused():  # (a collection in the middle would weigh on whichever read model it fell)
         t0 = time.perf_counter()
         raw = rm.store.read_raw(0, min(page, upto))
@@ -365,24 +389,31 @@ def first_page(rm: ReadModels, conn: sa.Connection, projections: list[Projection
             rows.clear_changes()
             add_writes(w, p.name, time.perf_counter() - t0)
     mix = mix_of(rm.store, upto)
-    names = split(w, mix, projections, movable_names(projections), upto) if after < upto else set()
-    if not (names and second.give(rm, names, upto, page, unread(mix, [p for p in projections if p.name in names]))):
+    movable = movable_names(projections)
+    both = {p.name for p in halves(projections, movable)}
+    names = split(w, mix, projections, movable, upto) - both if after < upto else set()
+    both = both if names else set()
+    their_skip = unread(mix, [p for p in projections if p.name in names | both], both)
+    if not (names and second.give(rm, names, both, after, upto, page, their_skip)):
         second.cancel()
-        return after, unread(mix, projections)
+        return after, unread(mix, projections), None
     for p in projections:
         if p.name in names:
             for table in p.tables:
                 conn.execute(table.delete())
-    return after, unread(mix, [p for p in projections if p.name not in names])
+    rest = set(their_skip)  # what the second process does not read, this one folds into the halves
+    return (after, [t for t in unread(mix, [p for p in projections if p.name not in names], both) if t not in rest],
+            dict.fromkeys(both, rest))
 
 
 @dataclass
 class Second:
-    """The second process of one rebuild, and the read models it folds."""
+    """The second process of one rebuild, the read models it folds, and the halves it folds with this one."""
 
     staging: Staging
     process: SecondProcess | None
     names: set[str] = field(default_factory=set)
+    halves: set[str] = field(default_factory=set)
 
     @classmethod
     def start(cls, staging: Staging) -> Second | None:
@@ -391,28 +422,36 @@ class Second:
         process = SecondProcess.start("agentplaza.projections.parallel", None, "rebuild")
         return None if process is None else cls(staging, process)
 
-    def give(self, rm: ReadModels, names: set[str], upto: int, page: int, skip: list[str]) -> bool:
-        """Its job: the read models ``names`` from event 1 up to ``upto``, not reading the events of the
-        topics in ``skip``; False when it is gone."""
+    def give(self, rm: ReadModels, names: set[str], halves: set[str], after: int, upto: int, page: int,
+             skip: list[str]) -> bool:
+        """Its job: the read models ``names`` from event 1 and the ``halves`` from ``after`` (the first page, folded
+        here), up to ``upto``, not reading the events of the topics in ``skip``; False when it is gone."""
         job = {"env": rm.store.reader_env(), "url": self.staging.url, "schema": self.staging.schema,
-               "names": sorted(names), "upto": upto, "page": page, "skip": skip}
+               "names": sorted(names | halves), "halves": sorted(halves), "after": after, "upto": upto,
+               "page": page, "skip": skip}
         if self.process is None or not self.process.send(job):
             self.process = None
             return False
-        self.names = set(names)
+        self.names, self.halves = set(names), set(halves)
         return True
 
     def finish(self, conn: sa.Connection, projections: list[Projection], upto: int) -> bool:
         """Wait for it; bring its tables in when it folded up to ``upto`` (True), else False (this process
-        then folds those read models itself)."""
+        then folds those read models, and the halves, itself)."""
         if self.process is None:
             return False
         answer, self.process = self.process.result(), None
-        if answer is None or answer.get("upto") != upto or set(answer.get("names", ())) != self.names:
+        if answer is None or answer.get("upto") != upto or set(answer.get("names", ())) != self.names | self.halves:
             return False
-        log.info("rebuild: the second process folded %s in %s s", ", ".join(sorted(self.names)), answer.get("seconds"))
+        log.info("rebuild: the second process folded %s in %s s", ", ".join(sorted(self.names | self.halves)),
+                 answer.get("seconds"))
         self.staging.bring_in(conn, [p for p in projections if p.name in self.names])
         return True
+
+    def merge_into(self, conn: sa.Connection, p: Projection, rows: Rows) -> None:
+        """Merge the second process's half of ``p`` into this one's ``rows`` (``Projection.merge``)."""
+        assert p.merge is not None
+        p.merge(rows, {table.name: self.staging.rows_of(conn, table) for table in p.tables})
 
     def cancel(self) -> None:
         """Stop it if it still runs (the rebuild failed)."""
@@ -443,7 +482,9 @@ def main() -> None:
         rm = runner.ReadModels(engine, store, chosen)
         t0 = time.perf_counter()
         with engine.begin() as conn:
-            rm._fold_all(conn, chosen, job["upto"], skip=job["skip"])
+            halves_from = {name: job["after"] for name in job["halves"]}  # the first process folded them that far
+            slots = [[rm._backed(p.new_rows(), conn), halves_from.get(p.name, 0)] for p in chosen]
+            rm._fold_all(conn, chosen, job["upto"], slots, skip=job["skip"])
         sys.stdout.write(json.dumps({"upto": job["upto"], "names": sorted(p.name for p in chosen),
                                      "seconds": round(time.perf_counter() - t0, 3)}))
     finally:

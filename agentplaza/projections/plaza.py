@@ -107,6 +107,17 @@ class EventCounts(Projection):
                 "last_position": e.position, "last_at": e.at,
             })
 
+    def merge(self, rows: Rows, theirs: dict[str, list[dict]]) -> None:
+        """A rebuild's other process's counts (of the events of its topics) added to these: a kind whose events
+        both counted (two topics) sums, its last event the later of the two."""
+        for other in theirs["rm_event_counts"]:
+            row = rows.get("rm_event_counts", other["kind"])
+            if row is None:
+                rows.put("rm_event_counts", dict(other))
+                continue
+            later = other if other["last_position"] > row["last_position"] else row
+            rows.put("rm_event_counts", {**later, "count": row["count"] + other["count"]})
+
 
 # -- the queries of the plaza's screens -------------------------------------------------------------------
 

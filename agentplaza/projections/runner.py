@@ -442,7 +442,7 @@ class ReadModels:
     def _rebuild(self, names: list[str]) -> dict[str, int]:
         """One pass over the log, up to its last event now, for every read model named, in one
         transaction.  A long log's read models are split with a second process (``parallel``),
-        whose tables are copied in within the same transaction."""
+        whose tables are brought in within the same transaction."""
         with self._lock:
             projections = [self.states[n].projection for n in names]
             upto = self.store.max_position()
@@ -455,16 +455,26 @@ class ReadModels:
                             for table in p.tables:
                                 conn.execute(table.delete())
                         slots: list[list] = [[self._backed(p.new_rows(), conn), 0] for p in projections]
-                        after, skip = 0, []
+                        after, skip, owned = 0, [], None
                         second = parallel.Second.start(staging) if staging is not None else None
                         if second is not None:
-                            after, skip = parallel.first_page(self, conn, projections, slots, upto, REBUILD_PAGE, second)
+                            after, skip, owned = parallel.first_page(self, conn, projections, slots, upto, REBUILD_PAGE,
+                                                                     second)
                         theirs = second.names if second is not None else set()
                         mine = [(p, slot) for p, slot in zip(projections, slots, strict=True) if p.name not in theirs]
-                        self._fold_all(conn, [p for p, _ in mine], upto, [slot for _, slot in mine], after, skip)
+                        self._fold_all(conn, [p for p, _ in mine], upto, [slot for _, slot in mine], after, skip, owned)
                         folded = {p.name: slot[0] for p, slot in mine}
-                        if theirs and not second.finish(conn, projections, upto):
-                            again = [p for p in projections if p.name in theirs]  # the second process failed
+                        if theirs and second.finish(conn, projections, upto):
+                            for p, (rows, _) in mine:  # the halves: the second process's merged in
+                                if p.name in second.halves:
+                                    second.merge_into(conn, p, rows)
+                                    self._write_rows(conn, rows)
+                                    rows.clear_changes()
+                        elif theirs:  # the second process failed: its read models, and the halves whole, folded here
+                            again = [p for p in projections if p.name in theirs | second.halves]
+                            for p in again:
+                                for table in p.tables:
+                                    conn.execute(table.delete())
                             again_slots = [[self._backed(p.new_rows(), conn), 0] for p in again]
                             self._fold_all(conn, again, upto, again_slots)
                             folded.update((p.name, slot[0]) for p, slot in zip(again, again_slots, strict=True))
@@ -487,11 +497,13 @@ class ReadModels:
         return {n: upto for n in names}
 
     def _fold_all(self, conn: sa.Connection, projections: list[Projection], upto: int,
-                  slots: list[list] | None = None, after: int = 0, skip: Sequence[str] = ()) -> list[list]:
+                  slots: list[list] | None = None, after: int = 0, skip: Sequence[str] = (),
+                  owned: dict[str, set[str]] | None = None) -> list[list]:
         """Fold the events after ``after`` up to ``upto`` into ``projections``' tables on ``conn`` (their
         ``slots``: [rows, position] each, fresh ones by default): each page of events is folded and its
         rows written before the next is read, so a rebuild holds no more rows in memory than the live
-        hub does.  ``skip``: topics none of ``projections`` takes, not read at all."""
+        hub does.  ``skip``: topics none of ``projections`` takes, not read at all; ``owned``: the topics folded
+        here into each read model named (``framework.fold``)."""
         if slots is None:
             slots = [[self._backed(p.new_rows(), conn), 0] for p in projections]
         while projections and after < upto:
@@ -500,7 +512,7 @@ class ReadModels:
                 raw = [r for r in raw if r[0] <= upto] if raw and raw[-1][0] > upto else raw
                 if not raw:
                     break
-                fold(projections, slots, raw)
+                fold(projections, slots, raw, owned)
                 after = raw[-1][0]
                 del raw  # not held while the next page is read
                 for rows, _ in slots:
