@@ -253,7 +253,8 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def decoded(raw_rows: Sequence[tuple], wanted: Container[str] | None = None) -> Iterator[EventRecord | UnreadableEvent | None]:
+def decoded(raw_rows: Sequence[tuple],
+            wanted: Container[str] | None = None) -> Iterator[EventRecord | UnreadableEvent | None]:
     """The record of each stored row in order, or the reason it cannot be read, as a value: ``DECODE_JOINED``
     states read at a time in one call (``catalogue.records``).  With ``wanted``, a row of a topic it does not hold
     is only checked: None when it reads."""

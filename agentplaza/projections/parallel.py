@@ -7,9 +7,15 @@ and ``python -m agentplaza.projections.parallel`` folds the other, up to the sam
 tables of its own (``Staging``: on SQLite a file beside the read models, attached to this
 process's connection; on PostgreSQL a schema of its own in the same database).  This process then
 brings those tables in inside the rebuild's one transaction (``Staging.bring_in``: on PostgreSQL they
-take the read models' tables' place, on SQLite their rows are copied), so a rebuild is still all or nothing, and a read model rebuilt by the second process is row for row the one
-this process would have made (the same ``ReadModels._fold_all``).  If the second process cannot
-start or fails, this process folds its share too.
+take the read models' tables' place, on SQLite their rows are copied), so a rebuild is still all or
+nothing, and a read model rebuilt by the second process is row for row the one this process would
+have made (the same ``ReadModels._fold_all``).  If the second process cannot start or fails, this
+process folds its share too.
+
+A read model that ``merge``s (``halves``: ``event_counts``, ``unreadable``, which see every event) is
+folded by both: the second process folds into it the events it reads, after the first page, and
+this one the rest (``framework.fold``'s ``owned``), then merges the second's rows in.  Else the
+process holding it would read and check every event of the log.
 
 The split (``first_page``): the second process starts at once and imports the plaza's code while
 this one folds the rebuild's first page, weighing each read model topic by topic (its handlers, and
@@ -17,8 +23,8 @@ its writes shared out over the events it took) and each event's decoding (``fold
 log's mix of topics comes from ``SAMPLE_EVENTS`` events at random positions (``mix_of``: a log's
 first page may not look like the rest).  Read models are then handed out, the costliest first, to
 whichever process then ends sooner (``split``; a process reads and decodes once each event that any
-of its read models takes, and reads no other: ``unread``).  Only read models the second process builds the same way
-(``registry.all_projections``, the same class) can go to it.
+of its read models takes, and reads no other: ``unread``).  Only read models the second process
+builds the same way (``registry.all_projections``, the same class) can go to it.
 """
 
 from __future__ import annotations
@@ -106,8 +112,8 @@ def _decodes(p: Projection, topic: str) -> bool:
 def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[tuple]) -> Weights:
     """``framework.fold`` of one page, timing each read model's handlers and the events' decoding: records made
     ``DECODE_JOINED`` at a time, their time shared out over the events by their states' lengths after what
-    checking each costs (``Weights.check``: ``CHECKS_WEIGHED`` pieces of the page checked alone, the fastest); an ``on_page``'s time shared
-    out over every event of the page."""
+    checking each costs (``Weights.check``: ``CHECKS_WEIGHED`` pieces of the page checked alone, the fastest);
+    an ``on_page``'s time shared out over every event of the page."""
     w = Weights(spent={p.name: {} for p in projections})
     pairs = list(zip(projections, rows_list, strict=True))
     plans: dict[str, list] = {}
@@ -134,25 +140,20 @@ def fold_weighed(projections: list[Projection], rows_list: list, raw_rows: list[
         made = time.perf_counter() - t0 - w.check * len(part)
         per_byte = max(0.0, made) / max(1, sum(len(raw[4]) for raw in part if raw[3] in wanted))
         for raw, rec in zip(part, recs, strict=True):
-            if raw[3] not in wanted:
-                if rec is not None:
-                    unreadable[rec.position] = rec.reason
-                    for p, slot in hearing:
-                        apply(p, slot[0], rec)
-                continue
-            cost = w.decode.setdefault(raw[3], [0.0, 0])
-            cost[0] += w.check + per_byte * len(raw[4])
-            cost[1] += 1
-            if type(rec) is not EventRecord:
+            if raw[3] in wanted:
+                cost = w.decode.setdefault(raw[3], [0.0, 0])
+                cost[0] += w.check + per_byte * len(raw[4])
+                cost[1] += 1
+            if type(rec) is EventRecord:
+                for p, slot, spent in plans[raw[3]]:
+                    t0 = time.perf_counter()
+                    apply(p, slot[0], rec)
+                    spent[0] += time.perf_counter() - t0
+                    spent[1] += 1
+            elif rec is not None:  # it cannot be read
                 unreadable[rec.position] = rec.reason
                 for p, slot in hearing:
                     apply(p, slot[0], rec)
-                continue
-            for p, slot, spent in plans[raw[3]]:
-                t0 = time.perf_counter()
-                apply(p, slot[0], rec)
-                spent[0] += time.perf_counter() - t0
-                spent[1] += 1
     if paged and raw_rows:
         page = Page([raw[0] for raw in raw_rows], [raw[3] for raw in raw_rows], unreadable,
                     lambda i: record(*raw_rows[i]))
@@ -209,7 +210,8 @@ def split(w: Weights, mix: dict[str, float], projections: list[Projection], mova
         if both:
             seen1 = seen1 | halves_see if names1 else set()
             rest = set(mix) - seen1  # the halves' topics in the first process
-            seen0, made0, made1 = seen0 | halves_see | rest, made0 | halves_want, made1 | (halves_want if names1 else set())
+            seen0, made0 = seen0 | halves_see | rest, made0 | halves_want
+            made1 = made1 | (halves_want if names1 else set())
             spent0 += sum(cost[n].get(t, 0.0) for n in both for t in rest)
             spent1 += sum(cost[n].get(t, 0.0) for n in both for t in seen1)
         first = spent0 + sum(map(reading.__getitem__, seen0)) + sum(map(making.__getitem__, made0))
@@ -224,7 +226,8 @@ def split(w: Weights, mix: dict[str, float], projections: list[Projection], mova
     groups: list[list[Any]] = [[0.0, set(), set(), set()], [0.0, set(), set(), set()]]
     # The read models only this process can fold first, then the rest, the costliest first.
     for name in sorted(set(cost) - both, key=lambda n: (n in movable, -sum(cost[n].values()))):
-        groups = min((with_(groups, g, name) for g in ((0, 1) if name in movable else (0,))), key=lambda gs: max(ends(gs)))
+        choices = [with_(groups, g, name) for g in ((0, 1) if name in movable else (0,))]
+        groups = min(choices, key=lambda gs: max(ends(gs)))
     log.info("rebuild: the split's estimate: %.2f s here, %.2f s in the second process", *ends(groups))
     return groups[1][3] if groups[0][3] else set()
 
@@ -236,7 +239,8 @@ def mix_of(store: Any, upto: int) -> dict[str, float]:
     return {t: n / len(topics) for t, n in collections.Counter(topics).items()} if topics else {}
 
 
-def unread(mix: dict[str, float], projections: list[Projection], both: set[str] | frozenset[str] = frozenset()) -> list[str]:
+def unread(mix: dict[str, float], projections: list[Projection],
+           both: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The topics of the mix that none of ``projections`` takes (a half, named in ``both``: that none of its handlers
     takes): a process folding only those does not read their events at all (a topic the sample missed is read, and
     its events stepped over as ever)."""
