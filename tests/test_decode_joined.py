@@ -117,7 +117,7 @@ def test_one_odd_state_among_readable_ones_reads_as_alone(odd, deep_compares):
 def test_a_page_of_readable_events_is_read_in_one_call_each_thousand(monkeypatch):
     calls = []
     real = joined.read_objects
-    monkeypatch.setattr(joined, "read_objects", lambda states, sep: calls.append(len(states)) or real(states, sep))
+    monkeypatch.setattr(catalogue, "read_objects", lambda states, sep: calls.append(len(states)) or real(states, sep))
     page = rows([(TOPIC, event(b'"n":%d' % i)) for i in range(2 * DECODE_JOINED + 5)])
     recs = list(decoded(page))
     assert calls == [DECODE_JOINED, DECODE_JOINED, 5]

@@ -19,13 +19,7 @@ from agentplaza.commands.unit import Commands
 from agentplaza.domain.base import Context, PlazaAggregate, Refusal
 from agentplaza.domain.refusals import Kind
 from agentplaza.events.committer import GroupCommitter, StoreClosed
-from agentplaza.events.storable import (
-    INT_MAX,
-    INT_MIN,
-    UnstorableEvent,
-    stored_form,
-    stored_problem,
-)
+from agentplaza.events.storable import INT_MAX, INT_MIN, UnstorableEvent, stored_form, stored_problem
 from agentplaza.events.store import EventStore
 
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)

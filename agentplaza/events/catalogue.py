@@ -20,8 +20,7 @@ from uuid import UUID
 
 from eventsourcing.utils import resolve_topic
 
-from . import joined
-from .joined import Separator
+from .joined import Separator, read_objects
 from .records import EventRecord, UnreadableEvent
 from .storable import StateProblem, read_back
 
@@ -113,7 +112,7 @@ def records(rows: Sequence[tuple], sep: Separator,
     that one read does not prove them all.  With ``wanted``, a row whose topic it does not hold is only checked:
     None when it reads (its record is not made), else its ``UnreadableEvent``."""
     states = [r[4] for r in rows]
-    read = joined.read_objects(states, sep) if all(type(s) is bytes for s in states) else None
+    read = read_objects(states, sep) if all(type(s) is bytes for s in states) else None
     if read is None:
         if wanted is None:
             return [_record_or_why(r) for r in rows]
@@ -135,9 +134,12 @@ def records(rows: Sequence[tuple], sep: Separator,
 
 
 def _why(row: tuple) -> UnreadableEvent | None:
-    """None when the stored row reads, else why not."""
-    found = _record_or_why(row)
-    return found if type(found) is UnreadableEvent else None
+    """None when the stored row reads (``check_readable``: no record made), else why not."""
+    try:
+        check_readable(*row)
+    except UnreadableEvent as e:
+        return e
+    return None
 
 
 def _record_or_why(row: tuple) -> EventRecord | UnreadableEvent:
