@@ -17,11 +17,12 @@ A segment that proves all of it is passed over; the first that does not is walke
 ``chain.verify`` from its start, which finds the break and words the verdict.  So the verdict
 is always the reference walk's own: this only makes the intact stretches fast.
 
-A segment's states are read in one ``orjson`` call (``joined``: how that proves each state reads alone).
+A segment's states are checked to read without making their objects (``joined.check_objects``).
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import itertools
 import json
@@ -113,15 +114,15 @@ class _Tails(dict):
 
 
 class SegmentCheck:
-    """Does a segment of rows (position, originator id as UTF-8 bytes, version, topic, state) prove intact?
+    """Does a segment of rows (position, originator id, version, topic, state) prove intact?
 
-    False, or any exception, means "not proven": the reference walk then looks at it.  With
-    ``upcast`` False the states are read but not upcast, and ``topics`` collects the topics met (the
+    False, or any exception, means "not proven": the reference walk then looks at it.  The ids come as
+    the UTF-8 bytes of their hex digits, as the link hashes them, or with ``raw_ids`` as their 16 bytes.
+    With ``upcast`` False the states are read but not upcast, and ``topics`` collects the topics met (the
     second process: it leaves the upcasters, and the imports of the classes that hold them, to the first)."""
 
-    def __init__(self, read: bool, upcast: bool = True) -> None:
-        self.read, self.upcast = read, upcast
-        self.sep = joined.Separator()
+    def __init__(self, read: bool, upcast: bool = True, raw_ids: bool = False) -> None:
+        self.read, self.upcast, self.raw_ids = read, upcast, raw_ids
         self.topics: set[str] = set()
         self._tails = _Tails()
         self._unpackers: dict[int, struct.Struct] = {}
@@ -142,6 +143,8 @@ class SegmentCheck:
         if unpack is None:
             unpack = self._unpackers[n] = struct.Struct("32s" * n)  # the links before, in one call
         befores = unpack.unpack(prev + seg.links[: (n - 1) * LINK_SIZE])
+        if self.raw_ids:
+            oids = map(binascii.hexlify, oids)
         inputs = zip(befores, map(_u64, positions), oids, map(_u64, versions),
                      map(self._tails.__getitem__, topics), states)
         if b"".join(map(_digest, map(_sha256, map(b"".join, inputs)))) != seg.links:
@@ -149,20 +152,19 @@ class SegmentCheck:
         return not self.read or self._readable(topics, states)
 
     def _readable(self, topics: tuple[str, ...], states: tuple[bytes, ...]) -> bool:
-        """Would ``catalogue.check_readable`` pass every state?  (See ``joined.Separator``.)"""
-        read = joined.read_objects(states, self.sep)
-        if read is None:
+        """Would ``catalogue.check_readable`` pass every state?  (See ``joined.check_objects``.)"""
+        exact = joined.check_objects(states)
+        if exact is None:
             return False
-        values, exact = read
         for i in exact:  # ``read_back``'s second look, for the states named
             storable.read_back(states[i])  # raises StateProblem: not proven
         met = set(topics)
         self.topics |= met
         for topic in met if self.upcast else ():
-            if catalogue.upcast_target(topic) > 1:
+            if catalogue.upcast_target(topic) > 1:  # its states read as objects, and upcast
                 event_class = catalogue.describe(topic)[2]
                 for i in (i for i, t in enumerate(topics) if t == topic):
-                    catalogue.upcast(event_class, values[i])
+                    catalogue.upcast(event_class, storable.read_back(states[i]))
         return True
 
 
@@ -191,20 +193,21 @@ class Stretch:
 def walk(store: Any, after: int, prev: bytes, upto: int, read: bool, size: int | None = None,
          upcast: bool = True) -> Stretch:
     """The fast walk over (``after``, ``upto``], from ``prev``, the link at ``after``."""
-    check = SegmentCheck(read, upcast)
+    check = SegmentCheck(read, upcast, raw_ids=store.segment_ids_raw)
     size = size or SEGMENT_EVENTS
     count, last, at = 0, 0, after  # ``last``: the last position walked, 0 for none (as ``chain.verify``)
-    for seg in segments(store._chain_rows(after, upto), after, upto, size):
-        with collector_paused():
-            try:
-                proven = check(prev, seg, store._segment_rows(at, seg.last, positions=not seg.dense))
-            except Exception:  # noqa: BLE001 - anything the fast check cannot read, the reference walk words
-                proven = False
-        if not proven:
-            return Stretch(count, last, prev, at, topics(check))
-        prev, count, last, at = seg.links[-LINK_SIZE:], count + len(seg.positions), seg.last, seg.last
-    if store._segment_rows(at, upto, limit=1):
-        return Stretch(count, last, prev, at, topics(check))  # events after the last link
+    with store._held_select() as select:  # one transaction for the walk's reads
+        for seg in segments(store._chain_rows(after, upto, select), after, upto, size):
+            with collector_paused():
+                try:
+                    proven = check(prev, seg, store._segment_rows(at, seg.last, positions=not seg.dense, select=select))
+                except Exception:  # noqa: BLE001 - anything the fast check cannot read, the reference walk words
+                    proven = False
+            if not proven:
+                return Stretch(count, last, prev, at, topics(check))
+            prev, count, last, at = seg.links[-LINK_SIZE:], count + len(seg.positions), seg.last, seg.last
+        if store._segment_rows(at, upto, limit=1, select=select):
+            return Stretch(count, last, prev, at, topics(check))  # events after the last link
     return Stretch(count, last, prev, None, topics(check))
 
 

@@ -25,7 +25,7 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,16 +336,31 @@ class EventStore:
         every row, which a rebuild and ``audit verify`` (every event of the log) would only unpack again.
         PostgreSQL sends them in its binary form: a ``bytea`` (a state, the links) as it is, where the
         text form doubles it in hex for the server to write and the driver to read back."""
+        with self._held_select() as select:
+            return select(sql, params)
+
+    @contextmanager
+    def _held_select(self) -> Iterator[Callable[[str, Sequence[Any]], list[tuple]]]:
+        """``_select`` on one connection in one transaction, held for many queries: ``audit verify`` asks a
+        thousand events a query, and on PostgreSQL each query's own transaction cost it two more round trips
+        (its ``BEGIN`` and its rollback) and a turn of the pool."""
         with self._datastore.transaction(commit=False) as c:
             if self.backend == "postgres":
                 from psycopg.rows import tuple_row  # here: a hub on SQLite never imports psycopg
 
                 c.row_factory = tuple_row
-                c.execute(sql, params, binary=True)
-                return c.fetchall()
-            c.sqlite_cursor.row_factory = None
-            c.execute(sql, params)
-            return c.fetchall()
+
+                def select(sql: str, params: Sequence[Any]) -> list[tuple]:
+                    c.execute(sql, params, binary=True)
+                    return c.fetchall()
+            else:
+                c.sqlite_cursor.row_factory = None
+
+                def select(sql: str, params: Sequence[Any]) -> list[tuple]:
+                    c.execute(sql, params)
+                    return c.fetchall()
+
+            yield select
 
     def _ph(self) -> str:
         return "%s" if self.backend == "postgres" else "?"
@@ -471,19 +486,26 @@ class EventStore:
         return verify(self._chain_events(after, upto), links, prev=prev, anchors=anchors,
                       read=catalogue.check_readable if read else None)
 
-    def _segment_rows(self, after: int, upto: int, limit: int | None = None, positions: bool = True) -> list[tuple]:
-        """The walk's rows ([position,] originator id as the link hashes it, version, topic, state) after
-        ``after`` up to ``upto``, in one read (``chainwalk`` asks for a segment of a few thousand at a time).
-        The id comes as its UTF-8 bytes (NULL for an id stored as anything but text, which the walk
-        then leaves to the reference walk)."""
+    def _segment_rows(self, after: int, upto: int, limit: int | None = None, positions: bool = True,
+                      select: Callable[[str, Sequence[Any]], list[tuple]] | None = None) -> list[tuple]:
+        """The walk's rows ([position,] originator id, version, topic, state) after ``after`` up to ``upto``, in
+        one read (``chainwalk`` asks for a segment of a thousand at a time).  On SQLite the id comes as the
+        UTF-8 bytes the link hashes (NULL for an id stored as anything but text, which the walk then leaves to
+        the reference walk); on PostgreSQL as the uuid's 16 bytes (``segment_ids_raw``), whose hex digits the
+        walk makes itself: the server's ``encode`` and ``convert_to`` of every id cost both sides more."""
         ph, col = self._ph(), self._id_col()
         oid = ("CASE WHEN typeof(originator_id) = 'text' THEN CAST(originator_id AS BLOB) END" if self.backend == "sqlite"
-               else f"convert_to({self._oid()}, 'UTF8')")
+               else "uuid_send(originator_id)")
         bound = "" if limit is None else f" LIMIT {int(limit)}"
         first = f"{col}, " if positions else ""
-        return self._select(
+        return (select or self._select)(
             f"SELECT {first}{oid}, originator_version, topic, state FROM {self._events_table} "
             f"WHERE {col} > {ph} AND {col} <= {ph} ORDER BY {col}{bound}", [after, upto])
+
+    @property
+    def segment_ids_raw(self) -> bool:
+        """Does ``_segment_rows`` give each originator id as its 16 bytes (else as its hex digits)?"""
+        return self.backend == "postgres"
 
     def link_position_near(self, position: int) -> int | None:
         """The position of the stored link at ``position``, else of the last one before it."""
@@ -529,11 +551,12 @@ class EventStore:
             "ORDER BY first_position DESC LIMIT 1", [position])
         return (rows[0][0], bytes(rows[0][1])) if rows else None
 
-    def _pages(self, sql: str, after: int, upto: int | None) -> Iterator[tuple]:
+    def _pages(self, sql: str, after: int, upto: int | None,
+               select: Callable[[str, Sequence[Any]], list[tuple]] | None = None) -> Iterator[tuple]:
         """Rows of ``sql`` (which selects position first) after ``after``, page by page."""
         params = [after] if upto is None else [after, upto]
         while True:
-            page = self._select(sql, params)
+            page = (select or self._select)(sql, params)
             yield from page
             if len(page) < READ_PAGE:
                 return
@@ -546,17 +569,18 @@ class EventStore:
             f"SELECT {col}, {self._oid()}, originator_version, topic, state FROM {self._events_table} "
             f"WHERE {col} > {ph}{bound} ORDER BY {col} LIMIT {READ_PAGE}", after, upto)
 
-    def _chain_rows(self, after: int, upto: int | None = None) -> Iterator[tuple]:
+    def _chain_rows(self, after: int, upto: int | None = None,
+                    select: Callable[[str, Sequence[Any]], list[tuple]] | None = None) -> Iterator[tuple]:
         """Chain rows holding a link after ``after`` (the one that holds ``after + 1`` first)."""
-        ph = self._ph()
-        first = self._select(
+        ph, select = self._ph(), select or self._select
+        first = select(
             f"SELECT first_position FROM {CHAIN_TABLE} WHERE first_position <= {ph} "
             "ORDER BY first_position DESC LIMIT 1", [after + 1])
         start = first[0][0] - 1 if first else after
         bound = "" if upto is None else f" AND first_position <= {ph}"
         return self._pages(
             f"SELECT first_position, links FROM {CHAIN_TABLE} WHERE first_position > {ph}{bound} "
-            f"ORDER BY first_position LIMIT {READ_PAGE}", start, upto)
+            f"ORDER BY first_position LIMIT {READ_PAGE}", start, upto, select)
 
     def close(self) -> None:
         with self._close_lock:
