@@ -3,7 +3,7 @@
 ``chain.verify`` is the reference: it walks one event at a time and names the first position
 that breaks.  Over a million events most of its time is Python's own work per event.  This walk
 proves the same things a *segment* of events at a time (``SEGMENT_EVENTS``), with the per-event
-work done inside C loops (``map``, ``zip``, one ``orjson`` read of the whole segment):
+work done inside C loops (``map``, ``zip``, ``joined.check_objects``):
 
 - the events' positions are exactly the links' positions (no event without a link, no link
   without an event);
@@ -46,8 +46,10 @@ SEGMENT_EVENTS = 1_000
 #: From this many events a second process walks the log's second half (starting one costs some 0.05 s;
 #: below this many, the log is walked in well under a second by one process).
 PARALLEL_FROM = 200_000
-#: About what one process walks while the second one starts (some 0.05 s): the first takes that many more.
-HELPER_START_EVENTS = 10_000
+#: Twice what one process walks while the second one starts (some 0.1 s, at some 240,000 events/s a process
+#: on PostgreSQL): the first takes half of it more.  With 10,000 the first process, 400k events on
+#: PostgreSQL, waited 0.04-0.09 s for the second at the end; with 40,000, 0-0.01 s.
+HELPER_START_EVENTS = 40_000
 
 log = logging.getLogger(__name__)
 
