@@ -8,8 +8,8 @@ The log is ``bench/scale.py``'s mix (its ``LogWriter``: the real store and its c
 CPU time of this process an event (``time.process_time``, the best of three): on these shared 2-core
 machines wall time says more about the neighbours than the code.  The floors:
 
-- verify's: reading every row (``_chain_events``), orjson's read of every state, and the SHA-256 of every
-  link's bytes, each alone;
+- verify's: reading every row (``_chain_events``), simdjson's check of every state (``joined.check_objects``
+  checks states so, without making their objects), and the SHA-256 of every link's bytes, each alone;
 - the rebuild's: reading every row, decoding it (``catalogue.record``) and the rebuild with its SQL writes
   left out (so the handlers' and ``Rows``' share shows too).
 
@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("POSTGRES_PASSWORD", "")
 
-import orjson  # noqa: E402
 import scale  # noqa: E402
+import simdjson  # noqa: E402
 
 from agentplaza.events import catalogue  # noqa: E402
 from agentplaza.events.store import EventStore  # noqa: E402
@@ -74,9 +74,9 @@ def main() -> None:
                 pass
 
         def parse() -> None:
-            loads = orjson.loads
+            check = simdjson.Parser().parse
             for r in rows:
-                loads(bytes(r[4]))
+                check(bytes(r[4]))
 
         def hashes() -> None:
             sha, prev = hashlib.sha256, bytes(32)
@@ -112,7 +112,7 @@ def main() -> None:
             ReadModels._write_rows, ReadModels._backed = write_rows, backed
         v_floor, r_floor = f_read + f_parse + f_hash, r_read + r_decode
         print(f"{args.backend}, {n:,} events, CPU an event (best of 3):")
-        print(f"  verify {v:.2f} us: floor {v_floor:.2f} us (reading {f_read:.2f}, orjson {f_parse:.2f}, "
+        print(f"  verify {v:.2f} us: floor {v_floor:.2f} us (reading {f_read:.2f}, simdjson {f_parse:.2f}, "
               f"SHA-256 {f_hash:.2f}); the walk's own {v - v_floor:.2f} us")
         print(f"  rebuild {r:.2f} us: reading {r_read:.2f}, decoding {r_decode:.2f}, handlers and Rows "
               f"{r_fold - r_floor:.2f}, SQL writes {r - r_fold:.2f} us")
