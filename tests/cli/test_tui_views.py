@@ -154,6 +154,18 @@ def test_a_confirm_asks_first_and_only_yes_sends():
     assert send.path == "/v1/plaza/resume"
 
 
+def test_the_hubs_answer_to_resume_lifts_the_banner_in_the_frame_that_says_so():
+    m = state.Model()
+    m.loaded("plaza", HELD)
+    state.key(m, "s")
+    [send] = state.key(m, "y")
+    assert "PLAZA HELD" in drawn(m)
+    [load] = state.sent(m, send, {"held": False, "state": "running"})  # resume answers the plaza's state
+    screen = drawn(m)
+    assert "the plaza is running again" in screen and "PLAZA HELD" not in screen
+    assert "plaza" not in load.resources and "overview" in load.resources
+
+
 def test_approve_and_deny_name_the_selected_pending_approval():
     m = state.Model()
     m.loaded("approvals", {"approvals": [{"id": "a1", "kind": "call", "status": "pending", "title": "x"},

@@ -137,11 +137,11 @@ class Screen:
 
     async def _send(self, effect: state.Send) -> None:
         try:
-            await self._call(effect.method, effect.path, effect.body)
+            answer = await self._call(effect.method, effect.path, effect.body)
         except HubError as e:
             state.refused(self.model, effect, e.message + (f" ({e.code})" if e.code else ""))
         else:
-            self.carry_out(state.sent(self.model, effect))
+            self.carry_out(state.sent(self.model, effect, answer))
         self.app.invalidate()
 
     # -- the live bus -------------------------------------------------------------------------

@@ -74,6 +74,7 @@ class Send:
     body: dict
     done: str  # the note shown when the hub says yes
     reload: tuple[str, ...] = ()
+    answer_is: str = ""  # the resource the hub's answer is the new state of, shown with the note
 
 
 @dataclass(frozen=True)
@@ -266,10 +267,10 @@ def _decide(m: Model, approve: bool) -> list[Effect]:
 def _stop_or_resume(m: Model) -> list[Effect]:
     if m.held:
         return _ask(m, "Resume the plaza? Agents think again. y/n",
-                    Send("POST", "/v1/plaza/resume", {}, "the plaza is running again", ("plaza", "overview")))
+                    Send("POST", "/v1/plaza/resume", {}, "the plaza is running again", ("overview",), "plaza"))
     return _ask(m, "STOP ALL holds the whole plaza: every agent stops thinking. Continue? y/n",
                 Send("POST", "/v1/plaza/stop", {"reason": STOP_REASON}, "the plaza is held (STOP ALL)",
-                     ("plaza", "overview")))
+                     ("overview",), "plaza"))
 
 
 def _open(m: Model, tab: str) -> list[Effect]:
@@ -375,10 +376,14 @@ def key(m: Model, name: str, text: str = "") -> list[Effect]:
 # -- what the hub says, and the bus ------------------------------------------------------------
 
 
-def sent(m: Model, effect: Send) -> list[Effect]:
-    """The hub said yes to ``effect``."""
+def sent(m: Model, effect: Send, answer: Any = None) -> list[Effect]:
+    """The hub said yes to ``effect``: its note, and where the answer is a resource's new state (STOP ALL and
+    resume answer the plaza's), that state in the same frame, so the banner never contradicts the note."""
     m.note = effect.done
-    return [Load(tuple(dict.fromkeys(("plaza", *effect.reload, *m.needs()))))]
+    if effect.answer_is and isinstance(answer, dict):
+        m.loaded(effect.answer_is, answer)
+    again = ("plaza", *effect.reload, *m.needs())
+    return [Load(tuple(r for r in dict.fromkeys(again) if r != effect.answer_is))]
 
 
 def refused(m: Model, effect: Send, message: str) -> None:
