@@ -95,8 +95,14 @@ def image():
     return ensure_image(IMAGES)
 
 
+def consoles(h) -> str:
+    """The last lines of each guest's console (its harness logs there): what a stall leaves to read."""
+    return "\n".join(f"{p}:\n{p.read_text(errors='replace')[-1500:]}"
+                     for p in sorted(Path(h.folders.data).rglob("console.log")))
+
+
 def test_a_typical_day(day):
-    _h, c = day
+    h, c = day
 
     def log(cid):
         return ok(c.get(f"/v1/agents/{cid}/logs", params={"limit": 1000}))["transcript"]
@@ -106,8 +112,10 @@ def test_a_typical_day(day):
 
     def settled(cid):
         """Every item it was given is finished."""
+        # (CI met a stall here once, 2026-12-05: told, then no model call in 180 s; the hub's lines say more)
         wait_for(f"agent {cid} settled", lambda: count(cid, "done") == count(cid, "told"), 180,
-                 diag=lambda: [(e["kind"], e["tool"], (e["text"] or "")[:100]) for e in log(cid)][-10:])
+                 diag=lambda: f"{[(e['kind'], e['tool'], (e['text'] or '')[:100]) for e in log(cid)][-10:]}\n"
+                              f"the hub printed, last lines:\n{h.output[-4000:]}\n{consoles(h)}")
 
     def step(cid, text):
         settled(cid)
