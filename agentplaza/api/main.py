@@ -22,7 +22,7 @@ from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway
 from ..runtime.egress import EGRESS_ENV, EGRESS_PORTS_ENV, EgressPolicy, policy_from_flags
 from ..runtime.fleet import AgentRuntime
 from ..runtime.forge import server_of
-from ..runtime.modelrelay import GatewayCall
+from ..runtime.modelrelay import GatewayCall, in_process
 from . import acp_door, ws
 from .app import create_app
 from .auth import LOOPBACK_TRUST_ENV, SIGN_IN_LINK_TTL_S, is_loopback, loopback_trust_from
@@ -52,10 +52,10 @@ def gateway_call(app: Starlette, portal: BlockingPortal) -> GatewayCall:
     runs on the hub's event loop (through ``portal``), through the gateway's own steps."""
     gw = gateway_of(app.state.api)
 
-    def call(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
-        return portal.call(gw.call_in_process, ANTHROPIC, token, body, headers)
+    async def call(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
+        return await gw.call_in_process(ANTHROPIC, token, body, headers)
 
-    return call
+    return in_process(portal, call)
 
 
 def start_runtime(hub: Hub, node: str, egress: EgressPolicy, gateway: GatewayCall) -> None:

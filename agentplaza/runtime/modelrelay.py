@@ -22,8 +22,11 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import anyio
+from anyio.from_thread import BlockingPortal
 
 from vmm.guest.contract import PLACEHOLDER_KEY, error
 
@@ -37,7 +40,8 @@ from .tools import tool as declared_tool
 #: (the HTTP status, the answer's bytes), through every step of the gateway's own route.
 GatewayCall = Callable[[str, dict, dict], tuple[int, bytes]]
 
-#: The longest one model turn may take through the gateway.
+#: The longest one model turn may take through the gateway: past it the turn fails (``in_process``) and the
+#: harness goes on, where a gateway step that never answered would hold the agent for good.
 MODEL_TURN_TIMEOUT_S = 600.0
 #: The answer's length limit asked of the model.
 MAX_TOKENS = 4096
@@ -45,6 +49,24 @@ ANTHROPIC_VERSION = "2023-06-01"
 #: How long a newly issued token waits for the gateway's read model to hold it.
 LINK_WAIT_S = 5.0
 NO_GATEWAY = "the hub runs no model gateway in process; no model call was made"
+
+
+def in_process(portal: BlockingPortal, call: Callable[[str, dict, dict], Awaitable[tuple[int, bytes]]],
+               timeout_s: float = MODEL_TURN_TIMEOUT_S) -> GatewayCall:
+    """A ``GatewayCall`` from the gateway's in-process entry point ``call``, run on the hub's event loop through
+    ``portal`` from a runtime thread, and given up (``TimeoutError``) after ``timeout_s``."""
+
+    async def bounded(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
+        with anyio.fail_after(timeout_s):
+            return await call(token, body, headers)
+
+    def relayed(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
+        try:
+            return portal.call(bounded, token, body, headers)
+        except TimeoutError:
+            raise TimeoutError(f"the gateway did not answer within {timeout_s:g} s; the turn was given up") from None
+
+    return relayed
 
 
 def wire_name(tool: str) -> str:
@@ -160,6 +182,8 @@ class ModelRelay:
         token = self.token_for(agent, self.task_of(agent))
         try:
             status, raw = gateway(token, body, {"x-api-key": PLACEHOLDER_KEY, "anthropic-version": ANTHROPIC_VERSION})
+        except TimeoutError as e:
+            return error("gateway_unreachable", str(e))
         except Exception as e:  # noqa: BLE001 - the hub going away mid-turn, say: the turn fails, the harness lives
             return error("gateway_unreachable", f"the gateway did not answer: {type(e).__name__}: {e}")
         try:
