@@ -467,6 +467,14 @@ class Second:
 # -- the second process -----------------------------------------------------------------------------------------
 
 
+def _unjournalled(dbapi_conn: Any, _: Any) -> None:
+    """The staging file's connection: no rollback journal or write-ahead log, no syncs. The file is new and only
+    read once this process has ended, and a rebuild that fails removes it: each page is written once, not
+    to the log first and copied at the checkpoint after."""
+    dbapi_conn.execute("PRAGMA journal_mode=OFF")
+    dbapi_conn.execute("PRAGMA synchronous=OFF")
+
+
 def main() -> None:
     """Fold the named read models, from event 1 up to ``upto``, into the tables the job names."""
     from ..events.store import EventStore  # (imported before the job comes: the first process is weighing)
@@ -480,6 +488,8 @@ def main() -> None:
     runner.REBUILD_PAGE = job["page"]  # the first process's page (a test makes it small)
     store = EventStore(job["env"])
     engine = runner.make_engine(job["url"], search_path=job["schema"])
+    if engine.dialect.name == "sqlite":  # a file of its own, thrown away if anything fails: no journal to keep
+        sa.event.listen(engine, "connect", _unjournalled)
     try:
         chosen = [p for p in all_projections() if p.name in set(job["names"])]
         metadata.create_all(engine, tables=[t for p in chosen for t in p.tables])
