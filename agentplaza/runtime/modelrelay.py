@@ -51,20 +51,22 @@ LINK_WAIT_S = 5.0
 NO_GATEWAY = "the hub runs no model gateway in process; no model call was made"
 
 
+class TurnGivenUp(TimeoutError):
+    """A model turn past its limit (``in_process``), in words for the harness."""
+
+
 def in_process(portal: BlockingPortal, call: Callable[[str, dict, dict], Awaitable[tuple[int, bytes]]],
                timeout_s: float = MODEL_TURN_TIMEOUT_S) -> GatewayCall:
     """A ``GatewayCall`` from the gateway's in-process entry point ``call``, run on the hub's event loop through
-    ``portal`` from a runtime thread, and given up (``TimeoutError``) after ``timeout_s``."""
+    ``portal`` from a runtime thread, and given up (``TurnGivenUp``) after ``timeout_s``."""
 
     async def bounded(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
-        with anyio.fail_after(timeout_s):
+        with anyio.move_on_after(timeout_s):
             return await call(token, body, headers)
+        raise TurnGivenUp(f"the gateway did not answer within {timeout_s:g} s; the turn was given up")
 
     def relayed(token: str, body: dict, headers: dict) -> tuple[int, bytes]:
-        try:
-            return portal.call(bounded, token, body, headers)
-        except TimeoutError:
-            raise TimeoutError(f"the gateway did not answer within {timeout_s:g} s; the turn was given up") from None
+        return portal.call(bounded, token, body, headers)
 
     return relayed
 
@@ -182,7 +184,7 @@ class ModelRelay:
         token = self.token_for(agent, self.task_of(agent))
         try:
             status, raw = gateway(token, body, {"x-api-key": PLACEHOLDER_KEY, "anthropic-version": ANTHROPIC_VERSION})
-        except TimeoutError as e:
+        except TurnGivenUp as e:
             return error("gateway_unreachable", str(e))
         except Exception as e:  # noqa: BLE001 - the hub going away mid-turn, say: the turn fails, the harness lives
             return error("gateway_unreachable", f"the gateway did not answer: {type(e).__name__}: {e}")

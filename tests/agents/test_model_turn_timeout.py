@@ -27,7 +27,7 @@ async def _never_answers(token: str, body: dict, headers: dict) -> tuple[int, by
 def test_a_call_in_process_answers_or_is_given_up_after_the_limit(backend):
     with start_blocking_portal(backend) as portal:
         assert modelrelay.in_process(portal, _answers, 5)("tok", {}, {})[0] == 200
-        with pytest.raises(TimeoutError):
+        with pytest.raises(modelrelay.TurnGivenUp, match="did not answer within 0.2 s"):
             modelrelay.in_process(portal, _never_answers, 0.2)("tok", {}, {})
 
 
