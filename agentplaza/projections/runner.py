@@ -450,13 +450,14 @@ class ReadModels:
                 staging = parallel.Staging.make(self, conn) if parallel.worth_it(self, projections, upto) else None
                 second = None
                 try:
+                    # (started first: it imports the plaza's code while this process empties the tables)
+                    second = parallel.Second.start(staging) if staging is not None else None
                     with conn.begin():
                         for p in projections:
                             for table in p.tables:
                                 conn.execute(table.delete())
                         slots: list[list] = [[self._backed(p.new_rows(), conn), 0] for p in projections]
                         after, skip, owned = 0, [], None
-                        second = parallel.Second.start(staging) if staging is not None else None
                         if second is not None:
                             after, skip, owned = parallel.first_page(self, conn, projections, slots, upto, REBUILD_PAGE,
                                                                      second)
