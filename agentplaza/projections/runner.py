@@ -107,8 +107,12 @@ class _InsertPlan:
         self.sql, self.positional = compiled.string, compiled.positional
         self.names = [c.name for c in order]
         self.keys = [c.key for c in order]
-        self.procs = [(i, proc) for i, c in enumerate(order)
-                      if (proc := c.type.dialect_impl(dialect).bind_processor(dialect)) is not None]
+        bound = [(i, c, proc) for i, c in enumerate(order)
+                 if (proc := c.type.dialect_impl(dialect).bind_processor(dialect)) is not None]
+        self.procs = [(i, proc) for i, _, proc in bound]
+        #: For ``COPY``, where every value goes as text whatever its column's type: a JSON column's dict or list
+        #: as its JSON text (``_json_as_text``), not wrapped for psycopg's own JSON dumper.
+        self.copy_procs = [(i, _json_as_text(c.type, proc, dialect) or proc) for i, c, proc in bound]
         self.pick = operator.itemgetter(*self.names) if len(self.names) > 1 else (lambda row: (row[self.names[0]],))
         quote = dialect.identifier_preparer.quote
         self.copy_sql = (f"COPY {dialect.identifier_preparer.format_table(table)} "
@@ -118,20 +122,40 @@ class _InsertPlan:
         vals = self.values(row)
         return tuple(vals) if self.positional else dict(zip(self.keys, vals, strict=True))
 
-    def values(self, row: dict[str, Any]) -> list:
-        """The row's values in the statement's order, each through its column's bind processor."""
+    def values(self, row: dict[str, Any], procs: list | None = None) -> list:
+        """The row's values in the statement's order, each through its column's bind processor (``procs``: other
+        processors, ``copy_procs``)."""
+        procs = self.procs if procs is None else procs
         try:
             vals = list(self.pick(row))
         except KeyError:  # a column the row does not name is NULL, as SQLAlchemy's insert leaves it
             vals = [row.get(n, _MISSING) for n in self.names]
-            for i, proc in self.procs:
+            for i, proc in procs:
                 if vals[i] is not _MISSING:
                     vals[i] = proc(vals[i])
             vals = [None if v is _MISSING else v for v in vals]
         else:
-            for i, proc in self.procs:
+            for i, proc in procs:
                 vals[i] = proc(vals[i])
         return vals
+
+
+def _json_as_text(column_type: sa.types.TypeEngine, proc: Callable[[Any], Any],
+                  dialect: sa.Dialect) -> Callable[[Any], Any] | None:
+    """A JSON column's value as ``COPY`` sends it: a dict or a list as the dialect's serializer writes it (the very
+    text psycopg's JSON dumper would send, the dialect having set its dumps to that serializer), anything else
+    through the column's bind processor ``proc``, which wraps each value for psycopg's JSON dumper: ``COPY``ing
+    100,000 transcript lines took this process 0.30-0.38 CPU s so, and 0.17-0.28 as text (the server's own
+    work, some 0.8 s, the same).  None for a column that is not JSON."""
+    if not isinstance(column_type, sa.JSON):
+        return None
+    serialize = dialect._json_serializer or json.dumps
+    whole = (dict, list)
+
+    def as_text(value: Any) -> Any:
+        return serialize(value) if type(value) in whole else proc(value)
+
+    return as_text
 
 
 _MISSING = object()
@@ -164,7 +188,7 @@ def insert_many(conn: sa.Connection, table: sa.Table, values: list[dict[str, Any
         # In the connection's own transaction: the rows are written with everything else or not at all.
         with conn.connection.driver_connection.cursor() as cur, cur.copy(plan.copy_sql) as copy:
             for row in values:
-                copy.write_row(plan.values(row))
+                copy.write_row(plan.values(row, plan.copy_procs))
         return
     params = [plan.params(row) for row in values]
     for i in range(0, len(params), INSERT_BATCH):
