@@ -51,6 +51,9 @@ class Follower:
         self.hub = hub
         self.kick = anyio.Event()
         self.caught_up = anyio.Event()
+        #: The read models were far behind the log when apid began to listen (``Hub.caught_up_at_start``):
+        #: apid says when they have caught up, with what it could not say at its start (``Hub.caught_up_notes``).
+        self.behind_at_start = not hub.caught_up_at_start
 
     async def run(self) -> None:
         while True:
@@ -66,6 +69,10 @@ class Follower:
             self.hub.bus.publish(self.hub.bus.take_console())  # the VMs' console lines (events --all)
             done, self.caught_up = self.caught_up, anyio.Event()
             done.set()
+            if self.behind_at_start and await anyio.to_thread.run_sync(self.hub.read_models.behind) == 0:
+                self.behind_at_start = False
+                for line in await anyio.to_thread.run_sync(self.hub.caught_up_notes):
+                    print(line, flush=True)
             anchors = self.hub.anchors
             if anchors is not None and anchors.due(self.hub.read_models.position()):
                 await anyio.to_thread.run_sync(anchors.checkpoint)
