@@ -13,9 +13,9 @@ For each log (10,000 and 1,000,000 events; --quick: 10,000 and 200,000), on SQLi
 PostgreSQL started here:
 
 - apid's start: seconds to "listening", and to every read model caught up (first start, read
-  models made from the log; then a second start, read models already current); each once PostgreSQL's
-  autovacuum has finished with what was written before it (the log, then the first start's read models:
-  ``server_settled``);
+  models made from the log; then a second start, read models already current); each once PostgreSQL has
+  done its upkeep of what was written before it (the log vacuumed, analyzed and checkpointed:
+  ``server_rested``; the first start's read models, its autovacuum waited for: ``server_settled``);
 - apid's resident memory once caught up (VmRSS of the process);
 - the latency of the ten most used reads (the fastest of 50, in passes a second apart), over HTTP on one
   kept-alive connection, and again twice each, the two logs' hubs one after the other (``reads_again``);

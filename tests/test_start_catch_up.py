@@ -7,9 +7,9 @@ events nobody can read back.  Within ``START_CATCH_UP_MAX`` events of its head i
 from __future__ import annotations
 
 import datetime as dt
-import time
 import uuid
 
+from support.deadline import until
 from support.hubproc import HubProcess, ok
 from test_damaged_log import NAN_STATE, write_as_an_older_hub
 
@@ -40,24 +40,11 @@ def write_tasks(folders, database_url, first: int, count: int) -> int:
         store.close()
 
 
-def caught_up(hub: HubProcess, position: int, timeout: float = 60) -> dict:
-    end = time.monotonic() + timeout
+def caught_up(hub: HubProcess, position: int) -> dict:
+    """``/v1/hub`` once the read models include ``position``."""
     with hub.client() as c:
-        while time.monotonic() < end:
-            info = ok(c.get("/v1/hub"))
-            if info["projections_at"] >= position:
-                return info
-            time.sleep(0.1)
-    raise AssertionError(f"the read models did not reach {position}: {hub.output[-2000:]}")
-
-
-def printed(hub: HubProcess, text: str, timeout: float = 30) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if text in hub.output:
-            return True
-        time.sleep(0.1)
-    return False
+        return until(f"the read models at {position}",
+                     lambda: (info := ok(c.get("/v1/hub")))["projections_at"] >= position and info, 60, every=0.1)
 
 
 def test_a_first_start_over_a_long_log_listens_then_catches_up_and_names_what_it_could_not_read(folders,
@@ -73,8 +60,9 @@ def test_a_first_start_over_a_long_log_listens_then_catches_up_and_names_what_it
         assert "cannot be read" not in hub.output.split("apid: listening on")[0]  # not known yet
         info = caught_up(hub, head)
         info = caught_up(hub, info["position"])  # (the hub's own events at its start too)
-        assert printed(hub, CAUGHT_UP), hub.output
-        assert printed(hub, f"apid: the event at position {bad} cannot be read"), hub.output
+        until("the caught-up note", lambda: CAUGHT_UP in hub.output, 30, every=0.1)
+        until("the unreadable event named", lambda: f"apid: the event at position {bad} cannot be read" in hub.output,
+              30, every=0.1)
         with hub.client() as c:
             last = f"t{START_CATCH_UP_MAX // 2 + START_CATCH_UP_MAX}"
             assert ok(c.get(f"/v1/tasks/{last}"))["title"] == f"task {last[1:]}"
