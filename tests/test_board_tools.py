@@ -16,7 +16,7 @@ from agentplaza.commands import plaza
 from agentplaza.commands import tasks as tc
 from agentplaza.projections import board as board_rm
 from agentplaza.projections import conversations as conv_rm
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import transcript
 
 
 @pytest.fixture
@@ -150,8 +150,7 @@ def test_an_agent_posting_to_all_runs_and_is_recorded_under_s055(hub):
     assert r["result"]["delivered"] == [bob]
     tool(s_ann, "plaza_board_post", text="@writer the notes are out")
     hub.read_models.catch_up()
-    calls = [e["detail"] for e in hub.read_models.rows(transcript_table, transcript_table.c.cid == ann,
-                                                       order_by=transcript_table.c.seq)
+    calls = [e["detail"] for e in transcript(hub.read_models, ann, limit=10_000)
              if e["kind"] == "tool_call" and e["tool"] == "plaza_board_post"]
     assert [(c["effect"], c["violation"]) for c in calls] == [("allow", True), ("allow", False)]
     assert '"to": "@all"' in calls[0]["args"]  # the fact the hub read off the text

@@ -264,9 +264,9 @@ def test_a_guest_that_misbehaves_is_answered_and_its_item_ends_cleanly(behaviour
             assert "too_large" in text and ("invalid_value" in text or "out_of_bounds" in text or "bad_request" in text)
             w.rm.catch_up()
             from agentplaza.domain.agents import MAX_ENTRY_CHARS
-            from agentplaza.projections.agents import transcript_table
+            from agentplaza.projections.agents import transcript
 
-            texts = [r["text"] or "" for r in w.rm.rows(transcript_table) if r["cid"] == cid]
+            texts = [r["text"] or "" for r in transcript(w.rm, int(cid), limit=10_000)]
             assert texts and max(map(len, texts)) <= MAX_ENTRY_CHARS
         assert w.store.max_position() > before
         for f in INVARIANTS.values():

@@ -15,7 +15,8 @@ from agentplaza.commands import scheduler
 from agentplaza.commands import tasks as tk
 from agentplaza.commands import treasury as tc
 from agentplaza.domain import treasury as t
-from agentplaza.projections.work import queue, timeline
+from agentplaza.domain.base import Refusal
+from agentplaza.projections.work import LINE_DETAIL, WorkProjection, queue, timeline_rows
 
 
 @pytest.fixture
@@ -375,8 +376,22 @@ def test_the_timeline_shows_every_transition_with_who_and_why(p):
     to_review(p, n)
     tk.withdraw(p.cmds, p.ctx("owner", "changed my mind"), n)
     p.rm.catch_up()
-    rows = p.rm.rows(timeline, timeline.c.task == n, order_by=timeline.c.position)
+    rows = timeline_rows(p.rm, n)
     assert [(r["event"], r["state"], r["actor"]) for r in rows] == [
         ("Created", "open", "owner"), ("Claimed", "claimed", "owner"), ("Reported", "claimed", "agent:7"),
         ("ReviewerAssigned", "claimed", "owner"), ("Withdrawn", "withdrawn", "owner")]
-    assert rows[-1]["reason"] == "changed my mind"
+    assert rows[-1]["reason"] == "changed my mind" and rows[-1]["detail"] is None
+    assert {r["task"] for r in rows} == {n} and [r["position"] for r in rows] == sorted(r["position"] for r in rows)
+    assert rows[0]["detail"]["title"] and rows[1]["detail"]["worker"] == "7"
+    assert set(rows[2]["detail"]) == {"summary", "files", "checks"} and rows[3]["detail"]["reviewer"] == "9"
+    # Read from the task's stream in the log: the events of other tasks are not in it.
+    other = task(p)
+    p.rm.catch_up()
+    assert [r["event"] for r in timeline_rows(p.rm, other)] == ["Created"] and len(timeline_rows(p.rm, n)) == 5
+    refused_read = pytest.raises(Refusal, timeline_rows, p.rm, "t9999")
+    assert refused_read.value.code == "no_task"
+
+
+def test_every_task_event_the_work_read_model_folds_is_a_line_of_its_timeline():
+    handled = {kind for kind in WorkProjection().handlers if kind.startswith("Task.")}
+    assert handled == set(LINE_DETAIL)

@@ -54,6 +54,8 @@ AGGREGATE_CACHE_SIZE = 10_000
 SNAPSHOT_EVERY = 100
 #: Rows fetched per round trip when reading the log.
 READ_PAGE = 5_000
+#: Events of one aggregate read at a time (``stream``): a transcript's page is 50 entries.
+STREAM_PAGE = 100
 #: How long another process reading this store (``reader_env``) waits for its PostgreSQL connection.
 READER_CONNECT_TIMEOUT_S = 5
 #: Positions one query of ``topics_at`` names (SQLite takes at most 32,766 bound values a statement).
@@ -414,6 +416,33 @@ class EventStore:
             f"FROM {self._events_table} WHERE {col} > {ph}{unwanted} ORDER BY {col} LIMIT {int(limit)}",
             [after, *skip],
         )
+
+    def stream(self, originator_id: uuid.UUID, after_version: int = 0, *, newest_first: bool = False,
+               page: int = STREAM_PAGE) -> Iterator[EventRecord]:
+        """One aggregate's events as records, read from the log in pages of ``page`` (its key: O(page), however
+        long the log): oldest first after version ``after_version``, or ``newest_first`` from its last.  An event
+        that cannot be read back is stepped over, as a read model's fold steps over it.  A reader of a long stream
+        (a transcript) stops when it has what it wants; the pages after are never read."""
+        if newest_first and after_version:
+            raise ValueError("after_version is for a stream read oldest first")
+        ph, col = self._ph(), self._id_col()
+        oid = originator_id if self.backend == "postgres" else originator_id.hex
+        bound, order = (("<", "DESC") if newest_first else (">", "ASC"))
+        at = None if newest_first else after_version
+        while True:
+            where = f"originator_id = {ph}" + (f" AND originator_version {bound} {ph}" if at is not None else "")
+            rows = self._select(
+                f"SELECT {col}, {self._oid()}, originator_version, topic, state FROM {self._events_table} "
+                f"WHERE {where} ORDER BY originator_version {order} LIMIT {int(page)}",
+                [oid] if at is None else [oid, at])
+            for row in rows:
+                try:
+                    yield catalogue.record(*row)
+                except UnreadableEvent:
+                    continue
+            if len(rows) < page:
+                return
+            at = rows[-1][2]
 
     def topics_at(self, positions: Sequence[int]) -> list[str]:
         """The topics of the events at ``positions`` (where there is one): a sample of the log's mix."""

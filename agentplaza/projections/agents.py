@@ -1,4 +1,5 @@
-"""Read models of the agents: the roster (one row per agent) and each transcript.
+"""Read models of the agents: the roster (one row per agent) and the transcripts' egress entries.  A transcript
+itself is read from its stream in the log (``transcript``).
 
 The roster's ``permission_mode`` is the agent's conduct's (``domain.conduct``, the mode's one home):
 ``rm_agent_modes`` follows every conduct's mode, and a new agent's row starts with its CID's.
@@ -7,7 +8,7 @@ The roster's ``permission_mode`` is the agent's conduct's (``domain.conduct``, t
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -46,21 +47,20 @@ agents_table = sa.Table(
     sa.Column("species", sa.String(16)),  # its robot on the floor (Floor.Dealt); None before it was dealt one
 )
 
-transcript_table = append_only(sa.Table(
-    "rm_transcript",
+#: A transcript is read from its own stream in the log (``transcript``: O(page) by the stream's key), not copied
+#: into a table: its entries were the largest read-model table, some 0.2 of a rebuild's rows.  The egress audit
+#: reads every agent's ``egress`` entries, newest first, so those are kept here, one row each.
+egress_table = append_only(sa.Table(
+    "rm_egress",
     metadata,
-    sa.Column("transcript_id", sa.String(36), primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True),
-    sa.Column("cid", sa.Integer, nullable=False, index=True),
-    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("position", sa.BigInteger, primary_key=True),
+    sa.Column("cid", sa.Integer, nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
-    sa.Column("actor", sa.String(80), nullable=False),
-    sa.Column("kind", sa.String(20), nullable=False),
-    sa.Column("tool", sa.String(120)),
+    sa.Column("verdict", sa.String(20)),  # one of EGRESS_VERDICTS, else None
     sa.Column("text", sa.Text),
     sa.Column("detail", sa.JSON, nullable=False),
-    # The egress audit (every agent's ``egress`` entries, newest first) reads a page of one kind: O(page).
-    sa.Index("ix_rm_transcript_kind_position", "kind", "position"),
+    sa.Index("ix_rm_egress_cid_position", "cid", "position"),
+    sa.Index("ix_rm_egress_verdict_position", "verdict", "position"),
 ))
 
 #: Which agent (and CID) an agent or transcript aggregate belongs to: O(1) lookups in the folds.
@@ -223,18 +223,22 @@ class AgentsProjection(Projection):
 
 
 class TranscriptProjection(Projection):
-    """Every agent's transcript, entry by entry."""
+    """The transcripts' egress entries, every agent's (each transcript itself is read from the log)."""
 
     name = "transcript"
-    version = 2  # 2: the index by kind and position
-    tables = (transcript_table,)
+    version = 3  # 2: the index by kind and position; 3: only the egress entries (the transcripts from the log)
+    tables = (egress_table,)
+    retired_tables = ("rm_transcript",)
 
     def on_Transcript_Entry(self, e: EventRecord, rows: Rows) -> None:
         d = e.data
-        rows.put("rm_transcript", {
-            "transcript_id": e.originator_id, "seq": d["seq"], "cid": d["cid"],
-            "position": e.position, "at": e.at, "actor": e.actor, "kind": d["kind"], "tool": d["tool"],
-            "text": d["text"], "detail": d["detail"],
+        if d["kind"] != "egress":
+            return
+        detail = d["detail"]
+        verdict = detail.get("verdict") if type(detail) is dict else None
+        rows.put("rm_egress", {
+            "position": e.position, "cid": d["cid"], "at": e.at,
+            "verdict": verdict if verdict in EGRESS_VERDICTS else None, "text": d["text"], "detail": detail,
         })
 
 
@@ -246,7 +250,6 @@ PAGE_TRANSCRIPT = 50
 PAGE_SANCTIONS = 20
 ROSTER_COLUMNS = ("cid", "name", "role", "status", "run", "model", "permission_mode", "node", "generation", "queue",
                   "working_on", "entries", "forked_from", "fork_checkpoint", "created_at", "changed_at")
-TRANSCRIPT_COLUMNS = ("seq", "at", "actor", "kind", "tool", "text", "detail")
 
 
 def policy_of(read_models: ReadModels) -> dict | None:
@@ -285,17 +288,42 @@ def agent_of(read_models: ReadModels, cid: int) -> dict:
     return agent_view(agent_row(read_models, cid), policy_of(read_models))
 
 
+#: The event of a transcript that is an entry (its first, version 1, opens it).
+ENTRY_KIND = "Transcript.Entry"
+
+
+def entry_view(rec: EventRecord) -> dict:
+    """A transcript entry as the agent page, the CLI and the MCP tools show it."""
+    d = rec.data
+    return {"seq": d["seq"], "at": rec.at, "actor": rec.actor, "kind": d["kind"], "tool": d["tool"],
+            "text": d["text"], "detail": d["detail"]}
+
+
 def transcript(read_models: ReadModels, cid: int, after: int = 0, limit: int = PAGE_TRANSCRIPT,
                tail: bool = False) -> list[dict]:
+    """A page of an agent's transcript (``entries``)."""
     row = agent_row(read_models, cid)
-    tid = transcript_id(uuid.UUID(hex=row["agent_id"])).hex
-    t = transcript_table
+    return entries(read_models.store, transcript_id(uuid.UUID(hex=row["agent_id"])), after, limit, tail)
+
+
+def entries(store: Any, tid: uuid.UUID, after: int = 0, limit: int = PAGE_TRANSCRIPT, tail: bool = False) -> list[dict]:
+    """A page of the transcript ``tid`` (an agent's, a sandbox's), read from its stream in the log: the entries after
+    ``after`` (a ``seq``), oldest first, or with ``tail`` its last ``limit``."""
+    if limit < 1:
+        return []
+    # Entry ``seq`` n is at least the stream's version n + 1, so the entries after ``after`` are all past version
+    # ``after`` + 1 (exactly there while a transcript holds nothing but entries).
+    events = (store.stream(tid, newest_first=True, page=limit + 1) if tail
+              else store.stream(tid, after + 1 if after > 0 else 0, page=limit + 1))
+    out: list[dict] = []
+    for rec in events:
+        if rec.kind == ENTRY_KIND and (tail or rec.data["seq"] > after):
+            out.append(entry_view(rec))
+            if len(out) == limit:
+                break
     if tail:
-        rows = read_models.rows(t, t.c.transcript_id == tid, order_by=sa.desc(t.c.seq), limit=limit)
-        rows.reverse()
-    else:
-        rows = read_models.rows(t, t.c.transcript_id == tid, t.c.seq > after, order_by=t.c.seq, limit=limit)
-    return [{k: r[k] for k in TRANSCRIPT_COLUMNS} for r in rows]
+        out.reverse()
+    return out
 
 
 def agent_page(read_models: ReadModels, at: str, cid: int) -> dict:
@@ -330,22 +358,15 @@ def egress_audit(read_models: ReadModels, verdict: str | None = None, cid: int |
                  before: int | None = None, limit: int = PAGE_EGRESS) -> list[dict]:
     """Every agent's egress connections, newest first: one transcript entry each (the proxy writes one for
     every connection, allowed or refused). ``before`` is an entry's ``position``: the page older than it."""
-    t = transcript_table
-    where = [t.c.kind == "egress"] + ([t.c.cid == cid] if cid is not None else [])
+    t = egress_table
+    where = ([t.c.verdict == verdict] if verdict is not None else []) + ([t.c.cid == cid] if cid is not None else [])
+    if before is not None:
+        where.append(t.c.position < before)
     names = {r["cid"]: r["name"] for r in read_models.rows(agents_table)}
-    out: list[dict] = []
-    batch = limit * 4
-    # The verdict sits in the entry's JSON detail: filter here, reading batches of the newest until full.
-    while len(out) < limit:
-        older = [t.c.position < before] if before is not None else []
-        rows = read_models.rows(t, *where, *older, order_by=sa.desc(t.c.position), limit=batch)
-        for r in rows:
-            d = r["detail"] or {}
-            if verdict is None or d.get("verdict") == verdict:
-                out.append({"position": r["position"], "at": r["at"], "cid": r["cid"], "agent": names.get(r["cid"]),
-                            "verdict": d.get("verdict"), "host": d.get("host"), "port": d.get("port"),
-                            "why": d.get("why"), "text": r["text"]})
-        if len(rows) < batch:
-            break
-        before = rows[-1]["position"]
-    return out[:limit]
+    out = []
+    for r in read_models.rows(t, *where, order_by=sa.desc(t.c.position), limit=limit):
+        d = r["detail"] if type(r["detail"]) is dict else {}
+        out.append({"position": r["position"], "at": r["at"], "cid": r["cid"], "agent": names.get(r["cid"]),
+                    "verdict": r["verdict"], "host": d.get("host"), "port": d.get("port"),
+                    "why": d.get("why"), "text": r["text"]})
+    return out

@@ -221,12 +221,15 @@ class Projection:
     topics whose events it reads (``fold``'s ``owned``: its ``on_page`` and
     ``on_unreadable``; its handlers see their kinds in both), and merges the
     other's rows, ``theirs`` (table name -> rows), into this one's (``parallel``).
-    Bumping ``version`` makes the hub rebuild the read model at its next start.
+    Bumping ``version`` makes the hub rebuild the read model at its next start;
+    ``retired_tables`` names the tables an earlier version had and this one has
+    not, dropped then.
     """
 
     name: str = ""
     version: int = 1
     tables: tuple[sa.Table, ...] = ()
+    retired_tables: tuple[str, ...] = ()
     merge: Callable[[Rows, dict[str, list[dict[str, Any]]]], None] | None = None
 
     def __init__(self) -> None:

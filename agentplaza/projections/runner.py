@@ -221,17 +221,25 @@ class ReadModels:
         """Create tables, then load each read model, rebuilding any whose version changed.
 
         A read model whose version changed may have changed its columns: its tables are
-        dropped and made anew before the rebuild (they hold nothing the log cannot give back).
+        dropped and made anew before the rebuild (they hold nothing the log cannot give back),
+        and the tables it no longer has (``retired_tables``) dropped.
         With ``defer_over``, when the read models are more than that many events behind the log,
         the rebuilds are left to ``catch_up`` (each such read model starts empty at position 0)
         and True is returned: a hub can listen at once and catch up after."""
         metadata.create_all(self.engine, tables=[positions])
         with self.engine.connect() as conn:
             stored = {r.name: r for r in conn.execute(sa.select(positions))}
-        changed = [t for name, s in self.states.items()
-                   if name in stored and stored[name].version != s.projection.version for t in s.projection.tables]
+        moved = [s.projection for name, s in self.states.items()
+                 if name in stored and stored[name].version != s.projection.version]
+        changed = [t for p in moved for t in p.tables]
         if changed:
             metadata.drop_all(self.engine, tables=changed)
+        retired = [name for p in moved for name in p.retired_tables]
+        if retired:
+            quote = self.engine.dialect.identifier_preparer.quote
+            with self.engine.begin() as conn:
+                for name in retired:
+                    conn.execute(sa.text(f"DROP TABLE IF EXISTS {quote(name)}"))
         metadata.create_all(self.engine, tables=[t for s in self.states.values() for t in s.projection.tables])
         todo = [name for name in self.states
                 if stored.get(name) is None or stored[name].version != self.states[name].projection.version]

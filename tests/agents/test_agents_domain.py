@@ -19,7 +19,7 @@ from agentplaza.domain.base import Refusal
 from agentplaza.domain.conduct import mode_of
 from agentplaza.domain.refusals import Kind
 from agentplaza.events.store import EventStore
-from agentplaza.projections.agents import agents_table, transcript_table
+from agentplaza.projections.agents import agents_table, transcript
 
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
@@ -133,7 +133,7 @@ def test_work_flows_through_statuses_and_the_transcript(plaza):
     ac.finish_work(cmds, agent, cid, item, "done", "I am a builder.")
     r = roster(rm)[cid]
     assert (r["status"], r["queue"], r["working_on"], r["entries"]) == ("idle", 0, None, 3)
-    kinds = [(t["kind"], t["actor"]) for t in rm.rows(transcript_table, order_by=transcript_table.c.seq)]
+    kinds = [(t["kind"], t["actor"]) for t in transcript(rm, cid)]
     assert kinds == [("told", "owner"), ("tool_call", f"agent:{cid}"), ("done", f"agent:{cid}")]
     ac.disconnected(cmds, cmds.context("node:n0"), cid, "channel closed")
     assert roster(rm)[cid]["status"] == "offline"

@@ -27,7 +27,7 @@ from agentplaza.domain.models import (
     shipped_policy,
 )
 from agentplaza.events.store import EventStore
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import transcript
 from agentplaza.runtime.egress import EGRESS_OFF, EgressPolicy, policy_from_flags
 from agentplaza.runtime.fleet import AgentRuntime
 from vmm.channel import Channel
@@ -81,8 +81,7 @@ class Guest:
 
     def egress_lines(self) -> list[dict]:
         self.hub.read_models.catch_up()
-        return [r for r in self.hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq)
-                if r["cid"] == self.cid and r["kind"] == "egress"]
+        return [r for r in transcript(self.hub.read_models, self.cid, limit=10_000) if r["kind"] == "egress"]
 
     def close(self):
         self.guest.close()

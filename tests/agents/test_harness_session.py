@@ -16,7 +16,7 @@ from agentplaza.commands import approvals
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands import tasks as tc
 from agentplaza.domain.base import Refusal
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import transcript
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
 
@@ -41,8 +41,7 @@ def session(hub, role, **kw):
 
 def entries(hub, cid, kind):
     hub.read_models.catch_up()
-    return [r for r in hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq)
-            if r["cid"] == cid and r["kind"] == kind]
+    return [r for r in transcript(hub.read_models, cid, limit=10_000) if r["kind"] == kind]
 
 
 def test_ask_mode_waits_in_approvals_and_the_approved_call_runs_once_with_its_exact_input(hub):

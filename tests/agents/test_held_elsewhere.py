@@ -14,7 +14,7 @@ from agentplaza.api.app import create_app
 from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.config import Folders
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import transcript
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
 
@@ -55,8 +55,7 @@ def test_a_hold_written_by_another_hub_process_cancels_a_running_item_here(folde
                 time.sleep(0.05)
             assert s.taken is None
             hub.read_models.catch_up()
-            done = [r for r in hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq)
-                    if r["cid"] == cid and r["kind"] == "done"]
+            done = [r for r in transcript(hub.read_models, cid, limit=10_000) if r["kind"] == "done"]
             assert [(d["detail"]["item"], d["detail"]["outcome"]) for d in done] == [(item, "cancelled")]
             after = s.handle({"op": "decide", "tool": "vm.read_file", "args": {"path": "a"}})
             assert after["error"]["code"] == "item_cancelled" and after["item"] == item

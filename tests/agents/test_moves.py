@@ -23,7 +23,7 @@ from agentplaza.commands import plaza as plaza_commands
 from agentplaza.domain.agents import LOCAL_CID_FIRST, node_id
 from agentplaza.domain.base import Refusal
 from agentplaza.joincode import parse
-from agentplaza.projections.agents import agents_table, transcript_table
+from agentplaza.projections.agents import agents_table, transcript
 from agentplaza.runtime import moves
 from tests.support.deadline import until
 from vmm.channel import StreamReset
@@ -66,7 +66,7 @@ def test_a_move_keeps_the_cid_moves_it_between_the_registries_and_records_the_ne
     assert ac.holder(cmds.store.get, cid).name == n1 and ac.agent(cmds, cid).node == n1
     rm.catch_up()
     assert rm.rows(agents_table, agents_table.c.cid == cid)[0]["node"] == n1
-    last = rm.rows(transcript_table, transcript_table.c.cid == cid, order_by=transcript_table.c.seq)[-1]
+    last = transcript(rm, cid, limit=1, tail=True)[-1]
     assert last["detail"]["action"] == "move" and last["detail"]["bytes_moved"] == FIGURES["bytes_moved"]
     # its CID is not given out again while it is away, and the agent answers commands on its new node
     assert cid not in ac.spawn(cmds, owner(cmds), "builder").value

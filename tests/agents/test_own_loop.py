@@ -22,7 +22,7 @@ from agentplaza.commands import agents as ac
 from agentplaza.commands import tasks as tc
 from agentplaza.commands import treasury as treasury_commands
 from agentplaza.domain.treasury import own_loop_charge
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import transcript
 from agentplaza.runtime.fleet import AgentRuntime
 from agentplaza.runtime.session import HarnessSession
 
@@ -129,8 +129,7 @@ def test_an_escrow_that_cannot_cover_the_call_ends_the_item_budget_exhausted(pla
     after = s.handle({"op": "model", "item": item, "messages": [], "tools": []})
     assert after["error"]["code"] == "item_cancelled" and "budget exhausted" in after["error"]["message"]
     plaza.hub.read_models.catch_up()
-    done = [e for e in plaza.hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq)
-            if e["cid"] == cid and e["kind"] == "done"]
+    done = [e for e in transcript(plaza.hub.read_models, cid, limit=10_000) if e["kind"] == "done"]
     assert done[-1]["detail"]["outcome"] == "cancelled"
 
 

@@ -17,7 +17,7 @@ from agentplaza.api.hub import Hub
 from agentplaza.commands import agents as ac
 from agentplaza.commands import approvals
 from agentplaza.commands import tasks as tc
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import transcript as transcript_page
 from agentplaza.projections.work import approvals as approvals_table
 from agentplaza.runtime import modelrelay, schema, tools
 from agentplaza.runtime.schema import check
@@ -269,7 +269,7 @@ def hub(folders, database_url):
 
 def transcript(hub, cid):
     hub.read_models.catch_up()
-    return [r for r in hub.read_models.rows(transcript_table, order_by=transcript_table.c.seq) if r["cid"] == cid]
+    return transcript_page(hub.read_models, cid, limit=10_000)
 
 
 def test_a_host_tool_with_a_bad_arg_is_refused_naming_it_before_the_laws_see_it(hub):

@@ -12,10 +12,11 @@ from support.storeplaza import open_plaza as open_store_plaza
 
 from agentplaza.commands import e2b as cmd
 from agentplaza.commands import plaza as plaza_commands
+from agentplaza.domain.agents import transcript_id
 from agentplaza.domain.base import Refusal
-from agentplaza.domain.e2b import FIRST_SANDBOX_CID
+from agentplaza.domain.e2b import FIRST_SANDBOX_CID, sandbox_agg_id
 from agentplaza.projections import e2b as q
-from agentplaza.projections.agents import transcript_table
+from agentplaza.projections.agents import entries
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -70,8 +71,7 @@ def test_a_sandboxs_life_is_in_the_log_and_its_read_model(plaza):
     assert q.sandbox_rows(rm, metadata={"suite": "b"}) == []
     assert q.sandbox_of_cid(rm, a)["sandbox_id"] == "ia" and q.sandbox_of_cid(rm, b) is None
     # the sandbox's transcript, under its CID
-    texts = [r["text"] for r in rm.rows(transcript_table, transcript_table.c.cid == a,
-                                        order_by=transcript_table.c.seq)]
+    texts = [r["text"] for r in entries(store, transcript_id(sandbox_agg_id("ia")), limit=10_000)]
     assert texts[0] == "sandbox ia: created from base" and texts[-1].startswith("sandbox ia: network")
     assert "sandbox ia: paused" in texts and "sandbox ia: resumed" in texts
 
@@ -94,8 +94,7 @@ def test_a_cold_pause_is_in_the_log_and_a_resume_clears_it(plaza):
     cmd.resumed(cmds, ctx("token:k1"), "ic", None)
     rm.catch_up()
     assert q.sandbox_row(rm, "ic")["cold"] is False
-    texts = [r["text"] for r in rm.rows(transcript_table, transcript_table.c.cid == rows["ic"]["cid"],
-                                        order_by=transcript_table.c.seq)]
+    texts = [r["text"] for r in entries(store, transcript_id(sandbox_agg_id("ic")), limit=10_000)]
     assert "sandbox ic: paused (disk only: a resume boots it cold)" in texts
 
 
