@@ -85,6 +85,9 @@ WRITE_BATCH = 5_000
 READ_ROUNDS = 10
 READ_PASSES = 5
 READ_PAUSE_S = 1.0
+#: The transcript page read: one both logs fill (the small log's agent has some 35 entries; a page of 50 there
+#: held fewer entries than the large log's, and the ratio compared pages of different sizes).
+TRANSCRIPT_PAGE = 25
 #: Rebuilds and verifies run offline, the fastest of them reported.
 OFFLINE_ROUNDS = 3
 TOOLS = ("read_file", "write_file", "run_command", "web_fetch", "git_commit")
@@ -276,7 +279,8 @@ def reads(position: int) -> dict[str, str]:
         "approvals": "/v1/approvals",
         "rules": "/v1/rules",
         "usage": "/v1/usage/summary",
-        "transcript": f"/v1/agents/{FIRST_CID + 1}/logs?tail=1&limit=50",  # its last page, as the agent page shows
+        # its last page, as the agent page shows it; a page both logs fill (TRANSCRIPT_PAGE)
+        "transcript": f"/v1/agents/{FIRST_CID + 1}/logs?tail=1&limit={TRANSCRIPT_PAGE}",
         "events": f"/v1/events?after={max(0, position - 100)}&limit=100",
     }
 
@@ -287,6 +291,8 @@ def time_reads(client: httpx.Client, position: int) -> dict[str, float]:
         r = client.get(path)
         if r.status_code != 200:
             raise RuntimeError(f"{path}: {r.status_code} {r.text[:200]}")
+    if len(client.get(paths["transcript"]).json()["transcript"]) != TRANSCRIPT_PAGE:
+        raise RuntimeError("the transcript read is not a full page: the two logs would be read pages of different sizes")
     best = dict.fromkeys(paths, float("inf"))
     for n in range(READ_PASSES):
         if n:
