@@ -8,6 +8,8 @@ import pathlib
 import tomllib
 from dataclasses import dataclass
 
+from support.source import parsed
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RULES = tomllib.loads((ROOT / "layers.toml").read_text())
 PACKAGES = ("agentplaza", "jhrl", "vmm")
@@ -44,7 +46,7 @@ def imports(path: pathlib.Path, module: str) -> list[tuple[int, str]]:
     """Every project module this file imports (absolute names), with its line."""
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):

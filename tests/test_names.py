@@ -11,6 +11,7 @@ import re
 import uuid
 
 import pytest
+from support.source import parsed
 
 import jhrl
 from agentplaza.domain import models as dm
@@ -167,7 +168,7 @@ def _domain_sources() -> list[pathlib.Path]:
 def test_no_module_defines_its_own_role_check_or_pattern():
     found = []
     for path in _domain_sources():
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef) and node.name in ("check_role", "check_agent", "check_number"):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} def {node.name}")
@@ -186,7 +187,7 @@ def _anchored_with_dollar(pattern: str) -> bool:
 def test_no_domain_pattern_ends_in_a_dollar_that_lets_a_newline_through():
     found = []
     for path in sorted((ROOT / "agentplaza" / "domain").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("compile", "match", "search")
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
                     and _anchored_with_dollar(node.args[0].value)):

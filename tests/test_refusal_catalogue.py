@@ -7,6 +7,7 @@ import ast
 import pathlib
 
 import pytest
+from support.source import parsed
 
 from agentplaza.api.errors import STATUS_OF
 from agentplaza.domain.base import Refusal
@@ -20,7 +21,7 @@ def raised_codes() -> dict[str, str]:
     """Each literal code given to a refusal in the source, with where it is raised."""
     out: dict[str, str] = {}
     for path in sorted((ROOT / "agentplaza").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
             f = node.func

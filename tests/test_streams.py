@@ -84,6 +84,25 @@ def test_a_transcript_page_is_read_from_its_stream(plaza, limit):
     assert first["at"].startswith("2026-12-06T12:00")
 
 
+def test_a_transcript_shows_what_its_read_model_has_folded_and_a_stream_stops_at_upto(plaza):
+    store, rm, cmds, cid = plaza
+    ac.add_entry(cmds, cmds.context(f"agent:{cid}"), cid, "note", text="not folded yet")
+    last = texts(agents_rm.transcript(rm, cid, limit=1, tail=True))
+    assert last == [f"line {ENTRIES}"]  # the read models have not folded it: not shown beside them yet
+    assert texts(agents_rm.transcript(rm, cid, after=ENTRIES)) == []
+    rm.catch_up()
+    assert texts(agents_rm.transcript(rm, cid, limit=1, tail=True)) == ["not folded yet"]
+    assert texts(agents_rm.transcript(rm, cid, after=ENTRIES)) == ["not folded yet"]
+    tid = transcript_id(uuid.UUID(hex=agents_rm.agent_row(rm, cid)["agent_id"]))
+    whole = list(store.stream(tid))
+    cut = whole[10].position
+    for page in (1, 4, 100):
+        assert [r.position for r in store.stream(tid, upto=cut, page=page)] == [r.position for r in whole[:11]]
+        assert [r.position for r in store.stream(tid, upto=cut, newest_first=True, page=page)] == [
+            r.position for r in whole[:11]][::-1]
+        assert [r.version for r in store.stream(tid, 5, upto=cut, page=page)] == [6, 7, 8, 9, 10, 11]
+
+
 def test_an_entry_that_cannot_be_read_is_stepped_over_as_a_fold_steps_over_it(plaza):
     store, rm, _, cid = plaza
     page = agents_rm.transcript(rm, cid, limit=ENTRIES)

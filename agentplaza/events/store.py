@@ -417,10 +417,11 @@ class EventStore:
             [after, *skip],
         )
 
-    def stream(self, originator_id: uuid.UUID, after_version: int = 0, *, newest_first: bool = False,
-               page: int = STREAM_PAGE) -> Iterator[EventRecord]:
+    def stream(self, originator_id: uuid.UUID, after_version: int = 0, *, upto: int | None = None,
+               newest_first: bool = False, page: int = STREAM_PAGE) -> Iterator[EventRecord]:
         """One aggregate's events as records, read from the log in pages of ``page`` (its key: O(page), however
-        long the log): oldest first after version ``after_version``, or ``newest_first`` from its last.  An event
+        long the log): oldest first after version ``after_version``, or ``newest_first`` from its last; none after
+        position ``upto`` (a reader that shows them beside read models: only what those have folded).  An event
         that cannot be read back is stepped over, as a read model's fold steps over it.  A reader of a long stream
         (a transcript) stops when it has what it wants; the pages after are never read."""
         if newest_first and after_version:
@@ -430,11 +431,14 @@ class EventStore:
         bound, order = (("<", "DESC") if newest_first else (">", "ASC"))
         at = None if newest_first else after_version
         while True:
-            where = f"originator_id = {ph}" + (f" AND originator_version {bound} {ph}" if at is not None else "")
+            where, params = f"originator_id = {ph}", [oid]
+            if upto is not None:
+                where, params = f"{where} AND {col} <= {ph}", [*params, upto]
+            if at is not None:
+                where, params = f"{where} AND originator_version {bound} {ph}", [*params, at]
             rows = self._select(
                 f"SELECT {col}, {self._oid()}, originator_version, topic, state FROM {self._events_table} "
-                f"WHERE {where} ORDER BY originator_version {order} LIMIT {int(page)}",
-                [oid] if at is None else [oid, at])
+                f"WHERE {where} ORDER BY originator_version {order} LIMIT {int(page)}", params)
             for row in rows:
                 try:
                     yield catalogue.record(*row)

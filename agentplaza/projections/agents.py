@@ -301,20 +301,24 @@ def entry_view(rec: EventRecord) -> dict:
 
 def transcript(read_models: ReadModels, cid: int, after: int = 0, limit: int = PAGE_TRANSCRIPT,
                tail: bool = False) -> list[dict]:
-    """A page of an agent's transcript (``entries``)."""
+    """A page of an agent's transcript (``entries``), up to where its read model is, as when its entries were that
+    read model's rows: the read models fold every event together, so an editor shown a tool call waiting for
+    approval finds the approval in the queue."""
     row = agent_row(read_models, cid)
-    return entries(read_models.store, transcript_id(uuid.UUID(hex=row["agent_id"])), after, limit, tail)
+    return entries(read_models.store, transcript_id(uuid.UUID(hex=row["agent_id"])), after, limit, tail,
+                   upto=read_models.position_of(TranscriptProjection.name))
 
 
-def entries(store: Any, tid: uuid.UUID, after: int = 0, limit: int = PAGE_TRANSCRIPT, tail: bool = False) -> list[dict]:
+def entries(store: Any, tid: uuid.UUID, after: int = 0, limit: int = PAGE_TRANSCRIPT, tail: bool = False,
+            upto: int | None = None) -> list[dict]:
     """A page of the transcript ``tid`` (an agent's, a sandbox's), read from its stream in the log: the entries after
-    ``after`` (a ``seq``), oldest first, or with ``tail`` its last ``limit``."""
+    ``after`` (a ``seq``), oldest first, or with ``tail`` its last ``limit``; none after position ``upto``."""
     if limit < 1:
         return []
     # Entry ``seq`` n is at least the stream's version n + 1, so the entries after ``after`` are all past version
     # ``after`` + 1 (exactly there while a transcript holds nothing but entries).
-    events = (store.stream(tid, newest_first=True, page=limit + 1) if tail
-              else store.stream(tid, after + 1 if after > 0 else 0, page=limit + 1))
+    events = (store.stream(tid, upto=upto, newest_first=True, page=limit + 1) if tail
+              else store.stream(tid, after + 1 if after > 0 else 0, upto=upto, page=limit + 1))
     out: list[dict] = []
     for rec in events:
         if rec.kind == ENTRY_KIND and (tail or rec.data["seq"] > after):

@@ -88,6 +88,10 @@ TOTALS_ID = "all"
 _EMPTY_TOTALS = {"id": TOTALS_ID, "calls": 0, "allowed": 0, "refused": 0, "held": 0, "default_deny": 0, "violations": 0}
 
 
+#: The count in ``rm_rule_totals`` each decision adds to.
+_TOTAL_OF_DECISION = {"allow": "allowed", "deny": "refused", "ask": "held"}
+
+
 class LawsProjection(Projection):
     name = "laws"
     version = 1
@@ -104,7 +108,7 @@ class LawsProjection(Projection):
         totals = dict(rows.get("rm_rule_totals", TOTALS_ID) or _EMPTY_TOTALS)
         seq = totals["calls"]
         totals["calls"] = seq + 1
-        totals[{"allow": "allowed", "deny": "refused", "ask": "held"}[d["decision"]]] += 1
+        totals[_TOTAL_OF_DECISION[d["decision"]]] += 1
         totals["default_deny"] += d["why"] == "default_deny"
         totals["violations"] += bool(d["violation"])
         rows.put("rm_rule_totals", totals)

@@ -345,6 +345,12 @@ class ReadModels:
     def position(self) -> int:
         return min((s.position for s in self.states.values()), default=0)
 
+    def position_of(self, name: str) -> int:
+        """Where one read model is: what a reader that shows the log beside it may show (``EventStore.stream``'s
+        ``upto``); where the read models are, when there is none of that name."""
+        st = self.states.get(name)
+        return st.position if st is not None else self.position()
+
     def catch_up(self, most: int | None = None) -> list[EventRecord]:
         """Fold every new event into every read model; returns the new (readable) events in order (at
         most the newest ``SEEN_MAX`` of them without ``most``).

@@ -116,10 +116,13 @@ payments = evictable(sa.Table(
 ))
 
 
+#: The total (``rm_treasury_totals``) each kind of account counts in.
+_TOTAL_OF_KIND = {"budget": "budget", "treasury": "treasury", "mint": "mint", "model-costs": "model_costs",
+                  "wallet": "wallets", "escrow": "escrows"}
+
+
 def _total_name(account: str) -> str | None:
-    kind = t.kind_of(account)
-    return {"budget": "budget", "treasury": "treasury", "mint": "mint", "model-costs": "model_costs",
-            "wallet": "wallets", "escrow": "escrows"}.get(kind)
+    return _TOTAL_OF_KIND.get(t.kind_of(account))
 
 
 class TreasuryProjection(Projection):

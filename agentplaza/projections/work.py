@@ -376,13 +376,14 @@ def task_row(read_models, number: str) -> dict:
 
 
 def timeline_rows(read_models, number: str) -> list[dict]:
-    """Every transition of a task, with who and why, oldest first: read from the task's stream in the log, each
-    line with the state the event left the task in."""
+    """Every transition of a task, with who and why, oldest first: read from the task's stream in the log, up to
+    where the read models are (as the task's row), each line with the state the event left the task in."""
+    upto = read_models.position_of(WorkProjection.name)
     found = read_models.rows(tasks, tasks.c.number == number)
     if not found:
         raise Refusal("no_task", f"no task {number!r}")
     state, lines = "open", []
-    for rec in read_models.store.stream(uuid.UUID(hex=found[0]["id"])):
+    for rec in read_models.store.stream(uuid.UUID(hex=found[0]["id"]), upto=upto):
         detail = LINE_DETAIL.get(rec.kind)
         if detail is None:
             continue

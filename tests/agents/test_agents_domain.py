@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.source import parsed
 from support.storeplaza import plaza_on_store
 
 from agentplaza.commands import agents as ac
@@ -189,7 +190,7 @@ IMPURE_BUILTINS = {"open", "print", "input", "exec", "eval"}
 
 def impurities(path: Path) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] in IMPURE_MODULES]
         elif isinstance(node, ast.ImportFrom) and node.level == 0:

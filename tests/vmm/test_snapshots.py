@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.source import parsed
 
 from vmm import recovery
 from vmm import snapshot as snap
@@ -438,7 +439,7 @@ def test_jail_helper_imports_only_what_it_needs():
     import ast
 
     from vmm import jail
-    tree = ast.parse(Path(jail.HELPER).read_text())
+    tree = parsed(jail.HELPER)
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names <= {"__future__", "ctypes", "json", "os", "signal", "sys"}, names
