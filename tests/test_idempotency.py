@@ -102,12 +102,15 @@ def test_a_mint_retried_with_its_key_is_minted_once_and_a_refusal_claims_nothing
 def test_a_bad_idempotency_key_is_refused_naming_the_header(hub):
     with hub.client() as c:
         position = c.get("/v1/hub").json()["position"]
-        for bad in ("x" * 256, "caf\u00e9-key", "tab\tkey"):
+    for bad in ("x" * 256, "caf\u00e9-key", "tab\tkey"):
+        # A connection each: the server may close one after refusing a malformed header, and a request sent on it
+        # before the close is seen is never answered (CI saw the third so).
+        with hub.client() as c:
             r = c.post("/v1/tasks", json=TASK, headers={**JSON, "Idempotency-Key": bad.encode("latin-1")})
-            assert r.status_code == 400, r.text
-            assert r.json()["error"]["code"] == "invalid_idempotency_key"
-            assert "Idempotency-Key" in r.json()["error"]["message"]
-    with hub.client() as c:  # a fresh connection: the server may close one after refusing a malformed header
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["code"] == "invalid_idempotency_key"
+        assert "Idempotency-Key" in r.json()["error"]["message"]
+    with hub.client() as c:
         assert c.get("/v1/hub").json()["position"] == position
 
 

@@ -62,6 +62,16 @@ READER_CONNECT_TIMEOUT_S = 5
 TOPICS_AT_BATCH = 500
 
 
+def _readable(rows: Iterable[tuple]) -> Iterator[EventRecord]:
+    """The records of stored rows (position, originator id, version, topic, state), stepping over any that
+    cannot be read back."""
+    for row in rows:
+        try:
+            yield catalogue.record(*row)
+        except UnreadableEvent:
+            continue
+
+
 _IMMUTABLE = (str, int, float, bool, bytes, type(None), uuid.UUID, datetime.datetime, datetime.date, frozenset)
 
 
@@ -395,11 +405,7 @@ class EventStore:
                 f"FROM {self._events_table} WHERE {where} ORDER BY {col} LIMIT {int(page)}",
                 params,
             )
-            for row in rows:
-                try:
-                    yield catalogue.record(*row)
-                except UnreadableEvent:
-                    continue
+            yield from _readable(rows)
             if len(rows) < page:
                 return
             after = rows[-1][0]
@@ -439,11 +445,7 @@ class EventStore:
             rows = self._select(
                 f"SELECT {col}, {self._oid()}, originator_version, topic, state FROM {self._events_table} "
                 f"WHERE {where} ORDER BY originator_version {order} LIMIT {int(page)}", params)
-            for row in rows:
-                try:
-                    yield catalogue.record(*row)
-                except UnreadableEvent:
-                    continue
+            yield from _readable(rows)
             if len(rows) < page:
                 return
             at = rows[-1][2]
