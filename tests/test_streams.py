@@ -16,6 +16,7 @@ from agentplaza.commands import agents as ac
 from agentplaza.commands import plaza as plaza_commands
 from agentplaza.commands.unit import Commands
 from agentplaza.domain.agents import transcript_id
+from agentplaza.domain.base import Refusal
 from agentplaza.events.store import EventStore
 from agentplaza.projections import agents as agents_rm
 from agentplaza.projections.registry import all_projections
@@ -116,11 +117,12 @@ def test_an_entry_that_cannot_be_read_is_stepped_over_as_a_fold_steps_over_it(pl
     assert texts(agents_rm.transcript(rm, cid, limit=ENTRIES - 3, tail=True)) == readable[-(ENTRIES - 3):]
 
 
-def test_an_unknown_agent_has_no_transcript(plaza):
-    _, rm, _, _ = plaza
-    with pytest.raises(Exception) as e:
+def test_an_unknown_agent_has_no_transcript_and_the_largest_after_reads_nothing(plaza):
+    _, rm, _, cid = plaza
+    with pytest.raises(Refusal) as e:
         agents_rm.transcript(rm, 999)
-    assert getattr(e.value, "code", None) == "unknown_agent"
+    assert e.value.code == "unknown_agent"
+    assert agents_rm.transcript(rm, cid, after=2**63 - 1) == []  # the route's bound: no sum past 64 bits
 
 
 def test_read_models_of_the_versions_that_copied_transcripts_and_timelines_are_upgraded_at_start(folders, database_url):

@@ -316,9 +316,9 @@ def entries(store: Any, tid: uuid.UUID, after: int = 0, limit: int = PAGE_TRANSC
     if limit < 1:
         return []
     # Entry ``seq`` n is at least the stream's version n + 1, so the entries after ``after`` are all past version
-    # ``after`` + 1 (exactly there while a transcript holds nothing but entries).
+    # ``after`` (one more event read, the entry ``after`` itself, and no sum past 64 bits for the largest ``after``).
     events = (store.stream(tid, upto=upto, newest_first=True, page=limit + 1) if tail
-              else store.stream(tid, after + 1 if after > 0 else 0, upto=upto, page=limit + 1))
+              else store.stream(tid, after, upto=upto, page=limit + 1))
     out: list[dict] = []
     for rec in events:
         if rec.kind == ENTRY_KIND and (tail or rec.data["seq"] > after):

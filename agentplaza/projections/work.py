@@ -142,6 +142,8 @@ suspensions = sa.Table(
     sa.Column("at", sa.String(40), nullable=False),
 )
 
+#: A task's state when it is created (its row, and the first line of its timeline).
+CREATED_STATE = "open"
 _TASK_STATE = {"Task.Claimed": "claimed", "Task.Passed": "done", "Task.Failed": "failed", "Task.Withdrawn": "withdrawn"}
 
 
@@ -179,12 +181,12 @@ class WorkProjection(Projection):
         row = {
             "id": e.originator_id, "number": d["number"], "title": d["title"], "details": d["details"],
             "acceptance": d["acceptance"], "role": d["role"], "budget": d["budget"], "project": d["project"],
-            "parent": d["parent"], "state": "open", "phase": None, "worker": None, "reviewer": None, "bids": 0,
+            "parent": d["parent"], "state": CREATED_STATE, "phase": None, "worker": None, "reviewer": None, "bids": 0,
             "report": None, "notes": None, "created_at": e.at, "created_by": e.actor, "position": e.position,
             "queued_at": e.position, "updated_at": e.at,
         }
         rows.put("rm_tasks", row)
-        self._count(rows, "open", 1)
+        self._count(rows, CREATED_STATE, 1)
 
     @staticmethod
     def _count(rows: Rows, state: str, by: int) -> None:
@@ -382,12 +384,12 @@ def timeline_rows(read_models, number: str) -> list[dict]:
     found = read_models.rows(tasks, tasks.c.number == number)
     if not found:
         raise Refusal("no_task", f"no task {number!r}")
-    state, lines = "open", []
+    state, lines = CREATED_STATE, []
     for rec in read_models.store.stream(uuid.UUID(hex=found[0]["id"]), upto=upto):
         detail = LINE_DETAIL.get(rec.kind)
         if detail is None:
             continue
-        state = "open" if rec.kind == "Task.Created" else _TASK_STATE.get(rec.kind, state)
+        state = CREATED_STATE if rec.kind == "Task.Created" else _TASK_STATE.get(rec.kind, state)
         lines.append({"position": rec.position, "task": number, "at": rec.at, "event": rec.kind.split(".", 1)[1],
                       "state": state, "actor": rec.actor, "reason": rec.reason, "detail": detail(rec.data) or None})
     return lines
