@@ -91,7 +91,7 @@ def treasury_rate(commands: int) -> tuple[float, float]:
     return events / seconds, 2 * commands / seconds
 
 
-INSERT_ONLY = ("rm_treasury_journal", "rm_treasury_postings", "rm_treasury_entry_accounts")
+INSERT_ONLY = ("rm_treasury_journal", "rm_treasury_postings", "rm_treasury_entry_mentions")
 
 
 def new_engine() -> sa.Engine:
@@ -131,7 +131,8 @@ def fill_read_models(engine: sa.Engine, entries: int, already: int, wallets: int
             proj.on_Entry_Posted(rec, rows)
         with engine.begin() as conn:
             for name in INSERT_ONLY:  # new rows only: plain inserts
-                conn.execute(rows.tables[name].insert(), list(rows.data[name].values()))
+                if rows.data[name]:
+                    conn.execute(rows.tables[name].insert(), list(rows.data[name].values()))
                 rows.data[name].clear()  # written; only the running balances stay in memory
                 rows.dirty[name].clear()
             ReadModels._write_rows(conn, rows)

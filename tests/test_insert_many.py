@@ -1,8 +1,9 @@
-"""``runner.insert_many``, the read models' bulk insert (a rebuild's and a catch-up's writes), stores what
+"""The read models' bulk writes (a rebuild's and a catch-up's).  ``runner.insert_many`` stores what
 SQLAlchemy's own insert stores: every value read back the same, on SQLite (the driver's executemany) and on
 PostgreSQL (one ``COPY`` from ``COPY_FROM`` rows, where a JSON column's dict or list goes as its JSON text).
 The values are the awkward ones: escapes, quotes, tabs and newlines, non-ASCII text, an integer past 64 bits
-(which the standard library's encoder writes), JSON null, an empty object, a bare string."""
+(which the standard library's encoder writes), JSON null, an empty object, a bare string.  ``delete_many``
+deletes the rows named, and a row ``Rows.add``ed is inserted without a delete first."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from agentplaza.projections import runner
-from agentplaza.projections.runner import insert_many, make_engine, read_model_url
+from agentplaza.projections.framework import Rows
+from agentplaza.projections.runner import ReadModels, delete_many, insert_many, make_engine, read_model_url
 
 AWKWARD = [
     {"text": 'a "quoted" \\ back\\slash\ttab\nnewline\r', "n": 1, "nested": {"list": [1, 2.5, None, True]}},
@@ -47,5 +49,69 @@ def test_insert_many_stores_what_sqlalchemys_insert_stores(folders, database_url
         assert got == expected
         assert got == values
     finally:
+        meta.drop_all(engine)
+        engine.dispose()
+
+
+@pytest.mark.parametrize("keys", [1, 2], ids=["one-column key", "two-column key"])
+def test_delete_many_deletes_the_rows_named_and_no_other(folders, database_url, keys):
+    """``delete_many`` (SQLite: one statement executemany'd; PostgreSQL: IN lists of ``DELETE_BATCH``): more keys
+    than a batch, keys with no row, a key that is a prefix of another."""
+    engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
+    meta = sa.MetaData()
+    cols = [sa.Column("a", sa.String(20), primary_key=True)] + (
+        [sa.Column("b", sa.BigInteger, primary_key=True)] if keys == 2 else [])
+    table = sa.Table("t_delete_many", meta, *cols, sa.Column("v", sa.Text))
+    meta.create_all(engine)
+    n = runner.DELETE_BATCH + 20
+    rows = [{"a": f"k{i}", "b": i, "v": str(i)} if keys == 2 else {"a": f"k{i}", "v": str(i)} for i in range(n)]
+    key = (lambda r: (r["a"], r["b"])) if keys == 2 else (lambda r: r["a"])
+    doomed = [key(r) for r in rows if int(r["v"]) % 3 == 0] + ([("nobody", 1)] if keys == 2 else ["nobody"])
+    try:
+        with engine.begin() as conn:
+            insert_many(conn, table, rows)
+            delete_many(conn, table, doomed)
+        with engine.connect() as conn:
+            left = {r.a for r in conn.execute(sa.select(table))}
+        assert left == {r["a"] for r in rows if int(r["v"]) % 3 != 0}
+    finally:
+        meta.drop_all(engine)
+        engine.dispose()
+
+
+def test_a_row_added_is_inserted_without_a_delete_and_a_row_put_replaces_the_old(folders, database_url):
+    """``Rows.add`` (a key no row has had: a task's ``Created``) is written with no delete before its insert; a
+    ``put`` of a row already in SQL replaces it; one ``add``ed then changed in the same page is inserted once."""
+    engine = make_engine(read_model_url(state_dir=folders.state, database_url=database_url))
+    meta = sa.MetaData()
+    table = sa.Table("t_rows_add", meta, sa.Column("id", sa.String(20), primary_key=True), sa.Column("v", sa.Integer))
+    meta.create_all(engine)
+    deleted: list = []
+    real = runner.delete_many
+
+    def counting(conn, t, keys):
+        deleted.extend(keys)
+        real(conn, t, keys)
+
+    runner.delete_many = counting
+    try:
+        rows = Rows([table])
+        rows.add("t_rows_add", {"id": "a", "v": 1})
+        rows.add("t_rows_add", {"id": "b", "v": 1})
+        rows.put("t_rows_add", {"id": "b", "v": 2})  # changed in the page that made it
+        with engine.begin() as conn:
+            ReadModels._write_rows(conn, rows)
+        rows.clear_changes()
+        assert deleted == []
+        rows.put("t_rows_add", {"id": "a", "v": 3})
+        rows.add("t_rows_add", {"id": "c", "v": 1})
+        with engine.begin() as conn:
+            ReadModels._write_rows(conn, rows)
+        rows.clear_changes()
+        assert deleted == ["a"]
+        with engine.connect() as conn:
+            assert dict(conn.execute(sa.select(table.c.id, table.c.v)).all()) == {"a": 3, "b": 2, "c": 1}
+    finally:
+        runner.delete_many = real
         meta.drop_all(engine)
         engine.dispose()

@@ -16,6 +16,7 @@ from agentplaza.domain import treasury as t
 from agentplaza.domain.base import Refusal
 from agentplaza.domain.plaza import PLAZA_ID
 from agentplaza.domain.plaza import Plaza as PlazaAgg
+from agentplaza.projections import treasury as rm
 
 
 @pytest.fixture
@@ -393,9 +394,15 @@ def test_a_sanction_fine_the_wallet_cannot_pay_is_recorded_as_not_collected_neve
     rows = p.read()
     fines = [e for e in journal(p) if e["kind"] == "Fine"]
     assert [(f["amount"], f["uncollected"]) for f in fines] == [(40, 60), (0, 100)]
-    # the fine not collected still shows under the agent's wallet
-    assert {e["position"] for e in rows["rm_treasury_entry_accounts"] if e["account"] == "wallet:7"} >= {
-        f["position"] for f in fines}
+    # the fine not collected still shows under the agent's wallet: it names the agent, posting nothing to it
+    shown = {e["position"] for e in rm.journal_rows(p.rm, wallet="7")}
+    assert shown >= {f["position"] for f in fines}
+    assert {(m["account"], m["position"]) for m in rows["rm_treasury_entry_mentions"]} >= {("wallet:7", fines[1]["position"])}
+    # an account an entry posts to is found by its postings, not named again
+    assert not {(m["account"], m["position"]) for m in rows["rm_treasury_entry_mentions"]} & {
+        (pp["account"], pp["position"]) for pp in rows["rm_treasury_postings"]}
+    assert shown == {pp["position"] for pp in rows["rm_treasury_postings"] if pp["account"] == "wallet:7"} | {
+        m["position"] for m in rows["rm_treasury_entry_mentions"] if m["account"] == "wallet:7"}
     assert p.store.get(t.account_id("wallet:7")).fined_since(p.clock.at) == 200
 
 

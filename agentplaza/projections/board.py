@@ -70,7 +70,7 @@ class BoardProjection(Projection):
 
     def on_Board_Posted(self, e: EventRecord, rows: Rows) -> None:
         d = e.data
-        rows.put("rm_board_posts", {
+        rows.add("rm_board_posts", {  # (the board numbers each post anew)
             "id": d["number"], "seq": post_index(d["number"]), "project": d["project"], "task": d["task"],
             "file": d.get("file"),
             "text": d["text"], "author": e.actor, "mentions": d["mentions"], "held": d["held"] and bool(d["mentions"]),

@@ -56,6 +56,7 @@ journal = append_only(sa.Table(
     sa.Column("actor", sa.String(200), nullable=False),
 ))
 
+# Keyed by (account, position) alone, without SQLite's rowid: one B-tree a row, not two.
 postings = append_only(sa.Table(
     "rm_treasury_postings",
     metadata,
@@ -65,14 +66,19 @@ postings = append_only(sa.Table(
     sa.Column("amount", sa.BigInteger, nullable=False),
     sa.Column("balance_after", sa.BigInteger, nullable=False),
     sa.Column("at", sa.String(40), nullable=False),
+    sqlite_with_rowid=False,
 ))
 
-# Which entries concern an account: its postings, and every agent an entry names.
-entry_accounts = append_only(sa.Table(
-    "rm_treasury_entry_accounts",
+# The accounts an entry names without posting to them: the wallets of the agents it names, its task's escrow.
+# With the postings, the entries that concern an account (the journal's wallet filter, ``concerning``).  Most
+# entries name no account they do not post to: a table of every account an entry concerns was as many rows
+# as the postings, a tenth of a rebuild's time.
+entry_mentions = append_only(sa.Table(
+    "rm_treasury_entry_mentions",
     metadata,
     sa.Column("account", sa.String(100), primary_key=True),
     sa.Column("position", sa.BigInteger, primary_key=True),
+    sqlite_with_rowid=False,
 ))
 
 totals = sa.Table(
@@ -127,8 +133,11 @@ def _total_name(account: str) -> str | None:
 
 class TreasuryProjection(Projection):
     name = "treasury"
-    version = 1
-    tables = (accounts, journal, postings, entry_accounts, totals, hours, payments)
+    # 2: rm_treasury_entry_mentions (the accounts an entry names, not posts to) for rm_treasury_entry_accounts (every
+    # account it concerned, as many rows as the postings); postings and mentions without SQLite's rowid
+    version = 2
+    tables = (accounts, journal, postings, entry_mentions, totals, hours, payments)
+    retired_tables = ("rm_treasury_entry_accounts",)
 
     # -- accounts ----------------------------------------------------------------
 
@@ -167,11 +176,11 @@ class TreasuryProjection(Projection):
             "agents": list(d["agents"]), "postings": dict(moves), "amount": sum(v for v in moves.values() if v > 0),
             "shortfall": d["shortfall"], "uncollected": d["uncollected"], "ref": d["ref"], "at": e.at, "actor": e.actor,
         })
-        concerned = set(moves) | {t.wallet_key(a) for a in d["agents"]}
+        named = {t.wallet_key(a) for a in d["agents"]}
         if d["task"]:
-            concerned.add(t.escrow_key(d["task"]))
-        for key in concerned:
-            rows.put("rm_treasury_entry_accounts", {"account": key, "position": e.position})
+            named.add(t.escrow_key(d["task"]))
+        for key in named.difference(moves):
+            rows.put("rm_treasury_entry_mentions", {"account": key, "position": e.position})
         hour = e.at[:13]
         bucket = rows.get("rm_treasury_hours", hour)
         bucket = dict(bucket) if bucket else {"hour": hour, **{n: 0 for n in FLOWS.values()}, **{n: 0 for n in CLOSING}}
@@ -271,6 +280,13 @@ def wallets(models: ReadModels, sort: str = "balance", descending: bool = True) 
     return out
 
 
+def concerning(account: str) -> sa.CompoundSelect:
+    """The positions of the entries that concern ``account``: those that post to it, and those that name it."""
+    p, m = postings, entry_mentions
+    return sa.union_all(sa.select(p.c.position).where(p.c.account == account),
+                        sa.select(m.c.position).where(m.c.account == account))
+
+
 def journal_rows(models: ReadModels, *, kind: str | None = None, wallet: str | None = None, task: str | None = None,
                  before: int | None = None, limit: int = 50) -> list[dict]:
     j = journal
@@ -282,8 +298,7 @@ def journal_rows(models: ReadModels, *, kind: str | None = None, wallet: str | N
     if before is not None:
         where.append(j.c.position < before)
     if wallet:
-        ea = entry_accounts
-        where.append(j.c.position.in_(sa.select(ea.c.position).where(ea.c.account == t.wallet_key(wallet))))
+        where.append(j.c.position.in_(concerning(t.wallet_key(wallet))))
     return models.rows(j, *where, order_by=sa.desc(j.c.position), limit=limit)
 
 

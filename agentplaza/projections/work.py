@@ -185,7 +185,7 @@ class WorkProjection(Projection):
             "report": None, "notes": None, "created_at": e.at, "created_by": e.actor, "position": e.position,
             "queued_at": e.position, "updated_at": e.at,
         }
-        rows.put("rm_tasks", row)
+        rows.add("rm_tasks", row)
         self._count(rows, CREATED_STATE, 1)
 
     @staticmethod
