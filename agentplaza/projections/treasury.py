@@ -71,8 +71,8 @@ postings = append_only(sa.Table(
 
 # The accounts an entry names without posting to them: the wallets of the agents it names, its task's escrow.
 # With the postings, the entries that concern an account (the journal's wallet filter, ``concerning``).  Most
-# entries name no account they do not post to: a table of every account an entry concerns was as many rows
-# as the postings, a tenth of a rebuild's time.
+# entries name no account they do not post to: a table of every account an entry concerned (version 1) was as
+# many rows as the postings, 154,530 of the rows a rebuild over a million events wrote.
 entry_mentions = append_only(sa.Table(
     "rm_treasury_entry_mentions",
     metadata,
