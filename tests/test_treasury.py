@@ -7,6 +7,7 @@ names its reason as the guide does, and changes nothing.
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 from support.treasury import Plaza, refused
 
 from agentplaza.commands import payments
@@ -404,6 +405,30 @@ def test_a_sanction_fine_the_wallet_cannot_pay_is_recorded_as_not_collected_neve
     assert shown == {pp["position"] for pp in rows["rm_treasury_postings"] if pp["account"] == "wallet:7"} | {
         m["position"] for m in rows["rm_treasury_entry_mentions"] if m["account"] == "wallet:7"}
     assert p.store.get(t.account_id("wallet:7")).fined_since(p.clock.at) == 200
+
+
+def test_read_models_of_the_version_that_listed_every_account_an_entry_concerned_are_upgraded_at_start(folders,
+                                                                                                      database_url):
+    """Version 1 kept ``rm_treasury_entry_accounts``: at the next start the table goes, the mentions are folded
+    anew, and the wallet filter still finds an entry that names the wallet without posting to it."""
+    p = Plaza(folders.state, database_url)
+    p.wallet("7")
+    tc.sanction_fine(p.cmds, p.ctx("hub"), "7", 100, "law 3")  # nothing to collect: it names the wallet only
+    p.read()
+    with p.rm.engine.begin() as conn:  # as version 1 left them
+        conn.execute(sa.text("CREATE TABLE rm_treasury_entry_accounts (account VARCHAR(100), position BIGINT)"))
+        conn.execute(sa.text("UPDATE rm_positions SET version = 1 WHERE name = 'treasury'"))
+        conn.execute(sa.text("DELETE FROM rm_treasury_entry_mentions"))
+    p.close()
+    p = Plaza(folders.state, database_url)
+    try:
+        assert "rm_treasury_entry_accounts" not in set(sa.inspect(p.rm.engine).get_table_names())
+        fine = [e for e in rm.journal_rows(p.rm, kind="Fine")]
+        assert len(fine) == 1 and fine[0]["postings"] == {}
+        assert [e["position"] for e in rm.journal_rows(p.rm, wallet="7")] == [fine[0]["position"]]
+        assert rm.journal_rows(p.rm, wallet="8") == []
+    finally:
+        p.close()
 
 
 def test_a_manual_fine_needs_a_memo_and_cannot_exceed_the_wallet(p):
