@@ -423,7 +423,7 @@ def test_read_models_of_the_version_that_listed_every_account_an_entry_concerned
     p = Plaza(folders.state, database_url)
     try:
         assert "rm_treasury_entry_accounts" not in set(sa.inspect(p.rm.engine).get_table_names())
-        fine = [e for e in rm.journal_rows(p.rm, kind="Fine")]
+        fine = rm.journal_rows(p.rm, kind="Fine")
         assert len(fine) == 1 and fine[0]["postings"] == {}
         assert [e["position"] for e in rm.journal_rows(p.rm, wallet="7")] == [fine[0]["position"]]
         assert rm.journal_rows(p.rm, wallet="8") == []
