@@ -38,7 +38,7 @@ def start_hub(work: Path, images: str) -> tuple[subprocess.Popen, str, int]:
     env = dict(os.environ, APZ_STATE_DIR=str(work / "state"), APZ_CONFIG_DIR=str(work / "config"),
                APZ_DATA_DIR=str(work / "data"), APZ_IMAGE_DIR=images, APZ_PRICE_FETCH="off")
     env.pop("APZ_DATABASE_URL", None)
-    p = subprocess.Popen([sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{port}",
+    p = subprocess.Popen([sys.executable, "-m", "agentplaza.apid", "--bind", f"127.0.0.1:{port}",
                           "--e2b-gateway-port", str(gw)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     end = time.monotonic() + 120

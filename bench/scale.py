@@ -244,7 +244,7 @@ class Apid:
     def start(self, position: int) -> dict:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"127.0.0.1:{self.port}", "--node", "off"],
+            [sys.executable, "-m", "agentplaza.apid", "--bind", f"127.0.0.1:{self.port}", "--node", "off"],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
         lines = []
         while True:

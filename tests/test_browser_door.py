@@ -217,7 +217,7 @@ def test_loopback_trust_off_wants_the_token_or_a_sign_in(folders):
 def test_apid_refuses_a_bad_loopback_trust_or_public_url(folders):
     for flags, word in ((["--loopback-trust", "maybe"], "--loopback-trust"),
                         (["--public-url", "ftp://x"], "public URL")):
-        r = subprocess.run([sys.executable, "-m", "agentplaza.api.main", "--bind", "127.0.0.1:1", *flags],
+        r = subprocess.run([sys.executable, "-m", "agentplaza.apid", "--bind", "127.0.0.1:1", *flags],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and word in r.stderr
 

@@ -1,8 +1,10 @@
-"""apid: the hub.  Starlette on Hypercorn with the trio worker."""
+"""apid: the hub.  Starlette on Hypercorn with the trio worker.  The program is ``agentplaza.apid``, which holds
+Python's cyclic collector off while it imports this; ``main`` keeps it off until the hub listens."""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -112,6 +114,19 @@ def certificate_names(host: str, names: HubNames) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Start the hub and serve until SIGINT or SIGTERM.  Python's cyclic collector is off until it listens
+    (see ``agentplaza.apid``: opening a hub made some 150,000 lasting objects for it to walk again and
+    again), and as it was before after a start that fails."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _main(argv: list[str] | None) -> int:
     private_umask()  # what the hub writes is 0600 and its folders 0700, whatever the caller's umask
     args = parse_args(argv)
     host, sep, port = args.bind.rpartition(":")
@@ -217,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                 nursery.start_soon(on_signals)
                 await nursery.start(_serve, app, config, stop)
                 print(f"apid: listening on {hub.address}", flush=True)
+                gc.enable()  # (off from apid's start: ``main``)
                 await stop.wait()
                 nursery.cancel_scope.cancel()
             if args.node == "local" and hub.runtime is not None:  # its node, and every VM, goes with it

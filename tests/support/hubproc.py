@@ -36,6 +36,11 @@ def stop_left_over() -> int:
     return len(left)
 
 
+def program(checkout: Path) -> str:
+    """The module apid runs as in ``checkout`` (one older than ``agentplaza/apid.py`` ran ``api.main``)."""
+    return "agentplaza.apid" if (checkout / "agentplaza" / "apid.py").exists() else "agentplaza.api.main"
+
+
 class HubProcess:
     def __init__(self, folders, database_url: str | None = None, port: int | None = None, args: tuple = (),
                  host: str = "127.0.0.1", umask: int = -1, code: Path | None = None):
@@ -69,7 +74,7 @@ class HubProcess:
 
     def start(self, timeout: float = 90) -> HubProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentplaza.api.main", "--bind", f"{self.host}:{self.port}", *self.args],
+            [sys.executable, "-m", program(self.code or ROOT), "--bind", f"{self.host}:{self.port}", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, umask=self.umask,
             cwd=self.code,
         )
