@@ -115,6 +115,46 @@ def test_after_kill_9_at_random_points_every_read_model_equals_its_rebuild(folde
         rm.engine.dispose()
 
 
+def test_the_read_models_are_saved_in_one_transaction_and_alone_when_it_fails(folders, database_url, monkeypatch):
+    """A page folded is saved for every read model in one transaction (one commit, not one a read model); when
+    that transaction fails, nothing of it stays and each read model is saved alone: a failure that has passed
+    by then leaves no read model behind."""
+    store, rm = open_read_models(folders, database_url)
+    try:
+        cmds = Commands(store)
+        plaza_commands.ensure_founded(cmds)
+        rm.catch_up()
+        commits = []
+        sa.event.listen(rm.engine, "commit", commits.append)
+        plaza_commands.stop_all(cmds, cmds.context("owner", "one"))
+        rm.catch_up()
+        assert len(commits) == 1
+        assert {st.position for st in rm.states.values()} == {store.max_position()}
+
+        counts = rm.states["event_counts"]
+        real, tries = rm._write_rows, []
+
+        def broken_once(conn, rows, **kw):
+            if rows is counts.rows and not tries:
+                tries.append(rows)
+                raise sa.exc.OperationalError("INSERT", {}, Exception("the disk was full"))
+            return real(conn, rows, **kw)
+
+        monkeypatch.setattr(rm, "_write_rows", broken_once)
+        plaza_commands.resume(cmds, cmds.context("owner"))
+        commits.clear()
+        rm.catch_up()
+        assert tries and rm.failing == {}
+        assert len(commits) == len(rm.states)  # the failed one rolled back, then each alone
+        assert {st.position for st in rm.states.values()} == {store.max_position()}
+        assert rm.live() == rm.replay()
+        total = sum(r["count"] for r in rm.live(["event_counts"])["event_counts"]["rm_event_counts"])
+        assert total == store.max_position()
+    finally:
+        store.close()
+        rm.engine.dispose()
+
+
 @pytest.mark.parametrize("fails_in", ["save", "fold"])
 def test_a_read_model_whose_catch_up_fails_does_not_fold_the_same_events_twice(folders, database_url, fails_in,
                                                                                  monkeypatch):
@@ -126,16 +166,18 @@ def test_a_read_model_whose_catch_up_fails_does_not_fold_the_same_events_twice(f
         plaza_commands.stop_all(cmds, cmds.context("owner", "one"))
         plaza_commands.resume(cmds, cmds.context("owner"))
         counts = rm.states["event_counts"]
+        full = []
         if fails_in == "save":
             real = rm._write_rows
 
-            def broken_once(conn, rows, **kw):
-                if rows is counts.rows:
-                    monkeypatch.setattr(rm, "_write_rows", real)
+            def broken_while_full(conn, rows, **kw):
+                if rows is counts.rows and full:
+                    full.append(rows)
                     raise sa.exc.OperationalError("INSERT", {}, Exception("the disk is full"))
                 return real(conn, rows, **kw)
 
-            monkeypatch.setattr(rm, "_write_rows", broken_once)
+            full.append("the disk is full")
+            monkeypatch.setattr(rm, "_write_rows", broken_while_full)
         else:
             real_on_any = counts.projection.fallback
             calls = []
@@ -153,6 +195,9 @@ def test_a_read_model_whose_catch_up_fails_does_not_fold_the_same_events_twice(f
         assert rm.states["plaza"].position == store.max_position()
         if fails_in == "fold":
             counts.projection.fallback = real_on_any
+        else:  # tried in the read models' one transaction, then alone (``ReadModels._save_together``)
+            assert len(full) == 3
+            full.clear()
         rm.catch_up()  # the failure has passed
         assert rm.failing == {}
         assert counts.position == store.max_position()

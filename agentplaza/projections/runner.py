@@ -271,7 +271,7 @@ class ReadModels:
                 if stored.get(name) is None or stored[name].version != self.states[name].projection.version]
         for name, st in self.states.items():
             if name not in todo:
-                self._load(st)
+                self._load(st, stored[name].position)
         if not todo:
             return False
         if defer_over is not None and self.store.max_position() > defer_over:
@@ -313,10 +313,11 @@ class ReadModels:
         rows.load = self._loader(conn)
         return rows
 
-    def _load(self, st: _State) -> None:
+    def _load(self, st: _State, position: int | None = None) -> None:
+        """A read model's rows kept in memory, and its position (``position``: as just read with every other's)."""
         rows = self._backed(st.projection.new_rows())
         with self.engine.connect() as conn:
-            pos = conn.execute(
+            pos = position if position is not None else conn.execute(
                 sa.select(positions.c.position).where(positions.c.name == st.projection.name)
             ).scalar()
             for name, table in rows.tables.items():
@@ -343,6 +344,34 @@ class ReadModels:
             values = [rows.data[name][k] for k in changed if k in rows.data[name]]
             if values:
                 insert_many(conn, table, values)
+
+    def _save_together(self, sts: list[_State], new_position: int) -> list[_State] | None:
+        """Write every read model of ``sts``'s changes and move their positions to ``new_position``, in one
+        transaction: each position by compare-and-set, all in one ``UPDATE``.  The read models another hub
+        moved first are returned (nothing of theirs written: they are to be loaded back).  None when the
+        transaction failed: nothing of it was written, and each read model is then saved alone (``_save``),
+        so that one read model's failure is its own.  One commit a page, not one a read model: on PostgreSQL
+        each commit waits for its write-ahead log, and a hub's every write was followed by 27 of them."""
+        try:
+            with self.engine.begin() as conn:
+                moved = set(conn.execute(
+                    positions.update()
+                    .where(sa.tuple_(positions.c.name, positions.c.position)
+                           .in_([(st.projection.name, st.position) for st in sts]))
+                    .values(position=new_position)
+                    .returning(positions.c.name)
+                ).scalars())
+                for st in sts:
+                    if st.projection.name in moved:
+                        self._write_rows(conn, st.rows)
+        except Exception as e:  # noqa: BLE001 - saved one by one instead, each failure its read model's own
+            log.info("the read models' save in one transaction failed (%s); saving each alone", e)
+            return None
+        for st in sts:
+            if st.projection.name in moved:
+                st.rows.clear_changes()
+                st.position = new_position
+        return [st for st in sts if st.projection.name not in moved]
 
     def _save(self, st: _State, new_position: int) -> bool:
         """Write a projection's changes and move its position by compare-and-set."""
@@ -448,24 +477,28 @@ class ReadModels:
                     st.projection.paged(whole.since(st.position), st.rows)
                 except Exception as e:  # noqa: BLE001 - as a handler's
                     errors[st.projection.name] = e
-        failed = False
+        folded = [st for st in behind if st.projection.name not in errors]
+        taken = self._save_together(folded, last) if folded else []
+        if taken is None:  # saved one by one: a failure is its read model's own
+            taken = []
+            for st in folded:
+                try:
+                    if not self._save(st, last):
+                        taken.append(st)
+                except Exception as e:  # noqa: BLE001 - as a failed fold
+                    errors[st.projection.name] = e
         for st in behind:
-            name, saved = st.projection.name, False
+            name = st.projection.name
             error = errors.get(name)
             if error is None:
-                try:
-                    saved = self._save(st, last)
-                except Exception as e:  # noqa: BLE001 - as a failed fold
-                    error = e
-            if error is not None:
-                log.error("read model %s cannot fold events %s-%s: %s", name, st.position + 1, last, error)
-                self._load(st)
-                self.failing[name] = f"cannot fold events after {st.position}: {error}"
-                failed = True
+                self.failing.pop(name, None)
                 continue
-            self.failing.pop(name, None)
-            if not saved:
-                self._load(st)  # another hub moved it first: take its work
+            log.error("read model %s cannot fold events %s-%s: %s", name, st.position + 1, last, error)
+            self._load(st)
+            self.failing[name] = f"cannot fold events after {st.position}: {error}"
+        for st in taken:
+            self._load(st)  # another hub moved it first: take its work
+        failed = bool(errors)
         return read, failed, [r for r in recs if type(r) is EventRecord]
 
     def wait_for(self, position: int, timeout: float = 5.0) -> bool:
