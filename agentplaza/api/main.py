@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from ..adapters.kvm.link import NodeError
 from ..adapters.providers.presets import ANTHROPIC
 from ..config import DEFAULT_BIND, folders
+from ..domain import dataclass_code
 from ..permissions import private_umask
 from ..runtime.e2b import sandboxes_of
 from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway
@@ -233,6 +234,7 @@ def _main(argv: list[str] | None) -> int:
                 await nursery.start(_serve, app, config, stop)
                 print(f"apid: listening on {hub.address}", flush=True)
                 gc.enable()  # (off from apid's start: ``main``)
+                dataclass_code.save()  # the next start loads what this one compiled
                 await stop.wait()
                 nursery.cancel_scope.cancel()
             if args.node == "local" and hub.runtime is not None:  # its node, and every VM, goes with it

@@ -9,7 +9,6 @@ before any event is triggered, so a refusal changes nothing.
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import datetime as dt
 import functools
@@ -19,39 +18,10 @@ from dataclasses import dataclass
 
 from eventsourcing.domain import Aggregate
 
+from . import dataclass_code
 from .refusals import kind_of
 
-
-def _share_dataclass_code() -> None:
-    """Compile each text of a dataclass's generated methods once per process.
-
-    Every event class is a frozen dataclass (eventsourcing's metaclass), and the library
-    makes each aggregate's events twice (the class written here, then its subclass on the
-    aggregate's own ``Event``), so importing the domain built about 4,500 methods
-    (``__init__``, ``__eq__``, ``__repr__``, ``__hash__``, ``__setattr__``, ``__delattr__``)
-    from about 2,000 distinct texts, compiling each one: about 40% of the hub's import
-    (issue 25, start to listening).  ``dataclasses`` makes each method by ``exec`` of its
-    text; this hands it the code compiled once for that text (a code object does not depend
-    on the namespace it runs in), so every class still gets its own functions, closing over
-    its own fields, exactly as before.  ``dont_inherit`` keeps the compile flags of
-    ``dataclasses`` itself (none), as its own ``exec`` of a string does.
-    """
-    if "exec" in vars(dataclasses):
-        return  # already shared (or another library has taken the name)
-    compiled: dict[str, typing.Any] = {}
-
-    def exec_shared(source, globals=None, locals=None, /):
-        if type(source) is str:
-            code = compiled.get(source)
-            if code is None:
-                code = compiled[source] = compile(source, "<string>", "exec", dont_inherit=True)
-            source = code
-        builtins.exec(source, globals, locals)
-
-    dataclasses.exec = exec_shared  # type: ignore[attr-defined]
-
-
-_share_dataclass_code()  # before any of the plaza's event classes is made
+dataclass_code.share()  # before any of the plaza's event classes is made
 
 #: Who can act: the owner, an agent by its CID, a node, the hub itself, a token.
 ACTOR_KINDS = ("owner", "agent", "node", "hub", "token")
