@@ -479,7 +479,6 @@ def main() -> None:
     """Fold the named read models, from event 1 up to ``upto``, into the tables the job names."""
     from ..events.store import EventStore  # (imported before the job comes: the first process is weighing)
     from . import runner
-    from .framework import metadata
     from .registry import all_projections
 
     job = json.loads(sys.stdin.buffer.read() or b"null")
@@ -492,7 +491,7 @@ def main() -> None:
         sa.event.listen(engine, "connect", _unjournalled)
     try:
         chosen = [p for p in all_projections() if p.name in set(job["names"])]
-        metadata.create_all(engine, tables=[t for p in chosen for t in p.tables])
+        runner.create_tables(engine, [t for p in chosen for t in p.tables])
         rm = runner.ReadModels(engine, store, chosen)
         t0 = time.perf_counter()
         with engine.begin() as conn:

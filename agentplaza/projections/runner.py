@@ -173,6 +173,28 @@ def _select_by_key(table: sa.Table) -> tuple[sa.Select, list[str]]:
     return found
 
 
+def create_tables(engine: sa.Engine, tables: list[sa.Table]) -> None:
+    """Create those of ``tables`` that are not there yet, with their indexes.  On PostgreSQL as one script, one
+    round trip (``IF NOT EXISTS``: one that another hub made since the check is left as it is). ``create_all``
+    sent the read models' 122 statements one by one: 0.09-0.13 CPU s of this process on a first start, against
+    0.015-0.03 s for the script (the server's own work, 0.2-0.45 s, is the same).  SQLite, in this process,
+    keeps ``create_all``."""
+    if engine.dialect.name != "postgresql":
+        metadata.create_all(engine, tables=tables)
+        return
+    there = set(sa.inspect(engine).get_table_names())  # in the schema the connection writes to (its search_path)
+    missing = [t for t in tables if t.name not in there]
+    if not missing:
+        return
+    script = []
+    for table in sa.schema.sort_tables(missing):
+        script.append(str(sa.schema.CreateTable(table, if_not_exists=True).compile(dialect=engine.dialect)))
+        script += [str(sa.schema.CreateIndex(index, if_not_exists=True).compile(dialect=engine.dialect))
+                   for index in sorted(table.indexes, key=lambda ix: ix.name or "")]
+    with engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
+        cur.execute(";\n".join(script))  # no parameters: the text is sent as it is
+
+
 _insert_plans: dict[tuple[int, str], _InsertPlan] = {}
 
 
@@ -252,7 +274,7 @@ class ReadModels:
         With ``defer_over``, when the read models are more than that many events behind the log,
         the rebuilds are left to ``catch_up`` (each such read model starts empty at position 0)
         and True is returned: a hub can listen at once and catch up after."""
-        metadata.create_all(self.engine, tables=[positions])
+        create_tables(self.engine, [positions])
         with self.engine.connect() as conn:
             stored = {r.name: r for r in conn.execute(sa.select(positions))}
         moved = [s.projection for name, s in self.states.items()
@@ -266,7 +288,7 @@ class ReadModels:
             with self.engine.begin() as conn:
                 for name in retired:
                     conn.execute(sa.text(f"DROP TABLE IF EXISTS {quote(name)}"))
-        metadata.create_all(self.engine, tables=[t for s in self.states.values() for t in s.projection.tables])
+        create_tables(self.engine, [t for s in self.states.values() for t in s.projection.tables])
         todo = [name for name in self.states
                 if stored.get(name) is None or stored[name].version != self.states[name].projection.version]
         for name, st in self.states.items():
