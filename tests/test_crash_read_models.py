@@ -115,6 +115,13 @@ def test_after_kill_9_at_random_points_every_read_model_equals_its_rebuild(folde
         rm.engine.dispose()
 
 
+def assert_every_event_counted_once(rm: ReadModels, store: EventStore) -> None:
+    """The read models as a replay from event 1 has them, and ``event_counts`` counting each event once."""
+    assert rm.live() == rm.replay()
+    total = sum(r["count"] for r in rm.live(["event_counts"])["event_counts"]["rm_event_counts"])
+    assert total == store.max_position()
+
+
 def test_the_read_models_are_saved_in_one_transaction_and_alone_when_it_fails(folders, database_url, monkeypatch):
     """A page folded is saved for every read model in one transaction (one commit, not one a read model); when
     that transaction fails, nothing of it stays and each read model is saved alone: a failure that has passed
@@ -147,9 +154,7 @@ def test_the_read_models_are_saved_in_one_transaction_and_alone_when_it_fails(fo
         assert tries and rm.failing == {}
         assert len(commits) == len(rm.states)  # the failed one rolled back, then each alone
         assert {st.position for st in rm.states.values()} == {store.max_position()}
-        assert rm.live() == rm.replay()
-        total = sum(r["count"] for r in rm.live(["event_counts"])["event_counts"]["rm_event_counts"])
-        assert total == store.max_position()
+        assert_every_event_counted_once(rm, store)
     finally:
         store.close()
         rm.engine.dispose()
@@ -201,9 +206,7 @@ def test_a_read_model_whose_catch_up_fails_does_not_fold_the_same_events_twice(f
         rm.catch_up()  # the failure has passed
         assert rm.failing == {}
         assert counts.position == store.max_position()
-        assert rm.live() == rm.replay()
-        total = sum(r["count"] for r in rm.live(["event_counts"])["event_counts"]["rm_event_counts"])
-        assert total == store.max_position()
+        assert_every_event_counted_once(rm, store)
     finally:
         store.close()
         rm.engine.dispose()
