@@ -445,7 +445,7 @@ def compile_packages() -> None:
         if not compileall.compile_dir(ROOT / name, quiet=1):
             sys.exit(f"bench/scale.py: {name} did not compile")
     # and the code of the dataclasses' methods, kept as an installed hub keeps it after its first start
-    subprocess.run([sys.executable, "-c", "import agentplaza.api.main\nfrom agentplaza.domain import dataclass_code\n"
+    subprocess.run([sys.executable, "-c", "import agentplaza.api.main\nfrom agentplaza import dataclass_code\n"
                     "dataclass_code.save(force=True)"], check=True, cwd=ROOT)
     print(f"bytecode written for {', '.join(PACKAGES)} (start figures are with it present)", flush=True)
 

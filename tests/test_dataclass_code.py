@@ -1,5 +1,5 @@
 """The code of the dataclasses' methods, compiled once and kept for the next process
-(``agentplaza/domain/dataclass_code.py``): a process that finds it compiles none of the texts it holds, makes
+(``agentplaza/dataclass_code.py``): a process that finds it compiles none of the texts it holds, makes
 the same classes from it, and a file that cannot be trusted is as no file.  Each test runs the imports in
 processes of its own, with their bytecode (and so the kept code) in a folder of the test's
 (``PYTHONPYCACHEPREFIX``)."""
@@ -16,12 +16,12 @@ from pathlib import Path
 
 from support.hubproc import ROOT
 
-from agentplaza.domain import dataclass_code
+from agentplaza import dataclass_code
 
 # What the domain's import did: texts compiled, texts held, whether a file was written at the end.
 REPORT = """
 import json, sys
-from agentplaza.domain import dataclass_code as d
+from agentplaza import dataclass_code as d
 import agentplaza.domain.tasks, agentplaza.domain.treasury
 from agentplaza.domain.base import Context
 import dataclasses, datetime as dt
@@ -82,7 +82,7 @@ def test_nothing_is_written_where_python_writes_no_bytecode(tmp_path):
 
 def test_a_text_not_kept_is_compiled_and_the_file_keeps_both(tmp_path):
     first = run(tmp_path)
-    code = ("import json\nfrom agentplaza.domain import dataclass_code as d\nimport agentplaza.domain.base\n"
+    code = ("import json\nfrom agentplaza import dataclass_code as d\nimport agentplaza.domain.base\n"
             "from dataclasses import dataclass\n@dataclass(frozen=True)\nclass OnlyHere:\n    a_field_of_its_own: int\n"
             "assert OnlyHere(3) == OnlyHere(3)\nprint(json.dumps({'compiled': d._new, 'written': d.save()}))")
     env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp_path))

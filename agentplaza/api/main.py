@@ -15,10 +15,10 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 from starlette.applications import Starlette
 
+from .. import dataclass_code
 from ..adapters.kvm.link import NodeError
 from ..adapters.providers.presets import ANTHROPIC
 from ..config import DEFAULT_BIND, folders
-from ..domain import dataclass_code
 from ..permissions import private_umask
 from ..runtime.e2b import sandboxes_of
 from ..runtime.e2bgate import DEFAULT_GATEWAY_PORT, Gateway

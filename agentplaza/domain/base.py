@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from eventsourcing.domain import Aggregate
 
-from . import dataclass_code
+from .. import dataclass_code
 from .refusals import kind_of
 
 dataclass_code.share()  # before any of the plaza's event classes is made

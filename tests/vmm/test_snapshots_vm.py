@@ -104,9 +104,9 @@ def test_checkpoint_rollback_and_undo(make_machine):
     m = make_machine("cp")
     m.boot()
     start_counter(m)
+    at_cp = count(m)  # read before the checkpoint: the counter goes on between its snapshot and a read after it
     cp = m.checkpoint(label="before upgrade")
     assert cp == "snap-1"
-    at_cp = count(m)
     assert m.exec(["/bin/sh", "-c", "echo risky > /workspace/after"])[0] == 0
     later = wait_count(m, at_cp + 20)
     disk = m.checkpoint(label="files only", disk_only=True)
