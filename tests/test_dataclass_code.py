@@ -93,3 +93,17 @@ def test_a_text_not_kept_is_compiled_and_the_file_keeps_both(tmp_path):
     assert new["compiled"] > 0 and new["written"]
     after = run(tmp_path)
     assert after["compiled"] == 0 and after["held"] > first["held"]
+
+
+def test_an_interpreter_that_keeps_no_bytecode_keeps_no_code(monkeypatch):
+    """Where there is no ``__pycache__`` at all (``cache_from_source`` cannot name one), there is no file to
+    load or write: every text is compiled, as it was before the code was kept."""
+    import importlib.util as util
+
+    def no_bytecode(path):
+        raise NotImplementedError("sys.implementation.cache_tag is None")
+
+    monkeypatch.setattr(util, "cache_from_source", no_bytecode)
+    monkeypatch.setattr(dataclass_code, "_new", 1)  # a text compiled here: only the missing folder stops the write
+    assert dataclass_code.cache_file() is None
+    assert dataclass_code.save(force=True) is False
