@@ -46,6 +46,8 @@ HELLO, OPEN, DATA, WINDOW, CLOSE, RESET = 1, 2, 3, 4, 5, 6
 NAMES = {HELLO: "HELLO", OPEN: "OPEN", DATA: "DATA", WINDOW: "WINDOW", CLOSE: "CLOSE", RESET: "RESET"}
 MAX_PAYLOAD = 32 * 1024
 INITIAL_WINDOW = 256 * 1024
+#: How long ``Channel.close`` waits for each of its threads before leaving the socket's close to them.
+JOIN_S = 2.0
 
 
 # -- the frames' JSON: CPython's C codec itself ---------------------------------------------------
@@ -268,6 +270,13 @@ class Channel:
         self._on_open = on_open
         self._on_hello = on_hello
         self._dead = False
+        #: The reader and the writer, while they may still use the pipe's fds; ``close`` closes the socket
+        #: only once neither does (``_release``): closed under them, its fd's number could be reused by another
+        #: file of this process, which a frame still being written would reach (a test's pipe once got a WINDOW
+        #: frame so) and from which the reader would read.
+        self._users = 0
+        self._closing = False
+        self._released = False
         self.peer_hello: dict | None = None
         self._hello_count = 0
         self._reader = threading.Thread(target=self._read_loop, name=f"channel-{role}", daemon=True)
@@ -278,6 +287,8 @@ class Channel:
         return cls(sock.fileno(), role=role, sock=sock, **kw)
 
     def start(self, hello: bool = True) -> Channel:
+        with self._lock:
+            self._users = 2
         self._reader.start()
         self._writer.start()
         if hello:
@@ -339,18 +350,38 @@ class Channel:
             self._accept_q.clear()
 
     def close(self) -> None:
+        """End the channel. A socket under it is shut down at once (its reader sees the end, a write fails)
+        and closed once the reader and the writer are done with it: here when they end within
+        ``JOIN_S`` each, else by the last of them as it ends (``_release``)."""
         with self._lock:
             self._die()
+            self._closing = True
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            self._sock.close()
-        if threading.current_thread() is not self._reader and self._reader.is_alive():
-            self._reader.join(2)
+        me = threading.current_thread()
+        for thread in (self._writer, self._reader):
+            if thread is not me and thread.is_alive():
+                thread.join(JOIN_S)
+        self._release()
 
     # -- internals -----------------------------------------------------------
+    def _done_with_fds(self) -> None:
+        """The reader or the writer ends: it uses the pipe no more."""
+        with self._lock:
+            self._users -= 1
+        self._release()
+
+    def _release(self) -> None:
+        """Close the socket once ``close`` was asked and neither thread uses it any more (once)."""
+        with self._lock:
+            if self._sock is None or not self._closing or self._users > 0 or self._released:
+                return
+            self._released = True
+        self._sock.close()
+
     def _send_locked(self, ftype: int, sid: int, payload: bytes = b"") -> None:
         """Queue a frame; the writer thread sends it. Never blocks on I/O, so a
         full pipe can not stall the reader (and with it the peer)."""
@@ -361,24 +392,27 @@ class Channel:
             self._wcond.notify()
 
     def _write_loop(self) -> None:
-        while True:
-            with self._wcond:
-                self._wcond.wait_for(lambda: self._outq or self._dead)
-                if not self._outq:
+        try:
+            while True:
+                with self._wcond:
+                    self._wcond.wait_for(lambda: self._outq or self._dead)
+                    if not self._outq:
+                        return
+                    frames = list(self._outq)
+                    self._outq.clear()
+                buf = memoryview(b"".join(frames))
+                try:
+                    while buf:
+                        n = os.write(self._wfd, buf)
+                        buf = buf[n:]
+                except InterruptedError:
+                    continue
+                except OSError:
+                    with self._lock:
+                        self._die()
                     return
-                frames = list(self._outq)
-                self._outq.clear()
-            buf = memoryview(b"".join(frames))
-            try:
-                while buf:
-                    n = os.write(self._wfd, buf)
-                    buf = buf[n:]
-            except InterruptedError:
-                continue
-            except OSError:
-                with self._lock:
-                    self._die()
-                return
+        finally:
+            self._done_with_fds()
 
     def flush(self, timeout: float | None = 5.0) -> bool:
         """Wait until every queued frame has been handed to the pipe."""
@@ -424,6 +458,7 @@ class Channel:
         finally:
             with self._lock:
                 self._die()
+            self._done_with_fds()
 
     def _dispatch(self, ftype: int, sid: int, payload: bytes) -> None:
         if ftype == HELLO:

@@ -1,7 +1,11 @@
 import os
 import socket
+import stat
+import struct
 import subprocess
 import sys
+import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -117,6 +121,56 @@ def test_reset_unknown_stream_and_peer_loss():
     with pytest.raises(ch.ChannelClosed):
         host.open("z")
     host.close()
+
+
+
+def test_close_leaves_the_socket_to_a_writer_still_sending_and_the_writer_closes_it(monkeypatch):
+    """A frame the writer took before ``close`` goes to the channel's own socket, never to another file that got
+    its fd's number: the socket is closed only once the writer is done, by the writer itself when ``close`` stops
+    waiting for it first (CI once found a WINDOW frame in a test's subprocess pipe)."""
+    a, b = socket.socketpair()
+    host = ch.Channel.over_socket(a, role="host")
+    fd = a.fileno()
+    holding, go = threading.Event(), threading.Event()
+
+    def write(f, data):
+        if f == fd and not holding.is_set():
+            holding.set()
+            go.wait(30)
+        return os.write(f, data)
+
+    monkeypatch.setattr(ch, "os", types.SimpleNamespace(read=os.read, write=write))
+    monkeypatch.setattr(ch, "JOIN_S", 0.05)
+    host.start(hello=False)
+    with host._lock:
+        host._send_locked(ch.WINDOW, 2, struct.pack(">I", ch.INITIAL_WINDOW // 2))
+    until("the writer holds its frame", holding.is_set, 5)
+    started(host.close).join(10)
+    assert host.closed
+    assert a.fileno() == fd and stat.S_ISSOCK(os.fstat(fd).st_mode), "the socket was closed under its writer"
+    go.set()
+    until("the writer, done, closes the socket", lambda: a.fileno() == -1, 10)
+    b.close()
+
+
+def test_a_channel_closed_from_its_own_reader_closes_its_socket_as_the_reader_ends():
+    a, b = socket.socketpair()
+    host = ch.Channel.over_socket(a, role="host", on_hello=lambda hello: host.close())
+    host.start()
+    guest = ch.Channel.over_socket(b, role="guest").start()
+    until("the host's socket is closed", lambda: a.fileno() == -1, 10)
+    assert host.closed
+    guest.close()
+
+
+def test_close_with_idle_threads_closes_the_socket_before_it_returns():
+    host, guest = pair()
+    host.start(), guest.start()
+    host.wait_ready(2)
+    host.close()
+    assert host._sock.fileno() == -1 and not host._reader.is_alive() and not host._writer.is_alive()
+    guest.close()
+    assert guest._sock.fileno() == -1
 
 
 
