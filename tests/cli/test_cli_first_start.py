@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,40 @@ def test_the_install_check_from_a_fresh_clone_says_what_is_missing_and_changes_n
                              text=True, check=True).stdout
     assert changed == "" and not (clone / ".venv").exists() and not (tmp_path / "data").exists()
 
+
+
+def test_the_guest_image_build_on_a_fresh_machine_makes_the_data_folder_private_so_apid_starts(tmp_path, monkeypatch):
+    """install.sh builds the guest image before apid's first start, and the default image cache is in the plaza's
+    data folder (``~/.local/share/agentplaza/images``): the build makes that folder, so it must make it 0700, or
+    apid refuses to start ("the data folder ... is readable by other users"). The folders it finds are left as
+    they are."""
+    from agentplaza.config import folders as default_folders
+    from vmm.image import build
+
+    home = tmp_path / "home"
+    (home / ".local").mkdir(parents=True)
+    os.chmod(home / ".local", 0o755)
+    monkeypatch.setenv("HOME", str(home))  # no APZ_ or XDG_ folder: the defaults, as on a fresh machine
+    for var in ("APZ_DATA_DIR", "APZ_STATE_DIR", "APZ_CONFIG_DIR", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    before = os.umask(0o022)
+    try:
+        cache = build.data_dir()
+        build._lock(cache).close()  # the build's first step: its cache folder and its lock
+    finally:
+        os.umask(before)
+    found = default_folders()
+    assert cache == home / ".local/share/agentplaza/images" and found.data == cache.parent
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in (cache, cache.parent, cache.parent.parent)} == {
+        "images": 0o700, "agentplaza": 0o700, "share": 0o700}
+    assert stat.S_IMODE((home / ".local").stat().st_mode) == 0o755  # there before: left as it was
+
+    hub = HubProcess(found.make())  # the default folders, named as apid would find them
+    hub.start()
+    try:
+        assert "is readable by other users" not in hub.output
+    finally:
+        hub.stop()
 
 @pytest.fixture
 def bare_machine(folders, tmp_path):

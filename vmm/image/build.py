@@ -225,9 +225,28 @@ def _run(cmd, **kw):
     return r
 
 
+def private_folders(d: Path) -> None:
+    """Make ``d`` and every folder above it that is missing, each 0700 (whatever the umask), and leave the ones
+    there as they are. The default cache is in the plaza's data folder (``~/.local/share/agentplaza/images``),
+    which apid refuses to start with when other users may read it: on a fresh machine the image is built
+    before apid's first start, so this build makes that folder, and must make it private."""
+    missing = []
+    while not d.exists():
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another build (or apid): left as it is
+            continue
+        os.chmod(folder, 0o700)  # (mkdir's mode passes through the umask, which could take the owner's bits too)
+
+
 def _lock(d: Path):
     import fcntl
-    d.mkdir(parents=True, exist_ok=True)
+    private_folders(d)
     f = open(d / ".build.lock", "w")
     fcntl.flock(f, fcntl.LOCK_EX)
     return f
