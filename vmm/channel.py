@@ -396,7 +396,8 @@ class Channel:
             while True:
                 with self._wcond:
                     self._wcond.wait_for(lambda: self._outq or self._dead)
-                    if not self._outq:
+                    if self._dead:  # what is still queued goes nowhere: the pipe may be another channel's now
+                        self._outq.clear()  # (a guest's port, after its host went: channeld makes a new one on it)
                         return
                     frames = list(self._outq)
                     self._outq.clear()

@@ -153,6 +153,40 @@ def test_close_leaves_the_socket_to_a_writer_still_sending_and_the_writer_closes
     b.close()
 
 
+def test_a_dead_channels_writer_sends_nothing_more_on_its_pipe(monkeypatch):
+    """Frames still queued when a channel dies are dropped, not written: the pipe may carry another channel by
+    then (a guest's port: channeld makes a new channel on it for the next host)."""
+    a, b = socket.socketpair()
+    fd = a.fileno()
+    host = ch.Channel(fd, role="host")  # raw descriptors, as a guest's port: nothing closes them but their owner
+    holding, go = threading.Event(), threading.Event()
+
+    def write(f, data):
+        if f == fd and not holding.is_set():
+            holding.set()
+            go.wait(30)
+        return os.write(f, data)
+
+    monkeypatch.setattr(ch, "os", types.SimpleNamespace(read=os.read, write=write))
+    host.start(hello=False)
+    with host._lock:
+        host._send_locked(ch.WINDOW, 2, struct.pack(">I", 1))  # taken by the writer, held in its write
+    until("the writer holds its first frame", holding.is_set, 5)
+    with host._lock:
+        host._send_locked(ch.WINDOW, 4, struct.pack(">I", 2))  # queued behind it
+        host._die()  # the channel dies (its peer went, or it broke the protocol)
+    go.set()
+    until("the writer ends", lambda: not host._writer.is_alive(), 10)
+    b.settimeout(5)
+    assert b.recv(1024) == ch.encode(ch.WINDOW, 2, struct.pack(">I", 1))  # the frame it had taken, and no more
+    b.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        b.recv(1024)
+    host.close()
+    assert stat.S_ISSOCK(os.fstat(fd).st_mode)  # a raw descriptor stays its owner's to close
+    a.close(), b.close()
+
+
 def test_a_channel_closed_from_its_own_reader_closes_its_socket_as_the_reader_ends():
     a, b = socket.socketpair()
     host = ch.Channel.over_socket(a, role="host", on_hello=lambda hello: host.close())

@@ -508,6 +508,7 @@ def serve_serial(out: Outbound) -> None:
         ch.start()
         while not ch.closed:
             time.sleep(0.2)
+        ch.close()  # its threads done with the port before the next channel takes it
         log("host disconnected; waiting")
 
 
@@ -526,6 +527,7 @@ def serve_vsock(out: Outbound) -> None:
         ch.start()
         while not ch.closed:
             time.sleep(0.2)
+        ch.close()
 
 
 #: channeld's scheduling priority (nice): ahead of the guest's own programs, so that a restored guest
