@@ -124,13 +124,8 @@ def test_reset_unknown_stream_and_peer_loss():
 
 
 
-def test_close_leaves_the_socket_to_a_writer_still_sending_and_the_writer_closes_it(monkeypatch):
-    """A frame the writer took before ``close`` goes to the channel's own socket, never to another file that got
-    its fd's number: the socket is closed only once the writer is done, by the writer itself when ``close`` stops
-    waiting for it first (CI once found a WINDOW frame in a test's subprocess pipe)."""
-    a, b = socket.socketpair()
-    host = ch.Channel.over_socket(a, role="host")
-    fd = a.fileno()
+def hold_first_write(monkeypatch, fd: int) -> tuple[threading.Event, threading.Event]:
+    """The channel's first write to ``fd`` waits: ``holding`` is set once it does, and it goes on when ``go`` is."""
     holding, go = threading.Event(), threading.Event()
 
     def write(f, data):
@@ -140,6 +135,17 @@ def test_close_leaves_the_socket_to_a_writer_still_sending_and_the_writer_closes
         return os.write(f, data)
 
     monkeypatch.setattr(ch, "os", types.SimpleNamespace(read=os.read, write=write))
+    return holding, go
+
+
+def test_close_leaves_the_socket_to_a_writer_still_sending_and_the_writer_closes_it(monkeypatch):
+    """A frame the writer took before ``close`` goes to the channel's own socket, never to another file that got
+    its fd's number: the socket is closed only once the writer is done, by the writer itself when ``close`` stops
+    waiting for it first (CI once found a WINDOW frame in a test's subprocess pipe)."""
+    a, b = socket.socketpair()
+    host = ch.Channel.over_socket(a, role="host")
+    fd = a.fileno()
+    holding, go = hold_first_write(monkeypatch, fd)
     monkeypatch.setattr(ch, "JOIN_S", 0.05)
     host.start(hello=False)
     with host._lock:
@@ -159,15 +165,7 @@ def test_a_dead_channels_writer_sends_nothing_more_on_its_pipe(monkeypatch):
     a, b = socket.socketpair()
     fd = a.fileno()
     host = ch.Channel(fd, role="host")  # raw descriptors, as a guest's port: nothing closes them but their owner
-    holding, go = threading.Event(), threading.Event()
-
-    def write(f, data):
-        if f == fd and not holding.is_set():
-            holding.set()
-            go.wait(30)
-        return os.write(f, data)
-
-    monkeypatch.setattr(ch, "os", types.SimpleNamespace(read=os.read, write=write))
+    holding, go = hold_first_write(monkeypatch, fd)
     host.start(hello=False)
     with host._lock:
         host._send_locked(ch.WINDOW, 2, struct.pack(">I", 1))  # taken by the writer, held in its write
