@@ -180,9 +180,10 @@ def test_a_dead_channels_writer_sends_nothing_more_on_its_pipe(monkeypatch):
     b.setblocking(False)
     with pytest.raises(BlockingIOError):
         b.recv(1024)
+    b.close()  # (its reader sees the end first: nothing reads ``a``'s number once ``a`` is closed)
     host.close()
-    assert stat.S_ISSOCK(os.fstat(fd).st_mode)  # a raw descriptor stays its owner's to close
-    a.close(), b.close()
+    assert not host._reader.is_alive() and stat.S_ISSOCK(os.fstat(fd).st_mode)  # a raw descriptor stays its owner's
+    a.close()
 
 
 def test_a_channel_closed_from_its_own_reader_closes_its_socket_as_the_reader_ends():
