@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import _json
 import os
+import select
 import socket
 import struct
 import threading
@@ -277,6 +278,14 @@ class Channel:
         self._users = 0
         self._closing = False
         self._released = False
+        #: Over raw descriptors (a guest's port), which nothing can shut down under a blocked read or write: a
+        #: pipe whose other end ``close`` writes to. The reader and the writer wait in ``poll`` on it beside the
+        #: port (``_wait``), so once woken they end without touching the port again, and channeld makes the next
+        #: channel on that port. A port opened non-blocking (channeld's) never holds them inside a read or write.
+        self._wake: tuple[int, int] | None = None
+        if sock is None:
+            self._wake = os.pipe()
+            os.set_blocking(self._wake[1], False)
         self.peer_hello: dict | None = None
         self._hello_count = 0
         self._reader = threading.Thread(target=self._read_loop, name=f"channel-{role}", daemon=True)
@@ -352,10 +361,16 @@ class Channel:
     def close(self) -> None:
         """End the channel. A socket under it is shut down at once (its reader sees the end, a write fails)
         and closed once the reader and the writer are done with it: here when they end within
-        ``JOIN_S`` each, else by the last of them as it ends (``_release``)."""
+        ``JOIN_S`` each, else by the last of them as it ends (``_release``). Over raw descriptors both are
+        woken (``_wake``) and touch the pipe no more; the descriptors stay open, their owner's."""
         with self._lock:
             self._die()
             self._closing = True
+            if self._wake is not None and not self._released:  # (under the lock: not closed meanwhile)
+                try:
+                    os.write(self._wake[1], b"\0")
+                except OSError:  # full: woken already
+                    pass
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -375,12 +390,16 @@ class Channel:
         self._release()
 
     def _release(self) -> None:
-        """Close the socket once ``close`` was asked and neither thread uses it any more (once)."""
+        """Close the socket (or the wake pipe) once ``close`` was asked and neither thread uses it any more (once)."""
         with self._lock:
-            if self._sock is None or not self._closing or self._users > 0 or self._released:
+            if not self._closing or self._users > 0 or self._released:
                 return
             self._released = True
-        self._sock.close()
+        if self._sock is not None:
+            self._sock.close()
+        if self._wake is not None:
+            for fd in self._wake:
+                os.close(fd)
 
     def _send_locked(self, ftype: int, sid: int, payload: bytes = b"") -> None:
         """Queue a frame; the writer thread sends it. Never blocks on I/O, so a
@@ -404,7 +423,14 @@ class Channel:
                 buf = memoryview(b"".join(frames))
                 try:
                     while buf:
-                        n = os.write(self._wfd, buf)
+                        if self._wake is not None and not self._wait(self._wfd, select.POLLOUT):
+                            with self._lock:  # ``close`` woke it, or the pipe ended: what is left goes nowhere
+                                self._die()
+                            return
+                        try:
+                            n = os.write(self._wfd, buf)
+                        except BlockingIOError:
+                            continue
                         buf = buf[n:]
                 except InterruptedError:
                     continue
@@ -442,13 +468,30 @@ class Channel:
         if st._local_closed and st._remote_closed and not st._rx:
             self._streams.pop(st.id, None)
 
+    def _wait(self, fd: int, event: int) -> bool:
+        """Over raw descriptors: wait until ``fd`` is ready for ``event`` (POLLIN or POLLOUT) and say True, or
+        False once ``close`` has woken this thread (``_wake``) or, for a write, the pipe has ended."""
+        poller = select.poll()
+        poller.register(fd, event)
+        poller.register(self._wake[0], select.POLLIN)
+        while True:
+            ready = dict(poller.poll())
+            if self._wake[0] in ready:
+                return False
+            if event == select.POLLOUT and ready.get(fd, 0) & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                return False
+            if ready:
+                return True
+
     def _read_loop(self) -> None:
         dec = FrameDecoder()
         try:
             while True:
+                if self._wake is not None and not self._wait(self._rfd, select.POLLIN):
+                    break  # ``close`` woke it: the port is not read again
                 try:
                     data = os.read(self._rfd, 65536)
-                except InterruptedError:
+                except (InterruptedError, BlockingIOError):
                     continue
                 if not data:
                     break

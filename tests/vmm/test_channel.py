@@ -1,3 +1,4 @@
+import contextlib
 import os
 import socket
 import stat
@@ -134,7 +135,8 @@ def hold_first_write(monkeypatch, fd: int) -> tuple[threading.Event, threading.E
             go.wait(30)
         return os.write(f, data)
 
-    monkeypatch.setattr(ch, "os", types.SimpleNamespace(read=os.read, write=write))
+    monkeypatch.setattr(ch, "os", types.SimpleNamespace(read=os.read, write=write, close=os.close, pipe=os.pipe,
+                                                        set_blocking=os.set_blocking))
     return holding, go
 
 
@@ -184,6 +186,51 @@ def test_a_dead_channels_writer_sends_nothing_more_on_its_pipe(monkeypatch):
     host.close()
     assert not host._reader.is_alive() and stat.S_ISSOCK(os.fstat(fd).st_mode)  # a raw descriptor stays its owner's
     a.close()
+
+
+def test_close_over_raw_descriptors_ends_a_reader_waiting_on_them_and_it_reads_no_more():
+    """A guest's port cannot be shut down under a read: ``close`` wakes the reader instead, and it ends without
+    reading the port again, so what the next host sends there is the next channel's (channeld makes one on the
+    same port once ``close`` returns). The descriptors stay open: they are their owner's."""
+    port_r, host_w = os.pipe()
+    host_r, port_w = os.pipe()
+    guest = ch.Channel(port_r, port_w, role="guest")
+    guest.start(hello=False)
+    until("the reader waits on the port", lambda: guest._reader.is_alive(), 5)
+    guest.close()
+    assert guest.closed and not guest._reader.is_alive() and not guest._writer.is_alive()
+    os.write(host_w, b"the next host's HELLO")
+    assert os.read(port_r, 100) == b"the next host's HELLO"  # still there for the next channel
+    for fd in (port_r, host_w, host_r, port_w):
+        assert os.fstat(fd).st_mode and stat.S_ISFIFO(os.fstat(fd).st_mode)
+        os.close(fd)
+    assert guest._released
+    guest.close()  # again: nothing more to do, and no descriptor of another file is written to
+
+
+def test_close_over_raw_descriptors_ends_a_writer_waiting_for_room_and_its_frame_is_not_written():
+    """A writer waiting for room on a port nobody reads (a host gone) is woken by ``close`` and writes nothing
+    more: the frame it held would otherwise reach the next host, ahead of the next channel's own frames."""
+    port_r, host_w = os.pipe()
+    host_r, port_w = os.pipe()
+    os.set_blocking(port_w, False)  # as channeld opens its port
+    junk = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            junk += os.write(port_w, b"x" * 4096)
+    guest = ch.Channel(port_r, port_w, role="guest")
+    guest.start(hello=True)  # its HELLO waits for room
+    until("the writer has taken the HELLO", lambda: not guest._outq, 5)
+    guest.close()
+    assert guest.closed and not guest._writer.is_alive() and not guest._reader.is_alive()
+    got = b""
+    with contextlib.suppress(BlockingIOError):
+        os.set_blocking(host_r, False)
+        while chunk := os.read(host_r, 65536):
+            got += chunk
+    assert got == b"x" * junk  # the junk that filled it, and no frame after it
+    for fd in (port_r, host_w, host_r, port_w):
+        os.close(fd)
 
 
 def test_a_channel_closed_from_its_own_reader_closes_its_socket_as_the_reader_ends():

@@ -493,7 +493,7 @@ def hello_reply(ch_ref: list):
 
 def serve_serial(out: Outbound) -> None:
     path = find_port()
-    fd = os.open(path, os.O_RDWR)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # (a channel's threads wait in poll, woken by its close)
     log(f"channel on {path}")
     while True:
         # Wait for the host end to be connected (POLLHUP while it is not).
