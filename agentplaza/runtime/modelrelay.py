@@ -46,8 +46,6 @@ MODEL_TURN_TIMEOUT_S = 600.0
 #: The answer's length limit asked of the model.
 MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
-#: How long a newly issued token waits for the gateway's read model to hold it.
-LINK_WAIT_S = 5.0
 NO_GATEWAY = "the hub runs no model gateway in process; no model call was made"
 
 
@@ -157,8 +155,9 @@ class ModelRelay:
                 why = f"gateway token for agent {agent.cid}" + (f" on task {task}" if task else "")
                 positions = model_commands.issue_link(cmds, cmds.context("hub", why), str(agent.cid), agent.role,
                                                       token_sha256(tok), agent.model, task, LOOP_ROUTE).positions
-                # the gateway finds callers in its read model: the link must be there before the call
-                if positions and not self.hub.read_models.wait_for(positions[-1], LINK_WAIT_S):
+                # the gateway finds callers in its read model: the link must be there before the call (folded
+                # here when the follower has not yet: waiting for it cost up to its poll, nothing here kicks it)
+                if positions and self.hub.read_models.position() < positions[-1]:
                     self.hub.read_models.catch_up()
                 held = self.tokens[agent.cid] = (tok, task)
             return held[0]
