@@ -32,6 +32,15 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("vm"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report kept on the test (``rep_setup``, ``rep_call``): a fixture's teardown asks
+    ``support.hubproc.failed`` whether the test failed, to print what the hub was doing."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
 @pytest.fixture(autouse=True)
 def vm_tests_run_in_one_group(request):
     """Under ``--dist loadgroup`` a vm test's id carries xdist's group suffix, so the scheduler sends every

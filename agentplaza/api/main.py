@@ -4,6 +4,7 @@ Python's cyclic collector off while it imports this; ``main`` keeps it off until
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import os
 import signal
@@ -33,6 +34,10 @@ from .edge import HubNames
 from .hub import START_CATCH_UP_MAX, VERSION, Hub
 from .routes.gateway import gateway_of
 from .tls import Certificate, hub_certificate, with_colons
+
+#: The signal on which apid writes every thread's stack to its stderr and goes on (docs/operations.md,
+#: "A hub that seems stuck"): what each thread waits for, without stopping or slowing the hub.
+STACKS_SIGNAL = signal.SIGUSR1
 
 #: More names and addresses for the hub, for a hub hosted for other machines.
 PUBLIC_URL_ENV = "APZ_PUBLIC_URL"
@@ -130,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     private_umask()  # what the hub writes is 0600 and its folders 0700, whatever the caller's umask
     args = parse_args(argv)
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
     host, sep, port = args.bind.rpartition(":")
     if not sep or not port.isdigit():
         print(f"apid: --bind wants address:port, not {args.bind!r}", file=sys.stderr)

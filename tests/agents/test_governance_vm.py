@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, failed
 
 pytestmark = pytest.mark.vm
 
@@ -49,7 +49,7 @@ def tool(name: str, **args) -> str:
 
 
 @pytest.fixture
-def plaza(folders, image, tmp_path):
+def plaza(folders, image, tmp_path, request):
     os.chmod(tmp_path, 0o755)
     h = HubProcess(folders)
     h.env.update(APZ_NODE="local", APZ_IMAGE_DIR=IMAGES)
@@ -61,6 +61,9 @@ def plaza(folders, image, tmp_path):
                                                    "orchestrator_model": MOCK, "prices": {MOCK: PRICE}}))
             yield h, c
     finally:
+        if failed(request):  # pytest shows what a fixture prints at teardown only for a test that failed
+            h.stacks()  # every thread's stack, into the hub's output
+            print(h.said_last())
         h.stop()
 
 

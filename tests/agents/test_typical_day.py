@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.hubproc import HubProcess
+from support.hubproc import HubProcess, failed
 
 IMAGES = os.environ.get("APZ_IMAGE_DIR") or str(
     Path(os.environ["APZ_DATA_DIR"]) / "images" if os.environ.get("APZ_DATA_DIR")
@@ -73,7 +73,7 @@ class Scripted:
 
 
 @pytest.fixture
-def day(folders, image, tmp_path):
+def day(folders, image, tmp_path, request):
     os.chmod(tmp_path, 0o755)
     h = HubProcess(folders)
     h.env.update(APZ_NODE="local", APZ_IMAGE_DIR=IMAGES)
@@ -85,6 +85,9 @@ def day(folders, image, tmp_path):
                                                    "orchestrator_model": MOCK, "prices": {MOCK: PRICE}}))
             yield h, c
     finally:
+        if failed(request):  # shown only for a test that failed: what the hub, its node and each guest were doing
+            h.stacks()
+            print(h.said_last())
         h.stop()
 
 

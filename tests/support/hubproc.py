@@ -36,6 +36,12 @@ def stop_left_over() -> int:
     return len(left)
 
 
+def failed(request) -> bool:
+    """Whether the test that ``request`` belongs to failed (``tests/conftest.py`` keeps each phase's report)."""
+    rep = getattr(request.node, "rep_call", None)
+    return rep is not None and rep.failed
+
+
 def program(checkout: Path) -> str:
     """The module apid runs as in ``checkout`` (one older than ``agentplaza/apid.py`` ran ``api.main``)."""
     return "agentplaza.apid" if (checkout / "agentplaza" / "apid.py").exists() else "agentplaza.api.main"
@@ -104,6 +110,33 @@ class HubProcess:
         """Wait until everything an exited hub printed has been read."""
         if self._reader is not None:
             self._reader.join(timeout=timeout)
+
+    def stacks(self, timeout: float = 5) -> str:
+        """Every thread's stack in the running hub, as apid writes them on ``STACKS_SIGNAL`` (SIGUSR1): what each
+        thread waits for, to put beside a test that timed out waiting for the hub. "" if none came."""
+        if self.proc is None or self.proc.poll() is not None:
+            return ""
+        before = len(self.lines)
+        self.proc.send_signal(signal.SIGUSR1)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            time.sleep(0.2)
+            new = self.lines[before:]
+            if any(line.startswith("Current thread") for line in new):  # faulthandler writes it last
+                time.sleep(0.2)  # the rest of its frames
+                return "".join(self.lines[before:])
+        return "".join(self.lines[before:])
+
+    def said_last(self, chars: int = 6000) -> str:
+        """The end of what the hub printed (with its threads' stacks, after ``stacks``), then of what its node
+        and each guest wrote (the node's log, each machine's console and harness log): for a test that failed
+        waiting on an agent."""
+        out = ["--- the hub's output, its end ---\n" + self.output[-4 * chars:]]
+        vms = Path(self.folders.data) / "vms"
+        logs = [Path(self.folders.state) / "noded.log", *sorted(vms.rglob("console.log")),
+                *sorted(vms.rglob("harness.log"))]
+        out += [f"--- {log}, its end ---\n" + log.read_text(errors="replace")[-chars:] for log in logs if log.exists()]
+        return "\n".join(out)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30)
