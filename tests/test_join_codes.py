@@ -213,3 +213,47 @@ def test_a_rotation_over_http_is_refused_from_another_machine_and_the_logs_hash_
         assert again.owner_token_sha256 == token_hash(new)  # the log's rotation wins
     finally:
         again.close()
+
+
+def test_a_rotation_ends_every_other_sign_in_and_keeps_the_one_that_rotated(folders):
+    """The console that rotates the owner token goes on: its own sign-in is kept (nothing it has in flight is
+    refused while it learns the new token), and every other sign-in, and the old token, stop at once."""
+    import anyio
+    import httpx
+
+    from agentplaza.api.app import create_app
+    from agentplaza.api.auth import SESSION_COOKIE
+    from agentplaza.api.hub import Hub
+
+    hub = Hub.open(folders)
+    hub.loopback_trust = False  # a sign-in's cookie is then how a browser on this machine gets in
+    old = hub.new_owner_token
+    app = create_app(hub)
+
+    async def session() -> tuple[str, str, dict]:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            def signed(r: httpx.Response) -> str:
+                assert r.status_code == 200, r.text
+                return r.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+
+            mine = signed(await c.post("/v1/auth/session", json={"token": old}))
+            theirs = signed(await c.post("/v1/auth/session", json={"token": old}))
+            as_me = {"cookie": f"{SESSION_COOKIE}={mine}"}
+            rotated = await c.post("/v1/hub/owner-token/rotate", json={}, headers=as_me)
+            assert rotated.status_code == 200, rotated.text
+            new = rotated.json()["token"]
+            codes = {
+                "mine": (await c.get("/v1/overview", headers=as_me)).status_code,
+                "theirs": (await c.get("/v1/overview", headers={"cookie": f"{SESSION_COOKIE}={theirs}"})).status_code,
+                "old token": (await c.get("/v1/overview", headers={"authorization": f"Bearer {old}"})).status_code,
+                "new token": (await c.get("/v1/overview", headers={"authorization": f"Bearer {new}"})).status_code,
+            }
+            return mine, theirs, codes
+
+    try:
+        mine, theirs, codes = anyio.run(session)
+        assert mine != theirs
+        assert codes == {"mine": 200, "theirs": 401, "old token": 401, "new token": 200}
+    finally:
+        hub.close()

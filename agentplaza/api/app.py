@@ -16,7 +16,16 @@ from ..runtime import prices, projectrepo, scheduling, vault_watch
 from ..wire import ACP_PATH, MCP_PATH
 from . import ws
 from .acp_door import AcpDoor
-from .auth import AUTH_LOOPBACK, AUTH_SCOPE_KEY, AUTH_SESSION, AUTH_TOKEN, bearer_ok, cookie_value, is_loopback
+from .auth import (
+    AUTH_LOOPBACK,
+    AUTH_SCOPE_KEY,
+    AUTH_SESSION,
+    AUTH_TOKEN,
+    bearer_ok,
+    cookie_value,
+    is_loopback,
+    session_of,
+)
 from .edge import GIT_PATH, Edge
 from .errors import drain, error_response
 from .hub import Hub
@@ -99,8 +108,7 @@ def session_holds(hub: Hub, scope: Scope) -> bool:
     or a sign-out ends it); any other way in holds for the socket's life."""
     if scope.get(AUTH_SCOPE_KEY) != AUTH_SESSION:
         return True
-    headers = dict(scope.get("headers") or [])
-    return hub.sessions.valid(cookie_value(headers.get(b"cookie", b"").decode("latin-1")))
+    return hub.sessions.valid(session_of(scope))
 
 
 class HubApp(Starlette):

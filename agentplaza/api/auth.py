@@ -134,10 +134,12 @@ class Sessions:
             with self._lock:
                 self._sessions.pop(token_hash(value), None)
 
-    def close_all(self) -> None:
-        """Every sign-in ends (the owner token was rotated: a thief's session goes with the old token)."""
+    def close_all(self, keep: str | None = None) -> None:
+        """Every sign-in ends (the owner token was rotated: a thief's session goes with the old token), but
+        ``keep``'s: the sign-in that rotated it, whose owner was just given the new token anyway."""
         with self._lock:
-            self._sessions.clear()
+            kept = {k: v for k, v in self._sessions.items() if keep and k == token_hash(keep)}
+            self._sessions = kept
 
     def new_link_code(self) -> str:
         code = secrets.token_urlsafe(SESSION_BYTES)
@@ -169,6 +171,14 @@ def cookie_value(cookie_header: str | None, name: str = SESSION_COOKIE) -> str |
         if sep and k == name:
             return v.strip() or None
     return None
+
+
+def session_of(scope) -> str | None:
+    """The sign-in's cookie value of a caller that came in on one (``AUTH_SESSION``); None for any other way in."""
+    if scope.get(AUTH_SCOPE_KEY) != AUTH_SESSION:
+        return None
+    headers = dict(scope.get("headers") or [])
+    return cookie_value(headers.get(b"cookie", b"").decode("latin-1"))
 
 
 def presented_token(scope) -> bool:

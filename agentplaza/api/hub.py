@@ -144,12 +144,13 @@ class Hub:
         start's notes, which it could not give at its start (an unreadable event is known once it was read)."""
         return ["apid: the read models have caught up with the log", *self.start_notes()]
 
-    def rotate_owner_token(self, ctx, from_this_machine: bool) -> str:
+    def rotate_owner_token(self, ctx, from_this_machine: bool, session: str | None = None) -> str:
         """A new owner token: the log keeps its hash, the owner-token file gets it, the old one and every
-        sign-in made with it stop working at once; the token, to show once."""
+        sign-in made with it stop working at once, except ``session``, the sign-in of the console that
+        rotated it (it goes on, with nothing in flight refused); the token, to show once."""
         token = node_commands.rotate_owner_token(self.commands, ctx, from_this_machine).value
         self.owner_token_sha256 = record_owner_token(self.folders.state, token)
-        self.sessions.close_all()
+        self.sessions.close_all(keep=session)
         return token
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from ...commands import nodes as cmd
 from ...domain.nodes import TTL_MIN_DEFAULT, check_public_key, invalid_code
 from ...joincode import NotACode, parse
 from ...projections import nodes as rm
-from ..auth import is_loopback
+from ..auth import is_loopback, session_of
 from ..errors import Body, read_body
 from ..kit import api_of, endpoint
 
@@ -88,7 +88,7 @@ async def rotate_owner_token(request: Request) -> dict:
     hub = api.hub
     ctx = api.context(request)
     here = is_loopback(client_address(request))
-    token = await api.query(hub.rotate_owner_token, ctx, here)
+    token = await api.query(hub.rotate_owner_token, ctx, here, session_of(request.scope))
     return {"token": token, "file": str(hub.folders.state / "owner-token")}
 
 
