@@ -67,7 +67,7 @@ function codesTable(codes) {
 
 function ownerToken() {
   const shown = h("div", {"aria-live": "polite"});
-  return card("Owner token", h("p", {}, "Rotating replaces the owner token: the old one, and every sign-in made with it, stop at once. ",
+  return card("Owner token", h("p", {}, "Rotating replaces the owner token: the old one, and every other sign-in made with it, stop at once. ",
     "It works only from the hub's own machine, where the console needs no token."),
   action("Rotate owner token", async () => {
     // Every other sign-in ends with the old token; this browser's goes on (the hub keeps the sign-in that
