@@ -213,6 +213,8 @@ def _main(argv: list[str] | None) -> int:
     config.websocket_ping_interval = ws.PING_INTERVAL_S
     app = create_app(hub)
 
+    started = {"listening": False, "exit": 0}
+
     async def run() -> None:
         stop = trio.Event()
 
@@ -232,12 +234,14 @@ def _main(argv: list[str] | None) -> int:
                 except OSError as e:
                     print(f"apid: cannot serve the E2B gateway on 127.0.0.1:{args.e2b_gateway_port}: {e}",
                           file=sys.stderr)
+                    started["exit"] = 1
                     return
                 sandboxes.gateway_port = gw.port
                 print(f"apid: E2B gateway on http://127.0.0.1:{gw.port}", flush=True)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(on_signals)
                 await nursery.start(_serve, app, config, stop)
+                started["listening"] = True
                 print(f"apid: listening on {hub.address}", flush=True)
                 gc.enable()  # (off from apid's start: ``main``)
                 dataclass_code.save()  # the next start loads what this one compiled
@@ -249,12 +253,23 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         trio.run(run)
-    except OSError as e:
-        print(f"apid: cannot listen on {args.bind}: {e}", file=sys.stderr)
+    except (OSError, BaseExceptionGroup) as e:
+        taken = cannot_listen(e) if not started["listening"] else None
+        if taken is None:
+            raise
+        print(f"apid: cannot listen on {args.bind}: {taken}", file=sys.stderr)
         return 1
     finally:
         hub.close()
-    return 0
+    return started["exit"]
+
+
+def cannot_listen(e: BaseException) -> OSError | None:
+    """The one OSError a failed bind raised (an address in use, one this machine does not have), however many
+    of trio's nurseries wrapped it on its way out; None when ``e`` holds anything else too."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e if isinstance(e, OSError) else None
 
 
 async def _serve(app, config: Config, stop: trio.Event, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -22,6 +22,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: How many ports ``HubProcess.start`` tries when another process takes the one it picked first.
+PORT_TRIES = 3
+
+
+class PortTaken(Exception):
+    """The port picked for apid was taken before apid could bind it."""
+
+
 #: Every hub started and not yet stopped: a test that forgets one (or one that a kill -9 test restarts)
 #: must not leave it polling the log for the rest of the run; ``stop_left_over`` ends them.
 _LIVE: set[HubProcess] = set()
@@ -58,13 +66,13 @@ class HubProcess:
         self.args = tuple(args)  # more apid flags
         self.host = host  # a loopback address the test owns (127.0.0.2 ...): with --https, a hosted hub
         self.umask = umask  # the umask apid starts under (-1: the test's own)
-        self.port = port or free_port()
-        self.url = f"{'https' if '--https' in self.args else 'http'}://{host}:{self.port}"
+        self.chosen_port = port is None  # picked here: another may be picked when someone takes it first
         self.env = dict(os.environ)
         self.env.update(
             APZ_STATE_DIR=str(folders.state), APZ_CONFIG_DIR=str(folders.config), APZ_DATA_DIR=str(folders.data),
-            APZ_HUB=self.url, PYTHONPATH=str(ROOT / "tests") + os.pathsep + self.env.get("PYTHONPATH", ""),
+            PYTHONPATH=str(ROOT / "tests") + os.pathsep + self.env.get("PYTHONPATH", ""),
         )
+        self._listen_on(port or free_port())
         if code is not None:
             self.env["PYTHONPATH"] = str(code) + os.pathsep + self.env["PYTHONPATH"]
         self.env.pop("APZ_DATABASE_URL", None)
@@ -74,11 +82,27 @@ class HubProcess:
         self.lines: list[str] = []  # all it printed, as it prints it (a thread reads the pipe)
         self._reader: threading.Thread | None = None
 
+    def _listen_on(self, port: int) -> None:
+        self.port = port
+        self.url = f"{'https' if '--https' in self.args else 'http'}://{self.host}:{self.port}"
+        self.env["APZ_HUB"] = self.url
+
     @property
     def output(self) -> str:
         return "".join(self.lines)
 
     def start(self, timeout: float = 90) -> HubProcess:
+        """Start apid and wait until it listens. A port ``free_port`` picked can be taken by another test's
+        process before apid binds it (the workers run side by side): apid then says it cannot listen, and
+        it is started again on another port, up to ``PORT_TRIES`` times."""
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                self._listen_on(free_port())
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> HubProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", program(self.code or ROOT), "--bind", f"{self.host}:{self.port}", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, umask=self.umask,
@@ -91,6 +115,9 @@ class HubProcess:
             line = self.proc.stdout.readline()
             if not line:
                 if self.proc.poll() is not None:
+                    if self.chosen_port and f"apid: cannot listen on {self.host}:{self.port}: [Errno 98]" in self.output:
+                        _LIVE.discard(self)
+                        raise PortTaken(self.port)
                     raise RuntimeError("apid exited: " + self.output)
                 continue
             self.lines.append(line)
