@@ -137,9 +137,9 @@ class Sessions:
     def close_all(self, keep: str | None = None) -> None:
         """Every sign-in ends (the owner token was rotated: a thief's session goes with the old token), but
         ``keep``'s: the sign-in that rotated it, whose owner was just given the new token anyway."""
+        kept = token_hash(keep) if keep else None
         with self._lock:
-            kept = {k: v for k, v in self._sessions.items() if keep and k == token_hash(keep)}
-            self._sessions = kept
+            self._sessions = {kept: self._sessions[kept]} if kept in self._sessions else {}
 
     def new_link_code(self) -> str:
         code = secrets.token_urlsafe(SESSION_BYTES)
