@@ -139,12 +139,14 @@ class HubProcess:
             self._reader.join(timeout=timeout)
 
     def stacks(self, timeout: float = 5) -> str:
-        """Every thread's stack in the running hub, as apid writes them on ``STACKS_SIGNAL`` (SIGUSR1): what each
+        """Every thread's stack in the running hub, as apid writes them on its ``STACKS_SIGNAL`` (SIGUSR1): what each
         thread waits for, to put beside a test that timed out waiting for the hub. "" if none came."""
+        from agentplaza.api.main import STACKS_SIGNAL  # (here: most tests never need apid's module)
+
         if self.proc is None or self.proc.poll() is not None:
             return ""
         before = len(self.lines)
-        self.proc.send_signal(signal.SIGUSR1)
+        self.proc.send_signal(STACKS_SIGNAL)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             time.sleep(0.2)
