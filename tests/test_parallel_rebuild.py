@@ -25,7 +25,9 @@ from agentplaza.projections.registry import all_projections
 def plaza(folders, database_url, monkeypatch):
     monkeypatch.setattr(parallel, "PARALLEL_FROM", 50)
     monkeypatch.setattr(parallel, "cpus", lambda: 2)
-    monkeypatch.setattr(parallel, "START_S", 0.0)  # (else a log this short is not worth a second process)
+    # (else a log this short is not worth a second process)
+    monkeypatch.setattr(parallel, "IMPORT_S", 0.0)
+    monkeypatch.setattr(parallel, "SETUP_S", {"sqlite": 0.0, "postgresql": 0.0})
     monkeypatch.setattr(runner, "REBUILD_PAGE", 40)
     p = Plaza(folders, database_url)
     for _ in range(3):
@@ -93,7 +95,7 @@ def test_a_rebuild_in_two_processes_makes_what_one_process_makes(plaza, seconds,
 def test_whichever_read_models_the_second_process_folds_the_rebuild_is_the_same(plaza, seconds, monkeypatch, given):
     if given == "all but plaza":
         given = {p.name for p in all_projections()} - {"plaza"} - HALVES
-    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: set(given) & movable)
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, *_: set(given) & movable)
     live = plaza.rm.live()
     plaza.rm.rebuild()
     assert seconds == [(given, True)] and seconds.halves == [HALVES]
@@ -101,7 +103,7 @@ def test_whichever_read_models_the_second_process_folds_the_rebuild_is_the_same(
 
 
 def test_a_split_that_names_a_half_gives_it_to_both(plaza, seconds, monkeypatch):
-    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: {"event_counts", "work"})
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, *_: {"event_counts", "work"})
     live = plaza.rm.live()
     plaza.rm.rebuild()
     assert seconds == [({"work"}, True)]
@@ -143,7 +145,7 @@ def test_a_rebuild_that_fails_changes_nothing_and_stops_its_second_process(plaza
     brought: list[str] = []
     bring = parallel.Staging.bring_table
     monkeypatch.setattr(parallel.Staging, "bring_table", broken)
-    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: {"work", "treasury"})
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, *_: {"work", "treasury"})
     with pytest.raises(RuntimeError, match="bringing a table in failed"):
         plaza.rm.rebuild()
     assert started and all(proc.poll() is not None for proc in started) and brought
@@ -183,7 +185,7 @@ def test_a_read_model_the_second_process_cannot_build_stays_in_the_first(plaza, 
     rm = runner.ReadModels(plaza.rm.engine, plaza.store,
                            [p for p in all_projections() if p.name != "event_counts"] + [Counting()])
     rm.setup()
-    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: set(movable))
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, *_: set(movable))
     live = rm.live()
     rm.rebuild()
     [(names, copied)] = seconds
@@ -240,8 +242,38 @@ def test_each_process_reads_only_the_events_its_read_models_take(plaza):
     everything = store.read_raw(0, 10**6)
     assert store.read_raw(0, 10**6, skip) == [r for r in everything if r[3] not in skip]
     assert store.read_raw(0, 7, skip) == [r for r in everything if r[3] not in skip][:7]
+    middle = everything[len(everything) // 2][0]  # none after a position: the database stops there
+    assert store.read_raw(0, 10**6, skip, middle) == [r for r in everything if r[3] not in skip and r[0] <= middle]
+    assert store.read_raw(middle, 10**6, (), middle) == []
     assert parallel.unread({**mix, "no.such:Topic": 0.1}, work)[-1] == "no.such:Topic"
     assert parallel.unread(mix, all_projections()) == []  # event_counts takes every event
+
+
+def test_the_split_weighs_when_the_second_process_can_begin_and_what_stepping_over_the_log_costs(plaza):
+    """``split`` gives the second process nothing when it would end later than this process alone: when it
+    begins too late (importing the code, making its tables), when stepping over the log (``Weights.scan``,
+    which a process pays whatever it reads) costs more than the work it would take, or when this process has
+    folded most of the log already."""
+    projections = all_projections()
+    movable = parallel.movable_names(projections)
+    mix = parallel.mix_of(plaza.store, plaza.store.max_position())
+    events = 1_000_000
+
+    def weights(scan: float = 0.0) -> parallel.Weights:
+        w = parallel.Weights(read=1e-6, check=1e-6, scan=scan)
+        for t in mix:
+            w.decode[t] = [2e-6, 1]
+        for p in projections:
+            w.spent[p.name] = {t: [1e-6, 1] for t in mix if parallel._takes(p, t)}
+        return w
+
+    alone = parallel.split(weights(), mix, projections, movable, events)
+    assert alone and alone <= movable
+    assert parallel.split(weights(), mix, projections, movable, events, begins=3_600.0) == set()
+    assert parallel.split(weights(scan=1e-3), mix, projections, movable, events) == set()
+    # what this process has folded already it need not fold again; the second process folds from event 1
+    assert parallel.split(weights(), mix, projections, movable, events, begins=0.1) != set()
+    assert parallel.split(weights(), mix, projections, movable, events, done=events * 99 // 100, begins=0.1) == set()
 
 
 def test_events_that_cannot_be_read_are_listed_and_counted_as_one_process_does(plaza, seconds, monkeypatch, folders,
@@ -270,7 +302,7 @@ def test_events_that_cannot_be_read_are_listed_and_counted_as_one_process_does(p
     assert counted == plaza.store.max_position() - 2
 
     monkeypatch.setattr(parallel, "PARALLEL_FROM", 50)
-    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, events: {"treasury"})
+    monkeypatch.setattr(parallel, "split", lambda w, mix, projections, movable, *_: {"treasury"})
     plaza.rm.rebuild()
     assert seconds == [({"treasury"}, True)] and seconds.halves == [HALVES]
     assert plaza.rm.live() == one_process

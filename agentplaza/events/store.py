@@ -412,15 +412,17 @@ class EventStore:
             if remaining is not None:
                 remaining -= len(rows)
 
-    def read_raw(self, after: int, limit: int, skip: Sequence[str] = ()) -> list[tuple]:
+    def read_raw(self, after: int, limit: int, skip: Sequence[str] = (), upto: int | None = None) -> list[tuple]:
         """Rows (position, originator id, version, topic, state) for the fastest folds; without the
-        events of the topics in ``skip`` (a fold that takes none of them: the rows are not made at all)."""
+        events of the topics in ``skip`` (a fold that takes none of them: the rows are not made at all),
+        and none after position ``upto`` (the database steps over no more of the log than that)."""
         ph, col = self._ph(), self._id_col()
         unwanted = f" AND topic NOT IN ({', '.join([ph] * len(skip))})" if skip else ""
+        bound = f" AND {col} <= {ph}" if upto is not None else ""
         return self._select(
             f"SELECT {col}, {self._oid()}, originator_version, topic, state "
-            f"FROM {self._events_table} WHERE {col} > {ph}{unwanted} ORDER BY {col} LIMIT {int(limit)}",
-            [after, *skip],
+            f"FROM {self._events_table} WHERE {col} > {ph}{bound}{unwanted} ORDER BY {col} LIMIT {int(limit)}",
+            [after, *([upto] if upto is not None else []), *skip],
         )
 
     def stream(self, originator_id: uuid.UUID, after_version: int = 0, *, upto: int | None = None,

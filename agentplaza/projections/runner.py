@@ -622,8 +622,7 @@ class ReadModels:
             slots = [[self._backed(p.new_rows(), conn), 0] for p in projections]
         while projections and after < upto:
             with collector_paused():  # (see gcpause: a page's records are freed before it runs)
-                raw = self.store.read_raw(after, min(REBUILD_PAGE, upto - after), skip)
-                raw = [r for r in raw if r[0] <= upto] if raw and raw[-1][0] > upto else raw
+                raw = self.store.read_raw(after, min(REBUILD_PAGE, upto - after), skip, upto)
                 if not raw:
                     break
                 fold(projections, slots, raw, owned)
