@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..second_process import SecondProcess, cpus
+from ..second_process import SecondProcess, cpus, exit_now
 from . import catalogue, joined, storable
 from .chain import GENESIS, LINK_SIZE, Anchor, Verdict
 from .gcpause import collector_paused
@@ -308,3 +308,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_now()

@@ -51,7 +51,7 @@ from ..events.gcpause import collector_paused
 from ..events.joined import Separator
 from ..events.records import EventRecord
 from ..permissions import make_private_file
-from ..second_process import SecondProcess, cpus
+from ..second_process import SecondProcess, cpus, exit_now
 from .framework import DECODE_JOINED, Page, Projection, Rows, apply, handler_for, takes
 
 if TYPE_CHECKING:
@@ -534,7 +534,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    # Its answer is written and its transaction committed: ending here, not tearing down the interpreter and
-    # every object it made one by one, gives the first process its answer some 0.05 s sooner.
-    sys.stdout.flush()
-    os._exit(0)
+    exit_now()  # (its answer written, its transaction committed)
