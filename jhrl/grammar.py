@@ -16,6 +16,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pyparsing as pp
 
 from . import ast
@@ -40,16 +43,27 @@ def _unquote(text: str) -> str:
     return "".join(out)
 
 
+def _tokens(action: Callable[[pp.ParseResults], Any]) -> Callable[[str, int, pp.ParseResults], Any]:
+    """A parse action of the tokens alone, given pyparsing's whole (text, location, tokens).
+
+    pyparsing calls an action that takes fewer arguments by trying it with three, then two, then one, and
+    keeps what worked in state shared by every thread, unlocked: two threads parsing for the first time at
+    once (two agents' VMs saying hello to a new hub) could leave it calling with none, and every parse of the
+    process failed from then on (``missing 1 required positional argument: 't'``).  An action that takes
+    all three is called as it is the first time and every time."""
+    return lambda s, loc, t: action(t)
+
+
 def _kw(word: str) -> pp.ParserElement:
     return pp.Keyword(word, ident_chars=pp.identbodychars + "-.")
 
 
 def _build() -> pp.ParserElement:
     string = pp.Regex(r'"(?:[^"\\\n]|\\.)*"').set_name("a quoted string")
-    string.set_parse_action(lambda t: _unquote(t[0]))
+    string.set_parse_action(_tokens(lambda t: _unquote(t[0])))
     integer = pp.Regex(r"-?[0-9]{1,18}(?![A-Za-z0-9_.])").set_name("a whole number")
-    integer.set_parse_action(lambda t: int(t[0]))
-    boolean = (_kw("true") | _kw("false")).set_parse_action(lambda t: t[0] == "true")
+    integer.set_parse_action(_tokens(lambda t: int(t[0])))
+    boolean = (_kw("true") | _kw("false")).set_parse_action(_tokens(lambda t: t[0] == "true"))
     bareword = pp.Regex(r"[A-Za-z_][A-Za-z0-9_.:/*-]*").set_name("a word")
 
     def check_bare(s, loc, t):
@@ -59,29 +73,29 @@ def _build() -> pp.ParserElement:
     bareword.add_parse_action(check_bare)
     scalar = string | integer | boolean | bareword
     listing = pp.Suppress("[") + pp.Optional(pp.DelimitedList(scalar)) + pp.Suppress("]")
-    listing.set_parse_action(lambda t: [tuple(t)]).set_name("a list")
+    listing.set_parse_action(_tokens(lambda t: [tuple(t)])).set_name("a list")
     value = (listing | scalar).set_name("a value")
 
     field = pp.Regex(r"(?:args\.[A-Za-z_][A-Za-z0-9_]*|role|tier|mode|risk|action|approved)"
                      r"(?![A-Za-z0-9_.-])").set_name("a field (role, tier, mode, risk, action, approved, args.NAME)")
     op = pp.Regex(r"==|!=|<=|>=|<|>|not\s+in\b|in\b|matches\b").set_name("an operator")
-    op.set_parse_action(lambda t: "not in" if t[0].startswith("not") else t[0])
+    op.set_parse_action(_tokens(lambda t: "not in" if t[0].startswith("not") else t[0]))
 
     compare = field + op - value
-    compare.set_parse_action(lambda t: ast.Compare(t[0], t[1], t[2]))
-    flag = field.copy().set_parse_action(lambda t: ast.Flag(t[0]))
-    const = boolean.copy().add_parse_action(lambda t: ast.Const(t[0]))
+    compare.set_parse_action(_tokens(lambda t: ast.Compare(t[0], t[1], t[2])))
+    flag = field.copy().set_parse_action(_tokens(lambda t: ast.Flag(t[0])))
+    const = boolean.copy().add_parse_action(_tokens(lambda t: ast.Const(t[0])))
 
     condition = pp.Forward().set_name("a condition")
     group = pp.Suppress("(") + condition + pp.Suppress(")")
     unary = pp.Forward().set_name("a condition")
     negation = pp.Suppress(_kw("not")) + unary
-    negation.set_parse_action(lambda t: ast.Not(t[0]))
+    negation.set_parse_action(_tokens(lambda t: ast.Not(t[0])))
     unary <<= (negation | group | const | compare | flag).set_name("a condition")
     conj = unary + pp.ZeroOrMore(pp.Suppress(_kw("and")) + unary)
-    conj.set_parse_action(lambda t: t[0] if len(t) == 1 else ast.And(tuple(t)))
+    conj.set_parse_action(_tokens(lambda t: t[0] if len(t) == 1 else ast.And(tuple(t))))
     condition <<= conj + pp.ZeroOrMore(pp.Suppress(_kw("or")) + conj)
-    condition.set_parse_action(lambda t: t[0] if len(t) == 1 else ast.Or(tuple(t)))
+    condition.set_parse_action(_tokens(lambda t: t[0] if len(t) == 1 else ast.Or(tuple(t))))
     for element in (negation, conj, compare):
         element.set_name("a condition")
 
@@ -102,7 +116,10 @@ def _build() -> pp.ParserElement:
     law.set_parse_action(_make_law)
     source = pp.ZeroOrMore(law) + pp.StringEnd().set_name("the end of the text, or 'law'")
     source.ignore(pp.python_style_comment)
-    return source
+    # Made ready here, once, at import: pyparsing otherwise rearranges the grammar's elements during the first
+    # parse, and two threads parsing for the first time at once read them half rearranged (a law that is right
+    # was refused: "Expected a law id").  Keep tabs in strings, and count a tab as one column.
+    return source.parse_with_tabs().streamline()
 
 
 _DEFAULTS = {"severity": "medium", "tier": "owner", "enforcement": "preventive"}
@@ -144,7 +161,7 @@ def _make_law(s: str, loc: int, t) -> ast.Law:
     )
 
 
-_SOURCE = _build().parse_with_tabs()  # keep tabs in strings, and count a tab as one column
+_SOURCE = _build()
 
 
 def parse(text: str) -> tuple[ast.Law, ...]:
